@@ -1,0 +1,467 @@
+/* prims.c: getting primitives (three ways) and executing them. */
+#include "prims.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uthash.h>
+
+/* A guess at the code a JIT'ed oneDNN kernel occupies; oneDNN does not
+ * report it.  See cost_estimate(). */
+#define CODE_SIZE_GUESS (64u * 1024u)
+
+struct key_entry {
+  ccache_key key;
+  UT_hash_handle hh;
+};
+
+struct ptr_entry {
+  void *ptr;
+  UT_hash_handle hh;
+};
+
+/* What the cache stores per call site.  The primitive is borrowed from the
+ * program the entry references, so it lives at least as long as the closure. */
+typedef struct closure {
+  dnnl_primitive_t prim;
+  dnnl_memory_t weights; /* this layer's constant weights, or NULL */
+} closure;
+
+/* The state a compile callback needs; lives on the caller's stack. */
+typedef struct compile_job {
+  prim_ctx *ctx;
+  prim_worker *w;
+  const call_site *site;
+  const prim_spec *spec;
+  ccache_key pkey;
+} compile_job;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define DNNL_TRY(call)                                                                \
+  do {                                                                                \
+    dnnl_status_t st_ = (call);                                                       \
+    if (st_ != dnnl_success) {                                                        \
+      fprintf(stderr, "onednn_serving: %s failed (dnnl status %d) at %s:%d\n", #call, \
+              (int)st_, __FILE__, __LINE__);                                          \
+      goto fail;                                                                      \
+    }                                                                                 \
+  } while (0)
+
+tensor_spec tensor_dense(int ndims, const int64_t *dims) {
+  tensor_spec t = {.ndims = ndims};
+  int64_t stride = 1;
+  for (int i = ndims - 1; i >= 0; i--) {
+    t.dims[i] = dims[i];
+    t.strides[i] = stride;
+    stride *= dims[i];
+  }
+  return t;
+}
+
+static dnnl_status_t md_of(const tensor_spec *t, dnnl_memory_desc_t *md) {
+  return dnnl_memory_desc_init_by_strides(md, t->ndims, t->dims, dnnl_f32, t->strides);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Building a primitive from its spec: what a compile is here.             */
+
+static int make_attr(const prim_spec *s, dnnl_primitive_attr_t *attr_out) {
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  DNNL_TRY(dnnl_primitive_attr_create(&attr));
+  if (s->n_post > 0) {
+    DNNL_TRY(dnnl_post_ops_create(&po));
+    for (int i = 0; i < s->n_post; i++) {
+      const post_op *p = &s->post[i];
+      if (p->kind == POST_SCALE) {
+        DNNL_TRY(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, p->alpha, 0.0f));
+      } else if (p->kind == POST_SWISH) {
+        DNNL_TRY(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_swish, p->alpha, 0.0f));
+      } else {
+        dnnl_memory_desc_t md;
+        DNNL_TRY(md_of(&p->src1, &md));
+        DNNL_TRY(dnnl_post_ops_append_binary(po, dnnl_binary_mul, &md));
+      }
+    }
+    DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
+    DNNL_TRY(dnnl_post_ops_destroy(po));
+  }
+  *attr_out = attr;
+  return 0;
+fail:
+  if (po) dnnl_post_ops_destroy(po);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return -1;
+}
+
+/* The op descriptor types differ per primitive kind; a union holds any. */
+typedef union op_desc {
+  dnnl_matmul_desc_t matmul;
+  dnnl_softmax_v2_desc_t softmax;
+  dnnl_binary_desc_t binary;
+} op_desc;
+
+static int init_op_desc(const prim_spec *s, op_desc *d) {
+  dnnl_memory_desc_t src, wei, dst;
+  DNNL_TRY(md_of(&s->src, &src));
+  DNNL_TRY(md_of(&s->dst, &dst));
+  if (s->kind == OP_SOFTMAX) {
+    DNNL_TRY(dnnl_softmax_v2_forward_desc_init(&d->softmax, dnnl_forward_inference,
+                                               dnnl_softmax_accurate, &src, &dst, s->axis));
+    return 0;
+  }
+  DNNL_TRY(md_of(&s->wei, &wei));
+  if (s->kind == OP_MATMUL)
+    DNNL_TRY(dnnl_matmul_desc_init(&d->matmul, &src, &wei, NULL, &dst));
+  else
+    DNNL_TRY(dnnl_binary_desc_init(&d->binary, dnnl_binary_add, &src, &wei, &dst));
+  return 0;
+fail:
+  return -1;
+}
+
+/* Primitive descriptor + primitive.  The descriptor is destroyed at once:
+ * the primitive keeps what it needs, so the primitive is the whole program. */
+static int build_primitive(dnnl_engine_t engine, const prim_spec *s, dnnl_primitive_t *out) {
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  op_desc d;
+  if (init_op_desc(s, &d) != 0 || make_attr(s, &attr) != 0) goto fail;
+  DNNL_TRY(dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL));
+  DNNL_TRY(dnnl_primitive_create(out, pd));
+  DNNL_TRY(dnnl_primitive_desc_destroy(pd));
+  DNNL_TRY(dnnl_primitive_attr_destroy(attr));
+  return 0;
+fail:
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return -1;
+}
+
+static uint64_t tensor_bytes(const tensor_spec *t) {
+  uint64_t n = t->ndims > 0 ? sizeof(float) : 0;
+  /* A runtime dim is unknown at creation; count it as 1 (a lower bound). */
+  for (int i = 0; i < t->ndims; i++) n *= t->dims[i] == DNNL_RUNTIME_DIM_VAL ? 1 : (uint64_t)t->dims[i];
+  return n;
+}
+
+/* The charge against --max-cost.  oneDNN's scratchpad query says 0 bytes for
+ * these shapes, and it does not report the size of its generated code, so:
+ * cost = bytes of src + weights + dst (+ post-op tensors), the working set
+ * the kernel's blocking is tuned for, plus a fixed 64 KiB for the code. */
+static uint64_t cost_estimate(const prim_spec *s) {
+  uint64_t c = CODE_SIZE_GUESS + tensor_bytes(&s->src) + tensor_bytes(&s->dst);
+  if (s->kind != OP_SOFTMAX) c += tensor_bytes(&s->wei);
+  for (int i = 0; i < s->n_post; i++)
+    if (s->post[i].kind == POST_MUL) c += tensor_bytes(&s->post[i].src1);
+  return c;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Keys.                                                                   */
+
+static void fp_tensor(ccache_fp *fp, const tensor_spec *t) {
+  ccache_fp_shape(fp, dnnl_f32, (uint32_t)t->ndims, t->dims);
+  ccache_fp_bytes(fp, t->strides, (size_t)t->ndims * sizeof t->strides[0]);
+}
+
+/* Program key: op, shapes, strides, dtypes, post-ops, engine; the closure
+ * key adds the call site (layer and op name).  Built in one pass: the
+ * builder can be finalised and then extended. */
+static int make_keys(const call_site *site, const prim_spec *s, ccache_key *pkey,
+                     ccache_key *ckey) {
+  ccache_fp fp;
+  ccache_fp_init(&fp);
+  ccache_fp_str(&fp, "onednn-2.6/cpu", 14);
+  ccache_fp_u64(&fp, (uint64_t)s->kind);
+  fp_tensor(&fp, &s->src);
+  if (s->kind != OP_SOFTMAX) fp_tensor(&fp, &s->wei);
+  fp_tensor(&fp, &s->dst);
+  ccache_fp_i64(&fp, s->kind == OP_SOFTMAX ? s->axis : 0);
+  ccache_fp_u64(&fp, (uint64_t)s->n_post);
+  for (int i = 0; i < s->n_post; i++) {
+    ccache_fp_u64(&fp, (uint64_t)s->post[i].kind);
+    if (s->post[i].kind == POST_MUL)
+      fp_tensor(&fp, &s->post[i].src1);
+    else
+      ccache_fp_f64(&fp, s->post[i].alpha);
+  }
+  if (ccache_fp_final(&fp, pkey) != CCACHE_OK) return -1;
+  if (!ckey) return 0;
+  ccache_fp_str(&fp, "site", 4);
+  ccache_fp_i64(&fp, site->layer);
+  ccache_fp_str(&fp, site->name, strlen(site->name));
+  return ccache_fp_final(&fp, ckey) == CCACHE_OK ? 0 : -1;
+}
+
+/* Remember a program key, to count the distinct ones. */
+static void record_key(prim_ctx *ctx, ccache_key k) {
+  struct key_entry *e;
+  pthread_mutex_lock(&ctx->lock);
+  HASH_FIND(hh, ctx->keys, &k, sizeof k, e);
+  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
+    e->key = k;
+    HASH_ADD(hh, ctx->keys, key, sizeof e->key, e);
+    ctx->n_keys++;
+  }
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Program accounting: a set of live native pointers catches a double or   */
+/* foreign destroy, the counters give live/peak.                           */
+
+static void program_born(prim_ctx *ctx, void *native) {
+  struct ptr_entry *e = calloc(1, sizeof *e);
+  pthread_mutex_lock(&ctx->lock);
+  if (e) {
+    e->ptr = native;
+    HASH_ADD_PTR(ctx->live, ptr, e);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  atomic_fetch_add(&ctx->programs_created, 1);
+  uint_fast64_t live = atomic_fetch_add(&ctx->programs_live, 1) + 1;
+  uint_fast64_t peak = atomic_load(&ctx->programs_peak);
+  while (live > peak && !atomic_compare_exchange_weak(&ctx->programs_peak, &peak, live)) {
+  }
+}
+
+static void program_died(prim_ctx *ctx, void *native) {
+  struct ptr_entry *e;
+  pthread_mutex_lock(&ctx->lock);
+  HASH_FIND_PTR(ctx->live, &native, e);
+  if (e) HASH_DEL(ctx->live, e);
+  pthread_mutex_unlock(&ctx->lock);
+  if (!e) {
+    atomic_fetch_add(&ctx->bad_destroys, 1);
+    return;
+  }
+  free(e);
+  atomic_fetch_add(&ctx->programs_destroyed, 1);
+  atomic_fetch_sub(&ctx->programs_live, 1);
+}
+
+void prims_destroy_program(void *native, void *vctx) {
+  prim_ctx *ctx = vctx;
+  program_died(ctx, native);
+  dnnl_status_t st = dnnl_primitive_destroy(native);
+  if (st != dnnl_success) fprintf(stderr, "onednn_serving: dnnl_primitive_destroy: status %d\n", (int)st);
+}
+
+void prims_destroy_closure(void *obj, void *vctx) {
+  prim_ctx *ctx = vctx;
+  closure *cl = obj;
+  if (cl->weights) {
+    dnnl_status_t st = dnnl_memory_destroy(cl->weights);
+    if (st != dnnl_success) fprintf(stderr, "onednn_serving: dnnl_memory_destroy: status %d\n", (int)st);
+  }
+  free(cl);
+  atomic_fetch_add(&ctx->closures_destroyed, 1);
+}
+
+int prims_init(prim_ctx *ctx, acquire_mode mode, dnnl_engine_t engine) {
+  memset(ctx, 0, sizeof *ctx);
+  ctx->mode = mode;
+  ctx->engine = engine;
+  return pthread_mutex_init(&ctx->lock, NULL) == 0 ? 0 : -1;
+}
+
+void prims_fini(prim_ctx *ctx) {
+  struct key_entry *k, *kt;
+  HASH_ITER(hh, ctx->keys, k, kt) {
+    HASH_DEL(ctx->keys, k);
+    free(k);
+  }
+  struct ptr_entry *p, *pt;
+  HASH_ITER(hh, ctx->live, p, pt) {
+    HASH_DEL(ctx->live, p);
+    free(p);
+  }
+  pthread_mutex_destroy(&ctx->lock);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Execution.                                                              */
+
+static int execute(prim_ctx *ctx, prim_worker *w, dnnl_primitive_t prim, const prim_spec *s,
+                   const prim_args *a, dnnl_memory_t weights) {
+  enum { MAX_ARGS = 3 + PRIM_MAX_POST };
+  dnnl_exec_arg_t args[MAX_ARGS];
+  dnnl_memory_t owned[MAX_ARGS];
+  int n = 0, n_owned = 0, rc = -1;
+  dnnl_memory_desc_t md;
+  const tensor_spec *src = a->rt_src ? a->rt_src : &s->src;
+  const tensor_spec *wei = a->rt_wei ? a->rt_wei : &s->wei;
+  const tensor_spec *dst = a->rt_dst ? a->rt_dst : &s->dst;
+
+  /* Memory objects wrap the caller's buffers; creating them is cheap and the
+   * same in every mode.  Constant weights come bound in the closure. */
+#define BIND(arg_id, spec, ptr)                                                     \
+  do {                                                                              \
+    DNNL_TRY(md_of((spec), &md));                                                   \
+    DNNL_TRY(dnnl_memory_create(&owned[n_owned], &md, ctx->engine, (void *)(ptr))); \
+    args[n].arg = (arg_id);                                                         \
+    args[n++].memory = owned[n_owned++];                                            \
+  } while (0)
+
+  if (s->kind == OP_BINARY_ADD) {
+    BIND(DNNL_ARG_SRC_0, src, a->src);
+    BIND(DNNL_ARG_SRC_1, wei, a->wei);
+  } else {
+    BIND(DNNL_ARG_SRC, src, a->src);
+  }
+  if (s->kind == OP_MATMUL) {
+    if (weights) {
+      args[n].arg = DNNL_ARG_WEIGHTS;
+      args[n++].memory = weights;
+    } else {
+      BIND(DNNL_ARG_WEIGHTS, wei, a->wei);
+    }
+  }
+  BIND(DNNL_ARG_DST, dst, a->dst);
+  for (int i = 0; i < s->n_post; i++)
+    if (s->post[i].kind == POST_MUL)
+      BIND(DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1, &s->post[i].src1, a->post_src1[i]);
+#undef BIND
+  DNNL_TRY(dnnl_primitive_execute(prim, w->stream, n, args));
+  /* CPU streams run synchronously here, but waiting keeps the contract:
+   * the primitive (and its lease) must outlive the work. */
+  DNNL_TRY(dnnl_stream_wait(w->stream));
+  rc = 0;
+fail:
+  for (int i = 0; i < n_owned; i++) dnnl_memory_destroy(owned[i]);
+  return rc;
+}
+
+static int make_weights_memory(prim_ctx *ctx, const call_site *site, const prim_spec *s,
+                               dnnl_memory_t *out) {
+  dnnl_memory_desc_t md;
+  *out = NULL;
+  if (!site->weights) return 0;
+  DNNL_TRY(md_of(&s->wei, &md));
+  DNNL_TRY(dnnl_memory_create(out, &md, ctx->engine, (void *)site->weights));
+  return 0;
+fail:
+  return -1;
+}
+
+static void report_failure(const call_site *site, const char *what) {
+  fprintf(stderr, "onednn_serving: %s for %s (layer %d)\n", what, site->name, site->layer);
+}
+
+/* Modes 1 and 2: the plain oneDNN way, create-use-destroy.  With oneDNN's
+ * cache enabled, dnnl_primitive_create becomes a lookup; the descriptor is
+ * still built every time. */
+static int run_uncached(prim_ctx *ctx, prim_worker *w, const call_site *site, const prim_spec *s,
+                        const prim_args *a) {
+  dnnl_primitive_t prim = NULL;
+  dnnl_memory_t weights = NULL;
+  uint64_t t0 = now_ns();
+  if (build_primitive(ctx->engine, s, &prim) != 0) {
+    report_failure(site, "creating the primitive failed");
+    return -1;
+  }
+  uint64_t t1 = now_ns();
+  int rc = make_weights_memory(ctx, site, s, &weights);
+  if (rc == 0) rc = execute(ctx, w, prim, s, a, weights);
+  if (weights) dnnl_memory_destroy(weights);
+  uint64_t t2 = now_ns();
+  dnnl_status_t st = dnnl_primitive_destroy(prim);
+  uint64_t t3 = now_ns();
+  w->acquire_ns += (t1 - t0) + (t3 - t2);
+  if (ctx->mode == MODE_NO_CACHE) w->compile_ns += t1 - t0;
+  w->exec_ns += t2 - t1;
+  if (rc != 0) report_failure(site, "execution failed");
+  return rc == 0 && st == dnnl_success ? 0 : -1;
+}
+
+/* Program-level compile: runs once per program key, whichever call site
+ * (layer) asks first. */
+static int compile_program(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                           uint64_t *cost_out) {
+  (void)c;
+  (void)pkey;
+  compile_job *job = ud;
+  dnnl_primitive_t prim = NULL;
+  uint64_t t0 = now_ns();
+  if (build_primitive(job->ctx->engine, job->spec, &prim) != 0) {
+    report_failure(job->site, "creating the primitive failed");
+    return -1;
+  }
+  job->w->compile_ns += now_ns() - t0;
+  program_born(job->ctx, prim);
+  *native_out = prim;
+  *cost_out = cost_estimate(job->spec);
+  return 0;
+}
+
+/* Closure-level compile: runs once per call site; shares the program. */
+static int compile_closure(void *ud, ccache *c, ccache_key ckey, void **closure_out,
+                           ccache_program **program_out) {
+  (void)ckey;
+  compile_job *job = ud;
+  ccache_program *prog = NULL;
+  int st = ccache_program_get_or_compile(c, job->pkey, compile_program, job, &prog);
+  if (st != CCACHE_OK) {
+    fprintf(stderr, "onednn_serving: ccache_program_get_or_compile: %s\n", ccache_strerror(st));
+    return -1;
+  }
+  closure *cl = calloc(1, sizeof *cl);
+  if (!cl || make_weights_memory(job->ctx, job->site, job->spec, &cl->weights) != 0) {
+    free(cl);
+    ccache_program_release(c, prog);
+    return -1;
+  }
+  cl->prim = ccache_program_native(prog);
+  atomic_fetch_add(&job->ctx->closures_created, 1);
+  *closure_out = cl;
+  *program_out = prog;
+  return 0;
+}
+
+static int run_ccache(prim_ctx *ctx, prim_worker *w, const call_site *site, const prim_spec *s,
+                      const prim_args *a) {
+  compile_job job = {.ctx = ctx, .w = w, .site = site, .spec = s};
+  ccache_key ckey;
+  ccache_lease lease = {0};
+  uint64_t t0 = now_ns();
+  if (make_keys(site, s, &job.pkey, &ckey) != 0) {
+    report_failure(site, "building the keys failed");
+    return -1;
+  }
+  int st = ccache_get_or_compile(ctx->cache, ckey, compile_closure, &job, &lease);
+  uint64_t t1 = now_ns();
+  if (st != CCACHE_OK) {
+    fprintf(stderr, "onednn_serving: ccache_get_or_compile: %s\n", ccache_strerror(st));
+    report_failure(site, "getting the primitive failed");
+    return -1;
+  }
+  const closure *cl = lease.closure;
+  int rc = execute(ctx, w, cl->prim, s, a, cl->weights);
+  uint64_t t2 = now_ns();
+  ccache_lease_release(ctx->cache, &lease);
+  uint64_t t3 = now_ns();
+  w->acquire_ns += (t1 - t0) + (t3 - t2);
+  w->exec_ns += t2 - t1;
+  record_key(ctx, job.pkey);
+  if (rc != 0) report_failure(site, "execution failed");
+  return rc;
+}
+
+int prims_run(prim_ctx *ctx, prim_worker *w, const call_site *site, const prim_spec *spec,
+              const prim_args *args) {
+  w->requests++;
+  if (ctx->mode == MODE_CCACHE) return run_ccache(ctx, w, site, spec, args);
+  /* The other modes need no key; it is built outside the timed region only
+   * to count the distinct programs they asked for. */
+  int rc = run_uncached(ctx, w, site, spec, args);
+  ccache_key pkey;
+  if (make_keys(site, spec, &pkey, NULL) == 0) record_key(ctx, pkey);
+  return rc;
+}

@@ -1,0 +1,38 @@
+/* report.h: the comparison table (text or JSON). */
+#ifndef ONEDNN_SERVING_REPORT_H
+#define ONEDNN_SERVING_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "prims.h"
+
+/** The run's settings, echoed in the report. */
+typedef struct run_info {
+  int layers, requests, decode, threads, omp_threads, runtime_dims;
+  uint64_t seed, max_items, ttl_ms, max_cost;
+} run_info;
+
+/** What one mode measured. */
+typedef struct mode_result {
+  acquire_mode mode;
+  const char *name;
+  uint64_t requests, tokens, generated, prim_requests;
+  uint64_t compiles;         /**< primitives created */
+  uint64_t hits;             /**< requests served without creating one */
+  int estimated;             /**< compiles/hits inferred (oneDNN's cache has no counters) */
+  uint64_t distinct_programs; /**< distinct program keys requested */
+  int have_cache_stats;      /**< the rows below are ccache's */
+  uint64_t closure_compiles, program_hits, programs_end, programs_peak, items_end;
+  uint64_t ev_capacity, ev_ttl, ev_cost;
+  double acquire_ms, compile_ms, exec_ms, wall_ms;
+  double p50_ms, p99_ms; /**< per-token latency */
+  uint64_t *checksums;   /**< final-logits checksum per request */
+} mode_result;
+
+/** Print the table for @p n modes (in mode order). */
+void report_table(FILE *f, const run_info *ri, const mode_result *r, int n);
+/** The same as one JSON object. */
+void report_json(FILE *f, const run_info *ri, const mode_result *r, int n);
+
+#endif

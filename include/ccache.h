@@ -1,0 +1,746 @@
+/**
+ * @file ccache.h
+ * @brief ccache: a compile-closure cache for ML runtimes (the whole public API).
+ *
+ * ccache is an embeddable C library that an ML runtime links into its JIT
+ * path.  It maps a 128-bit structural fingerprint of a traced graph (or of
+ * one primitive call site) to the *closure* the runtime calls, and every
+ * closure to a reference-counted *program* (the native compiled code), so
+ * that many call sites share one program.  It is not the ccache compiler
+ * cache.
+ *
+ * Two tables:
+ *  - the **closure table**: closure key -> (closure, program reference,
+ *    64-bit insert index, insert time).  Bounded by item count (FIFO by
+ *    insert index), TTL (from insert time) and the cost of the programs it
+ *    references.
+ *  - the **program table**: program key -> (native program, cost in bytes,
+ *    reference count).  A program is destroyed exactly once, when the last
+ *    closure entry, lease and handle referring to it let go.
+ *
+ * Conventions used by every call:
+ *  - Status codes are `int`: CCACHE_OK (0), CCACHE_MISS (1, not an error) or
+ *    a negative CCACHE_E* code; ccache_strerror() gives the text.
+ *  - Times are milliseconds of a monotonic clock; costs are bytes.
+ *  - Every call is safe from any thread at the same time as any other call
+ *    on the same cache, except ccache_close(): closing a cache while another
+ *    thread is still calling into it (or may do so later) is a caller error
+ *    with undefined behaviour, as freeing any object still in use is.
+ *  - User callbacks (compile, destroy, clock) never run while the cache
+ *    holds an internal lock, so they may call back into the cache (except
+ *    ccache_close() on the same cache).  They run synchronously on the thread
+ *    whose call caused them, before that call returns; the one exception is
+ *    the sweeper thread, which runs the destroys its sweeps cause.
+ *    The allocator hook is the one callback that may run under an internal
+ *    lock; it must never call into the cache.
+ *  - A cache created before fork() must not be used in the child: every
+ *    call on it there returns CCACHE_EFORKED (ccache_close() included; the
+ *    child's copy of its memory is simply abandoned).  Caches opened in the
+ *    child work normally.
+ */
+#ifndef CCACHE_H
+#define CCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @name Symbol export
+ *  CCACHE_API marks every public function.  The shared library is built
+ *  with hidden visibility, so only the calls declared here are exported.
+ *  @{ */
+#if defined(CCACHE_BUILDING) && defined(__GNUC__)
+#define CCACHE_API __attribute__((visibility("default")))
+#else
+#define CCACHE_API
+#endif
+/** @} */
+
+/** @name Versions
+ *  Semantic version of the library.  0.x: no ABI promise yet (SOVERSION 0).
+ *  CCACHE_VERSION_NUMBER is MAJOR*10000 + MINOR*100 + PATCH.
+ *  @{ */
+#define CCACHE_VERSION_MAJOR 0
+#define CCACHE_VERSION_MINOR 1
+#define CCACHE_VERSION_PATCH 0
+#define CCACHE_VERSION_NUMBER \
+  (CCACHE_VERSION_MAJOR * 10000 + CCACHE_VERSION_MINOR * 100 + CCACHE_VERSION_PATCH)
+/** @} */
+
+/**
+ * @brief The library's version number as MAJOR*10000 + MINOR*100 + PATCH.
+ *
+ * Compare with CCACHE_VERSION_NUMBER to detect a header/library mismatch.
+ * Thread-safe; no side effects.
+ * @return the runtime library's version number.
+ */
+CCACHE_API unsigned ccache_version(void);
+
+/* ------------------------------------------------------------------------ */
+/** @name Status codes
+ * Pinned integers generated from one list (as libuv's UV_ERRNO_MAP):
+ * the value of a code never changes between versions.
+ * @{ */
+#define CCACHE_STATUS_MAP(X)                                                   \
+  X(OK, 0, "success")                                                          \
+  X(MISS, 1, "not found in the cache (not an error)")                          \
+  X(EINVAL, -1, "invalid argument")                                            \
+  X(ENOMEM, -2, "out of memory; the cache is unchanged")                       \
+  X(EBUSY, -3, "busy: leases, handles or compiles are outstanding, or the "    \
+               "call came from inside a callback of this cache")               \
+  X(ECOMPILE, -4, "the compile callback failed; nothing was cached")           \
+  X(EDEADLK, -5, "a compile asked for its own key (directly or through a "     \
+                 "cycle on the same thread)")                                  \
+  X(EFORKED, -6, "the cache was created in the parent process before fork()")  \
+  X(ETHREAD, -7, "the sweeper thread could not be started")
+
+/** Status codes returned by ccache calls. */
+typedef enum ccache_status {
+#define CCACHE__STATUS_ENUM(name, value, text) CCACHE_##name = (value),
+  CCACHE_STATUS_MAP(CCACHE__STATUS_ENUM)
+#undef CCACHE__STATUS_ENUM
+} ccache_status;
+
+/**
+ * @brief Text for a status code.
+ * @param status any int; unknown values get "unknown ccache status".
+ * @return a static, NUL-terminated, non-empty string; never NULL.  Never
+ *         free it.  Thread-safe.
+ */
+CCACHE_API const char *ccache_strerror(int status);
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Keys and handles
+ * @{ */
+
+/**
+ * A 128-bit fingerprint.  The cache never interprets it: equal keys are the
+ * same entry, whatever produced them (see the fingerprint builder below).
+ */
+typedef struct ccache_key {
+  uint64_t lo; /**< low 64 bits */
+  uint64_t hi; /**< high 64 bits */
+} ccache_key;
+
+/** An open cache.  Opaque; create with ccache_open(). */
+typedef struct ccache ccache;
+
+/**
+ * A program handle.  Opaque.  Every handle returned by ccache_program_intern(),
+ * ccache_program_fetch() or ccache_program_get_or_compile() is one counted
+ * reference, to be given back with ccache_program_release().
+ */
+typedef struct ccache_program ccache_program;
+
+/**
+ * What a hit returns: the closure and its native program, both valid until
+ * the lease is released with ccache_lease_release(), even if the entry is
+ * evicted, replaced, removed or expires meanwhile.  A lease pins its closure
+ * entry, which pins its program.  Taking a lease allocates nothing.
+ *
+ * A zero-initialised lease (`ccache_lease l = {0};`) is "no lease": releasing
+ * it is a no-op.  ccache_lease_release() zeroes the lease.  Do not copy a
+ * lease and release both copies.
+ */
+typedef struct ccache_lease {
+  void *closure; /**< the runtime's closure, as given to ccache_put() */
+  void *program; /**< the native program (ccache_program_native()) */
+  void *internal_[2]; /**< private; do not touch */
+} ccache_lease;
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Configuration
+ * @{ */
+
+/** Bound value meaning "no bound" (for max_items, ttl_ms, max_cost_bytes). */
+#define CCACHE_UNBOUNDED UINT64_MAX
+
+/**
+ * Destroy callback for a closure or a native program.
+ * @param obj the closure (destroy_closure) or native program (destroy_program)
+ *            pointer exactly as given to the cache.
+ * @param ctx ccache_config::ctx.
+ * Runs exactly once per object, with no internal lock held, on the thread
+ * whose call caused it (the sweeper thread for entries it expires).  It may
+ * call any ccache function except ccache_close() on the same cache.
+ */
+typedef void (*ccache_destroy_fn)(void *obj, void *ctx);
+
+/**
+ * Clock callback: current time in milliseconds of a monotonic clock.
+ * @param ctx ccache_config::ctx.
+ * Called with no internal lock held, from any thread (the sweeper included).
+ * It may step back; the cache clamps insert times so they never decrease.
+ */
+typedef uint64_t (*ccache_clock_fn)(void *ctx);
+
+/**
+ * Allocator hook (both alloc and free, or neither).
+ * alloc returns at least `size` bytes aligned for any object type, or NULL;
+ * free takes what alloc returned (never NULL).
+ * Called from any thread, the sweeper's included, and possibly while the
+ * cache holds an internal lock: it must never call into the cache.
+ */
+typedef void *(*ccache_alloc_fn)(void *alloc_ctx, size_t size);
+/** @copydoc ccache_alloc_fn */
+typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
+
+/**
+ * Options for ccache_open().  Initialise with ccache_config_init(), then set
+ * the fields you need.  The cache copies the struct; it need not outlive
+ * ccache_open().
+ */
+typedef struct ccache_config {
+  /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
+   *  grow the struct.  A size smaller than version 0.1's struct is EINVAL. */
+  uint32_t size;
+  /** 1 (default): a background sweeper thread expires entries every ttl/2
+   *  while ttl_ms is finite.  0: no thread is ever started; call
+   *  ccache_sweep() yourself (fetch still never returns an expired entry). */
+  int sweeper_thread;
+  /** Most closure entries kept: CCACHE_UNBOUNDED (default) or >= 1.
+   *  FIFO eviction by insert index, as EMLX's CompileCache (PR #140).
+   *  Changeable with ccache_set_limits(). */
+  uint64_t max_items;
+  /** Time to live in milliseconds, from insert time (a hit never refreshes
+   *  it): CCACHE_UNBOUNDED (default) or >= 1.  Changeable at runtime. */
+  uint64_t ttl_ms;
+  /** Cap in bytes on the summed cost of the programs referenced by closure
+   *  entries: CCACHE_UNBOUNDED (default) or >= 1.  Changeable at runtime. */
+  uint64_t max_cost_bytes;
+  /** Called once for every closure that leaves the cache; NULL: none. */
+  ccache_destroy_fn destroy_closure;
+  /** Called once for every native program that leaves the cache; NULL: none. */
+  ccache_destroy_fn destroy_program;
+  /** Passed to destroy_closure, destroy_program and clock_ms. */
+  void *ctx;
+  /** Monotonic milliseconds; NULL (default) means CLOCK_MONOTONIC.  Tests
+   *  inject a fake clock here.  The sweeper thread still *waits* on real
+   *  CLOCK_MONOTONIC time but judges expiry with this clock. */
+  ccache_clock_fn clock_ms;
+  /** Allocator hook: both or neither (else EINVAL); NULL: malloc/free.
+   *  Everything the cache allocates goes through it. */
+  ccache_alloc_fn alloc;
+  /** @copydoc alloc */
+  ccache_free_fn free;
+  /** Passed to alloc and free. */
+  void *alloc_ctx;
+} ccache_config;
+
+/**
+ * @brief Fill @p cfg with the defaults: size = sizeof *cfg, every bound
+ * CCACHE_UNBOUNDED, sweeper_thread 1, no callbacks, no allocator hook,
+ * CLOCK_MONOTONIC.
+ * @param cfg caller-owned; NULL is a no-op.  Thread-safe.
+ */
+CCACHE_API void ccache_config_init(ccache_config *cfg);
+
+/**
+ * @brief Create a cache.
+ * @param cfg options (copied); must come from ccache_config_init().
+ * @param out receives the new cache, owned by the caller until
+ *            ccache_close() returns CCACHE_OK.  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out, cfg->size too small, a
+ *         bound of 0, alloc without free or free without alloc);
+ *         CCACHE_ENOMEM; CCACHE_ETHREAD (the sweeper thread could not start).
+ * Thread-safe.  If ttl_ms is finite and sweeper_thread is 1, the sweeper
+ * thread starts here.
+ */
+CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
+
+/**
+ * @brief Close a cache: stop and join its sweeper thread (at once, whatever
+ * the TTL), destroy every closure and program it still holds (closures
+ * first), and free it.
+ * @param c the cache; NULL is a no-op returning CCACHE_OK.
+ * @return CCACHE_OK (c is freed); CCACHE_EBUSY, nothing changed and the cache
+ *         still usable, while any lease or program handle is outstanding,
+ *         while a compile is in flight, or when called from inside any
+ *         callback of this cache; CCACHE_EINVAL for the default instance
+ *         (ccache_default()), which lives until the process exits;
+ *         CCACHE_EFORKED in a child process.
+ * Must not run concurrently with any other call on @p c (caller error).
+ */
+CCACHE_API int ccache_close(ccache *c);
+
+/**
+ * @brief Change the bounds at runtime.
+ *
+ * All three are validated first: any value of 0 returns CCACHE_EINVAL with
+ * nothing changed.  Then, under the writer lock: shrinking max_items evicts
+ * the oldest entries at once (FIFO, cause capacity); a new ttl_ms applies to
+ * entries already present (counted from their insert times) and to the
+ * sweeper's next tick; a finite ttl_ms starts or wakes the sweeper thread, an
+ * unbounded one parks it; if the charged cost exceeds max_cost_bytes the
+ * oldest entries leave (cause cost).  Destroys run before this returns.
+ * @param c the cache.
+ * @param max_items CCACHE_UNBOUNDED or >= 1.
+ * @param ttl_ms milliseconds, CCACHE_UNBOUNDED or >= 1.
+ * @param max_cost_bytes bytes, CCACHE_UNBOUNDED or >= 1.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c or a bound of 0);
+ *         CCACHE_ETHREAD (the sweeper thread could not start: nothing
+ *         changed); CCACHE_EFORKED.  Thread-safe.
+ */
+CCACHE_API int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms,
+                                 uint64_t max_cost_bytes);
+
+/**
+ * @brief Read the current bounds.
+ * @param c the cache.
+ * @param max_items, ttl_ms, max_cost_bytes receive the bounds (items,
+ *        milliseconds, bytes; CCACHE_UNBOUNDED for none); each may be NULL.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c); CCACHE_EFORKED.  Thread-safe.
+ */
+CCACHE_API int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_ms,
+                                 uint64_t *max_cost_bytes);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Program table
+ * Programs are interned under their own structural key (the "dispatch" key:
+ * op, shapes, dtypes, attributes, target; never a call site), as EMLX's
+ * native dispatch cache, so many closure entries share one program.
+ * @{ */
+
+/**
+ * @brief Intern a native program under @p pkey and return a handle (+1).
+ *
+ * Ownership of @p native always passes to the cache, on error too.  If
+ * @p pkey is already interned, the existing program is returned (+1) and
+ * @p native is destroyed once with destroy_program, unless it is the very
+ * pointer already interned.  Interning one native pointer under two pkeys is
+ * a caller error (it would be destroyed twice).
+ * A new program counts as a program_miss, an existing one as a program_hit.
+ * @param c the cache.
+ * @param pkey the program's structural key.
+ * @param native the native program (may be NULL; then nothing is destroyed).
+ * @param cost_bytes caller's estimate of the native memory the program holds,
+ *        in bytes; charged against max_cost_bytes while a closure entry in
+ *        the table refers to it.  Ignored when @p pkey exists.
+ * @param out receives the handle; release with ccache_program_release().
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c or out: @p native is destroyed if
+ *         c is non-NULL); CCACHE_ENOMEM (native destroyed, cache unchanged);
+ *         CCACHE_EFORKED.  Thread-safe.
+ */
+CCACHE_API int ccache_program_intern(ccache *c, ccache_key pkey, void *native,
+                                     uint64_t cost_bytes, ccache_program **out);
+
+/**
+ * @brief Look up a program by key.
+ * @param c the cache.
+ * @param pkey the program's key.
+ * @param out receives a handle (+1) on CCACHE_OK, NULL on CCACHE_MISS.
+ * @return CCACHE_OK; CCACHE_MISS; CCACHE_EINVAL (NULL c or out);
+ *         CCACHE_EFORKED.  Counts program_hits / program_misses.  Thread-safe.
+ */
+CCACHE_API int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out);
+
+/**
+ * @brief The native program behind a handle.
+ * @param p a live handle; NULL returns NULL.
+ * @return the native pointer, valid while @p p is held.  Thread-safe.
+ */
+CCACHE_API void *ccache_program_native(const ccache_program *p);
+
+/**
+ * @brief Give back one program handle.  If it was the last reference, the
+ * program leaves the table and destroy_program runs on this thread, with no
+ * lock held, before this returns.
+ * @param c the cache the handle came from; @p p NULL (or @p c NULL) is a no-op.
+ * Thread-safe.  Using @p p afterwards is a caller error.
+ */
+CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Closure table
+ * @{ */
+
+/**
+ * @brief Store @p closure under @p key, running @p p.
+ *
+ * The entry takes its own reference on @p p; the caller keeps its handle.
+ * The entry gets the next 64-bit insert index and the insert time
+ * max(clock now, previous insert time).  If @p key is present the entry is
+ * replaced (the later insert wins; counts as an insert and as `replaced`; no
+ * capacity eviction).  Putting the very closure pointer the entry already
+ * holds does not destroy it.  Then, while items > max_items the oldest entry
+ * leaves (cause capacity), and while the charged cost > max_cost_bytes the
+ * oldest entries leave (cause cost), never the entry just inserted.  Destroys
+ * caused by this call run on this thread before it returns.
+ *
+ * Ownership of @p closure passes to the cache in every case where @p c is not
+ * NULL: on error it is destroyed once with destroy_closure.  Putting one
+ * closure pointer under two keys is a caller error.
+ * @param c the cache.
+ * @param key the closure key (call site fingerprint).
+ * @param closure the runtime's callable (may be NULL).
+ * @param p a live handle of this cache.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c or p); CCACHE_ENOMEM (cache
+ *         unchanged); CCACHE_EFORKED.  Thread-safe.
+ */
+CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p);
+
+/**
+ * @brief Look up a closure.  On a hit, @p out holds a lease on the entry.
+ *
+ * Never returns an expired entry (now >= insert time + ttl_ms), whether or not
+ * a sweep has run; an expired entry found here counts a miss and is removed
+ * (cause ttl).  The hit path allocates nothing and does not touch the
+ * program's reference count.
+ * @param c the cache.
+ * @param key the closure key.
+ * @param out caller-owned lease; set on CCACHE_OK, zeroed otherwise.
+ * @return CCACHE_OK; CCACHE_MISS; CCACHE_EINVAL (NULL c or out);
+ *         CCACHE_EFORKED.  Thread-safe; hits on different keys do not share a
+ *         lock or a written cache line.
+ */
+CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
+
+/**
+ * @brief Release a lease.  If the entry has left the table and this was its
+ * last lease, destroy_closure then (if it was the program's last reference)
+ * destroy_program run on this thread, with no lock held, before this returns.
+ * @param c the cache the lease came from; NULL is a no-op.
+ * @param lease zeroed on return; NULL or an already-zeroed lease is a no-op.
+ * Thread-safe.
+ */
+CCACHE_API void ccache_lease_release(ccache *c, ccache_lease *lease);
+
+/**
+ * @brief Remove the entry for @p key.  Its destroys (unless a lease holds it)
+ * run on this thread before this returns.  Counts `removed`.
+ * @return CCACHE_OK; CCACHE_MISS (no such key); CCACHE_EINVAL (NULL c);
+ *         CCACHE_EFORKED.  Thread-safe.
+ */
+CCACHE_API int ccache_remove(ccache *c, ccache_key key);
+
+/**
+ * @brief Remove every closure entry (counts `cleared`).  Programs held by
+ * caller handles stay interned.  Destroys run on this thread before return.
+ * @param c the cache; NULL is a no-op.  Thread-safe.
+ */
+CCACHE_API void ccache_clear(ccache *c);
+
+/**
+ * @brief Remove every entry that has expired by now (cause ttl).  Costs
+ * O(expired): expired entries are always a prefix of the FIFO.
+ * @param c the cache.
+ * @return how many entries this call removed (>= 0), or CCACHE_EINVAL (NULL
+ *         c) / CCACHE_EFORKED.  Destroys run on this thread before return.
+ * Thread-safe.  The sweeper thread calls this every ttl/2.
+ */
+CCACHE_API int64_t ccache_sweep(ccache *c);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Single-flight get-or-compile
+ * Concurrent misses on one key compile once: one caller runs the compile
+ * callback with no lock held, every other caller for that key waits and then
+ * gets the same result (oneDNN's primitive cache does this with a shared
+ * future, JAX with a notification).  Errors are never cached.
+ *
+ * A compile callback may call any ccache function, get-or-compile for other
+ * keys included.  Asking for its own key, directly or through a cycle of
+ * compiles on the same thread, returns CCACHE_EDEADLK.  A cycle *across*
+ * threads (A's compile waits for B while B's compile waits for A) is a
+ * caller bug that no cache can resolve: it blocks both threads forever.
+ * @{ */
+
+/**
+ * Closure compile callback.
+ * @param ud the caller's pointer given to ccache_get_or_compile().
+ * @param c the cache.
+ * @param key the closure key being compiled.
+ * @param closure_out set to the new closure (ownership passes to the cache
+ *        on success).
+ * @param program_out set to a program handle of @p c (the reference passes
+ *        to the cache on success; usually from ccache_program_intern() or
+ *        ccache_program_get_or_compile()).
+ * @return 0 on success; non-zero on failure, in which case the cache takes
+ *         nothing from the out-pointers: the callback cleans up what it made.
+ */
+typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **closure_out,
+                                 ccache_program **program_out);
+
+/**
+ * @brief Fetch @p key, or compile it once whatever the number of concurrent
+ * callers.
+ *
+ * Hit: a lease, no callback.  Miss: exactly one caller runs @p compile on its
+ * own thread with no lock held; the entry is inserted like ccache_put()
+ * (later inserts win; a remove or clear during the compile does not cancel
+ * it) and the caller and every waiter get a lease on that entry, even if it
+ * is evicted or expires before they wake.  Counts: the compiling caller one
+ * miss and one `compiles`; each waiter one `waits` and a hit (lease) or a
+ * miss (error); `compile_ns` adds the time spent in @p compile.
+ * @param c the cache.
+ * @param key the closure key.
+ * @param compile the callback (must not be NULL).
+ * @param ud passed to @p compile.
+ * @param out the lease, zeroed unless CCACHE_OK.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out);
+ *         CCACHE_ECOMPILE (the compile returned non-zero: to the caller and
+ *         every waiter; nothing cached; `compile_failures` +1);
+ *         CCACHE_ENOMEM (inserting failed; the compiled closure and program
+ *         were destroyed; to the caller and every waiter);
+ *         CCACHE_EDEADLK (see above); CCACHE_EFORKED.  Thread-safe.
+ */
+CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile,
+                                     void *ud, ccache_lease *out);
+
+/**
+ * Program compile callback.
+ * @param ud the caller's pointer.
+ * @param c the cache.
+ * @param pkey the program key being compiled.
+ * @param native_out set to the native program (ownership passes to the cache
+ *        on success).
+ * @param cost_out set to its cost in bytes (see ccache_program_intern()).
+ * @return 0 on success, non-zero on failure (nothing is taken).
+ */
+typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                                         uint64_t *cost_out);
+
+/**
+ * @brief ccache_program_fetch(), or compile the program once whatever the
+ * number of concurrent callers; same contract as ccache_get_or_compile() at
+ * the program level (program_hits, program_misses, program_compiles, waits).
+ * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
+ * @return CCACHE_OK; CCACHE_EINVAL; CCACHE_ECOMPILE; CCACHE_ENOMEM (the
+ *         native program was destroyed); CCACHE_EDEADLK; CCACHE_EFORKED.
+ * Thread-safe.
+ */
+CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
+                                             ccache_program_compile_fn compile, void *ud,
+                                             ccache_program **out);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Statistics
+ * @{ */
+
+/**
+ * Counters (monotonic since open) and gauges (current values).  All uint64_t.
+ */
+typedef struct ccache_stats {
+  uint32_t size; /**< set to sizeof(ccache_stats) by the caller */
+  uint64_t hits;             /**< closure lookups that returned a lease */
+  uint64_t misses;           /**< closure lookups that did not (expired included) */
+  uint64_t inserts;          /**< puts/compiles that stored an entry, replacements included */
+  uint64_t replaced;         /**< inserts that replaced an entry under the same key */
+  uint64_t evicted_capacity; /**< entries evicted by max_items */
+  uint64_t evicted_ttl;      /**< entries removed because they expired (fetch or sweep) */
+  uint64_t evicted_cost;     /**< entries evicted by max_cost_bytes */
+  uint64_t removed;          /**< entries removed by ccache_remove() */
+  uint64_t cleared;          /**< entries removed by ccache_clear() */
+  uint64_t items;            /**< gauge: closure entries in the table */
+  uint64_t programs;         /**< gauge: programs alive (interned, not yet destroyed) */
+  uint64_t programs_destroyed; /**< native programs destroyed */
+  uint64_t closures_destroyed; /**< closures destroyed */
+  uint64_t leases_out;       /**< gauge: leases not yet released */
+  uint64_t cost_bytes;       /**< gauge: charged cost, bytes */
+  uint64_t program_hits;     /**< program lookups that found the program */
+  uint64_t program_misses;   /**< program lookups that did not */
+  uint64_t compiles;         /**< closure compile callbacks that ran */
+  uint64_t program_compiles; /**< program compile callbacks that ran */
+  uint64_t compile_failures; /**< compile callbacks (both levels) that failed */
+  uint64_t waits;            /**< single-flight joins (both levels) */
+  uint64_t compile_ns;       /**< nanoseconds spent in compile callbacks (both levels) */
+} ccache_stats;
+
+/**
+ * @brief Snapshot the statistics.
+ * @param c the cache; NULL (or a child-process cache) zeroes the fields.
+ * @param out caller-owned; set out->size = sizeof *out first: only the first
+ *        out->size bytes are written (a later, larger library never writes
+ *        past an older caller's struct).  NULL is a no-op.
+ * Thread-safe; each field is exact, the set is a near-simultaneous snapshot.
+ */
+CCACHE_API void ccache_stats_get(ccache *c, ccache_stats *out);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Default instance
+ * One process-wide cache for runtimes that do not want to pass a handle
+ * around (as EMLX calls default to its one named process).
+ * @{ */
+
+/**
+ * @brief Supply the default instance's configuration before first use.
+ * Environment variables still override its bounds (see ccache_default()).
+ * @param cfg copied; NULL is EINVAL.
+ * @return CCACHE_OK; CCACHE_EINVAL (invalid cfg); CCACHE_EBUSY (the default
+ *         instance already exists).  Thread-safe.
+ */
+CCACHE_API int ccache_default_init(const ccache_config *cfg);
+
+/**
+ * @brief The process-wide cache, created on first use (thread-safe).
+ *
+ * Bounds come from ccache_default_init()'s config (or the defaults), each
+ * overridden by an environment variable when set: CLOSURE_CACHE_MAX_ITEMS,
+ * CLOSURE_CACHE_TTL_MS (milliseconds), CLOSURE_CACHE_MAX_COST (bytes).  The
+ * CCACHE_ prefix is deliberately not used: the ccache compiler cache reports
+ * unknown CCACHE_* variables as errors.  Accepted forms: a decimal integer
+ * >= 1 (no sign, no spaces, no suffix, at most UINT64_MAX - 1), or
+ * "unbounded" / "infinity".  Anything else makes this call return
+ * CCACHE_EINVAL every time.  The instance lives until the process exits;
+ * ccache_close() on it returns CCACHE_EINVAL.
+ * @param out receives the cache (not owned by the caller).
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL out or a bad variable);
+ *         CCACHE_ENOMEM / CCACHE_ETHREAD (creation failed; retried next call).
+ */
+CCACHE_API int ccache_default(ccache **out);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Structural fingerprints (XXH3-128)
+ *
+ * A streaming builder over xxHash's XXH3-128.  Every field is framed with a
+ * one-byte type tag and (for variable-length fields) a 64-bit length, so no
+ * two different sequences of fields hash the same bytes ("ab"+"c" differs
+ * from "a"+"bc"; the u64 1 differs from the 8 bytes 01 00 .. 00).  Integers
+ * are encoded little-endian at fixed width, so a key is the same on every
+ * machine and in every process.  CCACHE_FP_FORMAT_VERSION is mixed in first:
+ * a change in encoding bumps it.
+ *
+ * Collision model: XXH3-128 is a fast *non-cryptographic* hash.  Accidental
+ * collisions between honest graphs are negligible (~2^-64 at 2^32 keys), but
+ * someone who can choose graphs can construct collisions on purpose.  Do not
+ * key a cache shared across trust boundaries on these fingerprints alone.
+ *
+ * The builder allocates nothing and is not thread-safe (one builder per
+ * thread); all functions are reentrant.
+ * @{ */
+
+/** Version of the key encoding, mixed into every key. */
+#define CCACHE_FP_FORMAT_VERSION 1u
+/** Largest rank accepted by ccache_fp_shape() and the graph helper. */
+#define CCACHE_FP_MAX_RANK 16u
+
+/**
+ * Builder state.  Opaque: holds the XXH3 streaming state and a small buffer
+ * that batches small fields.  Caller-owned (stack is fine), no cleanup.
+ */
+typedef struct ccache_fp {
+#if defined(__cplusplus)
+  alignas(64) unsigned char opaque_[1024];
+#else
+  _Alignas(64) unsigned char opaque_[1024];
+#endif
+} ccache_fp;
+
+/** @brief Start a fingerprint.  @param fp caller-owned; NULL is a no-op. */
+CCACHE_API void ccache_fp_init(ccache_fp *fp);
+/** @brief Append an unsigned 64-bit integer (tag + 8 bytes LE).
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL fp). */
+CCACHE_API int ccache_fp_u64(ccache_fp *fp, uint64_t v);
+/** @brief Append a signed 64-bit integer (own tag + 8 bytes LE, two's complement).
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL fp). */
+CCACHE_API int ccache_fp_i64(ccache_fp *fp, int64_t v);
+/** @brief Append a double by its IEEE-754 bit pattern (so -0.0 != 0.0 and
+ *  NaN payloads differ).  @return CCACHE_OK; CCACHE_EINVAL (NULL fp). */
+CCACHE_API int ccache_fp_f64(ccache_fp *fp, double v);
+/** @brief Append @p len bytes (tag + 64-bit length + bytes).  The contents are
+ *  hashed, never the address.
+ *  @param data may be NULL only when @p len is 0.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL fp, or NULL data with len > 0: the
+ *          builder is then poisoned and ccache_fp_final() returns EINVAL). */
+CCACHE_API int ccache_fp_bytes(ccache_fp *fp, const void *data, size_t len);
+/** @brief Append a string of @p len bytes (own tag, distinct from bytes).
+ *  @return as ccache_fp_bytes(). */
+CCACHE_API int ccache_fp_str(ccache_fp *fp, const char *s, size_t len);
+/** @brief Append a tensor type: dtype, rank, then each dim (LE 64-bit).
+ *  @param dtype the runtime's dtype code (any int32).
+ *  @param rank 0..CCACHE_FP_MAX_RANK.
+ *  @param dims @p rank dims; may be NULL only when rank is 0.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL fp, rank too large, NULL dims with
+ *          rank > 0: the builder is poisoned). */
+CCACHE_API int ccache_fp_shape(ccache_fp *fp, int32_t dtype, uint32_t rank, const int64_t *dims);
+/** @brief Finish: the key of everything appended so far.  The builder is
+ *  unchanged and may take more fields.
+ *  @param out receives the key.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL fp or out, or an earlier append
+ *          failed: no key). */
+CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out);
+
+/** An operand or output reference: output slot @c slot of node @c node. */
+typedef struct ccache_fp_ref {
+  uint32_t node; /**< index into the node array */
+  uint32_t slot; /**< output slot of that node */
+} ccache_fp_ref;
+
+/** One output slot's tensor type. */
+typedef struct ccache_fp_tensor {
+  int32_t dtype;       /**< the runtime's dtype code */
+  uint32_t rank;       /**< 0..CCACHE_FP_MAX_RANK */
+  const int64_t *dims; /**< @c rank dims (NULL only when rank is 0) */
+} ccache_fp_tensor;
+
+/**
+ * One node of a graph, for ccache_fp_graph().  What enters its digest: the op
+ * (op_name bytes if non-NULL, else op_id), the attribute bytes, each output
+ * slot's dtype and shape, each operand's digest *in operand order* with its
+ * slot, the constant bytes, and for a parameter its position.  What never
+ * does: the node's index in the array, any name or address, and the order in
+ * which independent nodes were built.
+ */
+typedef struct ccache_fp_node {
+  const char *op_name;       /**< op name (NUL-terminated), or NULL to use op_id */
+  uint64_t op_id;            /**< numeric op id, used when op_name is NULL */
+  const void *attrs;         /**< attribute bytes (serialised by the runtime) */
+  size_t attrs_len;          /**< bytes at attrs (NULL attrs needs 0) */
+  const ccache_fp_tensor *outputs; /**< output slots */
+  uint32_t n_outputs;        /**< number of output slots */
+  uint32_t n_operands;       /**< number of operands */
+  const ccache_fp_ref *operands; /**< operands; each must name an earlier node */
+  const void *constant;      /**< constant bytes (weights baked in), or NULL */
+  size_t constant_len;       /**< bytes at constant */
+  int64_t param_index;       /**< >= 0: graph input number param_index; -1: not an input */
+} ccache_fp_node;
+
+/**
+ * @brief Structural (Merkle) fingerprint of a graph.
+ *
+ * Each node's digest hashes its own fields and its operands' digests in
+ * operand order; a graph input is identified by its parameter position; the
+ * key hashes the device string and the outputs' digests (with their slots)
+ * in output order.  Nodes must be topologically ordered (operands point to
+ * earlier nodes).
+ * @param nodes @p n_nodes nodes (read only, not retained).
+ * @param n_nodes number of nodes.
+ * @param outputs @p n_outputs graph outputs in order.
+ * @param n_outputs number of outputs (>= 1).
+ * @param device target/device string (NUL-terminated; NULL is EINVAL).
+ * @param scratch caller-provided workspace of @p n_nodes keys (receives each
+ *        node's digest; the call allocates nothing).
+ * @param out receives the key.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL arguments, an operand pointing
+ *         forward, to itself or out of range, or to a slot its node lacks, an
+ *         output out of range, a rank over CCACHE_FP_MAX_RANK, NULL data with
+ *         a non-zero length): no key is written.  Thread-safe, reentrant.
+ */
+CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
+                               const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
+                               ccache_key *scratch, ccache_key *out);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCACHE_H */

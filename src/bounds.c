@@ -1,0 +1,102 @@
+/*
+ * bounds.c - the three bounds and their evictions: max_items (FIFO by insert
+ * index, as EMLX's CompileCache since PR #140), TTL from insert time (a hit
+ * never refreshes it), and a cap on the cost of the programs the table
+ * references.  All of it runs under the writer lock; destroys are left in a
+ * graveyard for the caller to drain after unlocking.
+ */
+#include "internal.h"
+
+bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
+  /* Inserted at t: a hit for now < t + ttl, a miss for now >= t + ttl.
+   * Written without t + ttl, which could overflow. */
+  return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
+}
+
+/* The entry with the lowest insert index: the lowest shard head.  Reads only
+ * the shards' cached head indices, so its cost does not grow with the table. */
+ccache__entry *ccache__oldest_locked(ccache *c) {
+  ccache__shard *best = NULL;
+  uint64_t best_idx = UINT64_MAX;
+  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) {
+    ccache__shard *s = &c->shards[i].s;
+    if (s->head_idx < best_idx) {
+      best_idx = s->head_idx;
+      best = s;
+    }
+  }
+  return best ? best->head : NULL;
+}
+
+/* Items first (each insert evicts at most what it added), then cost: the
+ * oldest entries leave until the charged total fits, but never `keep`, the
+ * entry just inserted.  Evicting one of several entries that share a
+ * program frees nothing, so the loop simply goes on.  O(evicted). */
+void ccache__enforce_locked(ccache *c, const ccache__entry *keep, ccache__graveyard *gy) {
+  while (c->items > c->max_items) {
+    ccache__entry *old = ccache__oldest_locked(c);
+    if (!old || old == keep) break;
+    ccache__detach_locked(c, old, &c->n.evicted_capacity, gy);
+  }
+  while (c->cost_bytes > c->max_cost) {
+    ccache__entry *old = ccache__oldest_locked(c);
+    if (!old || old == keep) break;
+    ccache__detach_locked(c, old, &c->n.evicted_cost, gy);
+  }
+}
+
+int64_t ccache__sweep(ccache *c, uint64_t now) {
+  ccache__graveyard gy = {NULL, NULL};
+  int64_t n = 0;
+  pthread_mutex_lock(&c->wlock);
+  uint64_t ttl = atomic_load(&c->ttl_ms);
+  /* Expired entries are a prefix of the FIFO: stop at the first live one. */
+  for (;;) {
+    ccache__entry *old = ccache__oldest_locked(c);
+    if (!old || !ccache__expired(old->ins_ms, now, ttl)) break;
+    ccache__detach_locked(c, old, &c->n.evicted_ttl, &gy);
+    n++;
+  }
+  pthread_mutex_unlock(&c->wlock);
+  ccache__graveyard_drain(c, &gy);
+  return n;
+}
+
+int64_t ccache_sweep(ccache *c) {
+  if (!c) return CCACHE_EINVAL;
+  if (ccache__forked(c)) return CCACHE_EFORKED;
+  if (atomic_load(&c->ttl_ms) == CCACHE_UNBOUNDED) return 0;
+  return ccache__sweep(c, ccache__now_ms(c));
+}
+
+int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms, uint64_t max_cost_bytes) {
+  if (!c || max_items == 0 || ttl_ms == 0 || max_cost_bytes == 0) return CCACHE_EINVAL;
+  if (ccache__forked(c)) return CCACHE_EFORKED;
+  /* Start the sweeper before changing anything, so a failure changes nothing. */
+  int rc = ccache__sweeper_kick(c, ttl_ms);
+  if (rc != CCACHE_OK) return rc;
+  ccache__graveyard gy = {NULL, NULL};
+  pthread_mutex_lock(&c->wlock);
+  c->max_items = max_items;
+  c->max_cost = max_cost_bytes;
+  atomic_store(&c->ttl_ms, ttl_ms);
+  ccache__enforce_locked(c, NULL, &gy);
+  pthread_mutex_unlock(&c->wlock);
+  ccache__graveyard_drain(c, &gy);
+  /* Wake it again now the new TTL is visible: the next tick uses it. */
+  ccache__sweeper_kick(c, ttl_ms);
+  /* A shorter TTL applies to entries already present: fetch enforces it
+   * from now on and the sweeper's next tick removes them. */
+  return CCACHE_OK;
+}
+
+int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_ms, uint64_t *max_cost_bytes) {
+  if (!c) return CCACHE_EINVAL;
+  if (ccache__forked(c)) return CCACHE_EFORKED;
+  pthread_mutex_lock(&c->wlock);
+  if (max_items) *max_items = c->max_items;
+  if (ttl_ms) *ttl_ms = atomic_load(&c->ttl_ms);
+  if (max_cost_bytes) *max_cost_bytes = c->max_cost;
+  pthread_mutex_unlock(&c->wlock);
+  return CCACHE_OK;
+}

@@ -1,0 +1,114 @@
+/*
+ * check.c - the consistency checker (built into the test library only).
+ *
+ * Walks every table under every lock and verifies what the rest of the code
+ * only maintains incrementally: item count, FIFO order (insert indices and
+ * times increasing within each shard, cached head indices right), per-program
+ * table references, the charged cost, the bounds, and that every entry is
+ * live: expired entries may still sit in the table until a fetch or sweep
+ * removes them, but only as a prefix of the FIFO.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define FAIL(...)                                  \
+  do {                                             \
+    fprintf(stderr, "ccache__check: " __VA_ARGS__); \
+    fputc('\n', stderr);                           \
+    ok = 0;                                        \
+  } while (0)
+
+/* Per-program count of entries in the table, kept in a scratch field-free
+ * way: a second uthash keyed by program pointer. */
+typedef struct prog_count {
+  UT_hash_handle hh;
+  const ccache_program *p;
+  uint64_t n;
+} prog_count;
+
+static int check_programs(ccache *c, prog_count *counts) {
+  int ok = 1;
+  uint64_t cost = 0, n = 0;
+  ccache_program *p, *tmp;
+  HASH_ITER(hh, c->programs, p, tmp) {
+    prog_count *pc;
+    HASH_FIND_PTR(counts, &p, pc);
+    uint64_t in_table = pc ? pc->n : 0;
+    if (p->table_refs != in_table)
+      FAIL("program %p: table_refs %llu, entries in table %llu", (void *)p,
+           (unsigned long long)p->table_refs, (unsigned long long)in_table);
+    if (p->refs < p->table_refs) FAIL("program %p: refs below table refs", (void *)p);
+    if (p->refs == 0) FAIL("program %p: zero refs but still interned", (void *)p);
+    if (p->table_refs) cost += p->cost;
+    n++;
+  }
+  if (n != c->nprograms) FAIL("programs gauge %llu, table %llu", (unsigned long long)c->nprograms,
+                              (unsigned long long)n);
+  if (cost != c->cost_bytes)
+    FAIL("cost_bytes %llu, recomputed %llu", (unsigned long long)c->cost_bytes,
+         (unsigned long long)cost);
+  return ok;
+}
+
+int ccache__check(ccache *c, uint64_t now) {
+  static const ccache__mem plain = {NULL, NULL, NULL};
+  CCACHE__UTHASH_SCOPE(&plain); /* the scratch table bypasses the hook */
+  int ok = 1;
+  prog_count *counts = NULL;
+  pthread_mutex_lock(&c->wlock);
+  uint64_t ttl = atomic_load(&c->ttl_ms);
+  uint64_t items = 0, prev_idx = 0, prev_ms = 0, oldest_live_idx = UINT64_MAX, newest_dead = 0;
+  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) {
+    ccache__shard *s = &c->shards[i].s;
+    pthread_mutex_lock(&s->mu);
+    if (s->head_idx != (s->head ? s->head->idx : UINT64_MAX)) FAIL("shard %u: stale head_idx", i);
+    prev_idx = 0;
+    prev_ms = 0;
+    for (ccache__entry *e = s->head; e; e = e->hh.next) {
+      items++;
+      if (e->idx <= prev_idx) FAIL("shard %u: insert index not increasing", i);
+      if (e->ins_ms < prev_ms) FAIL("shard %u: insert time decreasing", i);
+      if (e->idx >= c->next_idx) FAIL("shard %u: insert index from the future", i);
+      if (ccache__shard_of(c, e->hh.hashv) != s) FAIL("entry in the wrong shard");
+      if (atomic_load(&e->refs) < 1) FAIL("entry in table with no reference");
+      if (e->program->owner != c) FAIL("entry runs a program of another cache");
+      prev_idx = e->idx;
+      prev_ms = e->ins_ms;
+      if (now != UINT64_MAX && ccache__expired(e->ins_ms, now, ttl)) {
+        if (e->idx > newest_dead) newest_dead = e->idx;
+      } else if (e->idx < oldest_live_idx) {
+        oldest_live_idx = e->idx;
+      }
+      prog_count *pc;
+      const ccache_program *pp = e->program;
+      HASH_FIND_PTR(counts, &pp, pc);
+      if (!pc) {
+        pc = ccache__calloc(&plain, sizeof *pc);
+        if (!pc) {
+          FAIL("out of memory in checker");
+          break;
+        }
+        pc->p = pp;
+        HASH_ADD_PTR(counts, p, pc);
+      }
+      pc->n++;
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+  if (items != c->items) FAIL("items %llu, table %llu", (unsigned long long)c->items,
+                              (unsigned long long)items);
+  if (newest_dead > oldest_live_idx) FAIL("expired entries are not a prefix of the FIFO");
+  if (c->items > c->max_items) FAIL("items over max_items");
+  pthread_mutex_lock(&c->pmu);
+  ok &= check_programs(c, counts);
+  pthread_mutex_unlock(&c->pmu);
+  pthread_mutex_unlock(&c->wlock);
+  prog_count *pc, *tmp;
+  HASH_ITER(hh, counts, pc, tmp) {
+    HASH_DEL(counts, pc);
+    ccache__free(&plain, pc);
+  }
+  return ok ? 0 : -1;
+}

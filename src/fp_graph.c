@@ -1,0 +1,328 @@
+/*
+ * fp_graph.c - structural (Merkle) fingerprint of a whole graph.
+ *
+ * Every node digest and the graph key are XXH3-128 (unseeded) of a byte
+ * stream that starts with the same 13-byte prefix as a builder stream
+ * ("ccache-fp" + u32 LE CCACHE_FP_FORMAT_VERSION) followed by a domain tag
+ * (0x10 node, 0x20 graph) that the builder never emits as a field tag, so no
+ * builder sequence can produce a node or graph stream.  Layouts (all
+ * integers little-endian, fixed width):
+ *
+ *   node:  0x10
+ *          op      0x11 u64 len, name bytes   |   0x12 u64 op_id
+ *          attrs   u64 len, bytes
+ *          outputs u32 n, n x (i32 dtype, u32 rank, rank x i64 dim)
+ *          operands u32 n, n x (u64 lo, u64 hi of the operand's digest, u32 slot)
+ *          constant u8 present (constant != NULL), u64 len, bytes
+ *          param   u8 is_param, u64 position (0 when not a parameter)
+ *   graph: 0x20
+ *          device  u64 len, bytes
+ *          outputs u64 n, n x (u64 lo, u64 hi of the node's digest, u32 slot)
+ *
+ * Node indices never enter a stream: operands contribute their digests, so
+ * renumbering nodes or reordering independent ones leaves the key alone.
+ *
+ * Speed: a typical node encodes to ~150 bytes, so it is written into a stack
+ * buffer and hashed with one one-shot XXH3_128bits() call (~40 ns per node
+ * would otherwise go to per-call streaming overhead).  A node with a large
+ * constant or attribute blob spills to a streaming XXH3 state instead; both
+ * paths hash the same stream, so the digest does not depend on the path.
+ */
+#include "ccache.h"
+
+#include <stdbool.h>
+#include <string.h>
+/* The XXH3_state_t layout is needed to keep a state on the stack. */
+#define XXH_STATIC_LINKING_ONLY 1
+#include <xxhash.h>
+
+/* See fingerprint.c: the dispatching update is bit-identical but faster. */
+#if defined(__x86_64__) && defined(__has_include) && !defined(CCACHE_FP_NO_DISPATCH)
+#if __has_include(<xxh_x86dispatch.h>)
+#define XXH_DISPATCH_DISABLE_REPLACE 1
+#include <xxh_x86dispatch.h>
+#define FPG_XXH_UPDATE XXH3_128bits_update_dispatch
+#endif
+#endif
+#ifndef FPG_XXH_UPDATE
+#define FPG_XXH_UPDATE XXH3_128bits_update
+#endif
+
+/* Domain and section tags.  Pinned: changing one needs a format bump. */
+enum {
+  FPG_TAG_NODE = 0x10,
+  FPG_TAG_OP_NAME = 0x11,
+  FPG_TAG_OP_ID = 0x12,
+  FPG_TAG_GRAPH = 0x20,
+};
+
+#define FPG_MAGIC "ccache-fp"
+#define FPG_MAGIC_LEN 9u
+
+/* Stack buffer for one stream, and the blob size from which a payload is
+ * fed to XXH3 directly rather than copied.  Each fixed-size item written
+ * through sink_reserve() is at most 8 + 8 * CCACHE_FP_MAX_RANK bytes. */
+#define FPG_BUF_SIZE 1024u
+#define FPG_DIRECT_MIN 256u
+
+/* ---- a byte sink: buffer first, streaming state only when needed ---- */
+
+typedef struct sink {
+  size_t used;
+  bool spilled;        /* st holds a prefix of the stream */
+  XXH3_state_t *st;    /* caller's state, reset on first spill */
+  unsigned char *buf;  /* FPG_BUF_SIZE bytes */
+} sink;
+
+static void sink_spill(sink *s) {
+  if (!s->spilled) {
+    XXH3_128bits_reset(s->st);
+    s->spilled = true;
+  }
+  if (s->used) {
+    FPG_XXH_UPDATE(s->st, s->buf, s->used);
+    s->used = 0;
+  }
+}
+
+/* Room for @p n bytes (n <= FPG_BUF_SIZE); write there, then sink_commit(). */
+static inline unsigned char *sink_reserve(sink *s, size_t n) {
+  if (s->used + n > FPG_BUF_SIZE)
+    sink_spill(s);
+  return s->buf + s->used;
+}
+
+static inline void sink_commit(sink *s, const unsigned char *end) {
+  s->used = (size_t)(end - s->buf);
+}
+
+/* Raw payload bytes (their length was written before them). */
+static void sink_blob(sink *s, const void *p, size_t len) {
+  if (!len)
+    return;
+  if (len < FPG_DIRECT_MIN) {
+    unsigned char *d = sink_reserve(s, len);
+    memcpy(d, p, len);
+    sink_commit(s, d + len);
+    return;
+  }
+  sink_spill(s);
+  FPG_XXH_UPDATE(s->st, p, len);
+}
+
+/* Writes the two halves separately on purpose: building a ccache_key in a
+ * temporary and copying it compiled to two 8-byte stores read back by one
+ * 16-byte load, a store-forwarding stall that cost ~10 ns per node. */
+static void sink_final(sink *s, ccache_key *out) {
+  XXH128_hash_t h;
+  if (!s->spilled) {
+    h = XXH3_128bits(s->buf, s->used);
+  } else {
+    if (s->used)
+      FPG_XXH_UPDATE(s->st, s->buf, s->used);
+    h = XXH3_128bits_digest(s->st);
+  }
+  out->lo = h.low64;
+  out->hi = h.high64;
+}
+
+/* ---- little-endian writers ---- */
+
+static inline unsigned char *put_u8(unsigned char *p, unsigned v) {
+  *p = (unsigned char)v;
+  return p + 1;
+}
+
+/*
+ * The stream is little-endian whatever the host.  On a little-endian host a
+ * memcpy of the value *is* that encoding and compiles to one store; the
+ * portable fallback writes the bytes one by one (Clang 14 does not merge
+ * such byte stores, which cost ~10 ns per node).
+ */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) &&                            \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline unsigned char *put_u32(unsigned char *p, uint32_t v) {
+  memcpy(p, &v, 4);
+  return p + 4;
+}
+
+static inline unsigned char *put_u64(unsigned char *p, uint64_t v) {
+  memcpy(p, &v, 8);
+  return p + 8;
+}
+#else
+static inline unsigned char *put_u32(unsigned char *p, uint32_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+  p[2] = (unsigned char)(v >> 16);
+  p[3] = (unsigned char)(v >> 24);
+  return p + 4;
+}
+
+static inline unsigned char *put_u64(unsigned char *p, uint64_t v) {
+  put_u32(p, (uint32_t)v);
+  return put_u32(p + 4, (uint32_t)(v >> 32));
+}
+#endif
+
+/* Start a stream in an empty sink: prefix + domain tag. */
+static void sink_begin(sink *s, unsigned char *buf, XXH3_state_t *st, unsigned domain) {
+  s->used = 0;
+  s->spilled = false;
+  s->st = st;
+  s->buf = buf;
+  unsigned char *p = buf;
+  if (domain == FPG_TAG_GRAPH) {
+    memcpy(buf, FPG_MAGIC, FPG_MAGIC_LEN);
+    p = put_u32(buf + FPG_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
+  }
+  sink_commit(s, put_u8(p, domain));
+}
+
+/* ---- validation (all of it happens before anything is written) ---- */
+
+static bool tensor_ok(const ccache_fp_tensor *t) {
+  return t->rank <= CCACHE_FP_MAX_RANK && (t->dims || !t->rank);
+}
+
+/* A reference to an output slot of one of the first @p limit nodes. */
+static bool ref_ok(const ccache_fp_node *nodes, size_t limit, ccache_fp_ref r) {
+  return r.node < limit && r.slot < nodes[r.node].n_outputs;
+}
+
+static bool node_ok(const ccache_fp_node *nodes, size_t i) {
+  const ccache_fp_node *n = &nodes[i];
+  if ((!n->attrs && n->attrs_len) || (!n->constant && n->constant_len))
+    return false;
+  if ((!n->outputs && n->n_outputs) || (!n->operands && n->n_operands))
+    return false;
+  if (n->param_index < -1)
+    return false;
+  for (uint32_t k = 0; k < n->n_outputs; k++)
+    if (!tensor_ok(&n->outputs[k]))
+      return false;
+  /* Operands may only name earlier nodes: this rejects forward references,
+   * self references and cycles at once, and keeps the walk single-pass. */
+  for (uint32_t k = 0; k < n->n_operands; k++)
+    if (!ref_ok(nodes, i, n->operands[k]))
+      return false;
+  return true;
+}
+
+static bool graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
+                     size_t n_outputs, const char *device, const ccache_key *scratch,
+                     const ccache_key *out) {
+  if (!outputs || !n_outputs || !device || !scratch || !out || (!nodes && n_nodes))
+    return false;
+  for (size_t i = 0; i < n_nodes; i++)
+    if (!node_ok(nodes, i))
+      return false;
+  for (size_t k = 0; k < n_outputs; k++)
+    if (!ref_ok(nodes, n_nodes, outputs[k]))
+      return false;
+  return true;
+}
+
+/* ---- encoding ---- */
+
+static void put_op(sink *s, const ccache_fp_node *n) {
+  unsigned char *p = sink_reserve(s, 9);
+  if (n->op_name) {
+    size_t len = strlen(n->op_name);
+    p = put_u8(p, FPG_TAG_OP_NAME);
+    sink_commit(s, put_u64(p, (uint64_t)len));
+    sink_blob(s, n->op_name, len);
+  } else {
+    p = put_u8(p, FPG_TAG_OP_ID);
+    sink_commit(s, put_u64(p, n->op_id));
+  }
+}
+
+static void put_outputs(sink *s, const ccache_fp_node *n) {
+  unsigned char *p = sink_reserve(s, 4);
+  sink_commit(s, put_u32(p, n->n_outputs));
+  for (uint32_t k = 0; k < n->n_outputs; k++) {
+    const ccache_fp_tensor *t = &n->outputs[k];
+    p = sink_reserve(s, 8u + 8u * t->rank);
+    p = put_u32(p, (uint32_t)t->dtype);
+    p = put_u32(p, t->rank);
+    for (uint32_t d = 0; d < t->rank; d++)
+      p = put_u64(p, (uint64_t)t->dims[d]);
+    sink_commit(s, p);
+  }
+}
+
+/* An (earlier) node's digest and the slot used, 20 bytes. */
+static inline unsigned char *put_ref(unsigned char *p, const ccache_key *digests, ccache_fp_ref r) {
+  const ccache_key *d = &digests[r.node];
+  p = put_u64(p, d->lo);
+  p = put_u64(p, d->hi);
+  return put_u32(p, r.slot);
+}
+
+static void put_operands(sink *s, const ccache_fp_node *n, const ccache_key *digests) {
+  unsigned char *p = sink_reserve(s, 4);
+  sink_commit(s, put_u32(p, n->n_operands));
+  for (uint32_t k = 0; k < n->n_operands; k++) {
+    p = sink_reserve(s, 20);
+    sink_commit(s, put_ref(p, digests, n->operands[k]));
+  }
+}
+
+static void node_digest(const ccache_fp_node *n, const ccache_key *digests, unsigned char *buf,
+                        XXH3_state_t *st, ccache_key *out) {
+  sink s;
+  sink_begin(&s, buf, st, FPG_TAG_NODE);
+  put_op(&s, n);
+
+  unsigned char *p = sink_reserve(&s, 8);
+  sink_commit(&s, put_u64(p, (uint64_t)n->attrs_len));
+  sink_blob(&s, n->attrs, n->attrs_len);
+
+  put_outputs(&s, n);
+  put_operands(&s, n, digests);
+
+  /* Presence is its own byte: "no constant" (NULL) and "an empty constant"
+   * (non-NULL, length 0) are different nodes. */
+  p = sink_reserve(&s, 9);
+  p = put_u8(p, n->constant != NULL);
+  sink_commit(&s, put_u64(p, (uint64_t)n->constant_len));
+  sink_blob(&s, n->constant, n->constant_len);
+
+  p = sink_reserve(&s, 9);
+  p = put_u8(p, n->param_index >= 0);
+  sink_commit(&s, put_u64(p, n->param_index >= 0 ? (uint64_t)n->param_index : 0));
+  sink_final(&s, out);
+}
+
+static void graph_key(const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
+                      const ccache_key *digests, unsigned char *buf, XXH3_state_t *st,
+                      ccache_key *out) {
+  sink s;
+  sink_begin(&s, buf, st, FPG_TAG_GRAPH);
+  size_t dlen = strlen(device);
+  unsigned char *p = sink_reserve(&s, 8);
+  sink_commit(&s, put_u64(p, (uint64_t)dlen));
+  sink_blob(&s, device, dlen);
+  p = sink_reserve(&s, 8);
+  sink_commit(&s, put_u64(p, (uint64_t)n_outputs));
+  for (size_t k = 0; k < n_outputs; k++) {
+    p = sink_reserve(&s, 20);
+    sink_commit(&s, put_ref(p, digests, outputs[k]));
+  }
+  sink_final(&s, out);
+}
+
+CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
+                               const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
+                               ccache_key *scratch, ccache_key *out) {
+  if (!graph_ok(nodes, n_nodes, outputs, n_outputs, device, scratch, out))
+    return CCACHE_EINVAL;
+  /* One buffer and one (lazily reset) state serve every stream in turn. */
+  XXH3_state_t st;
+  unsigned char buf[FPG_BUF_SIZE];
+  for (size_t i = 0; i < n_nodes; i++)
+    node_digest(&nodes[i], scratch, buf, &st, &scratch[i]);
+  graph_key(outputs, n_outputs, device, scratch, buf, &st, out);
+  return CCACHE_OK;
+}

@@ -1,0 +1,23 @@
+/* mem.c - every allocation the cache makes goes through here. */
+#include "mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void *ccache__malloc(const ccache__mem *m, size_t size) {
+  return m->alloc ? m->alloc(m->ctx, size) : malloc(size);
+}
+
+void *ccache__calloc(const ccache__mem *m, size_t size) {
+  void *p = ccache__malloc(m, size);
+  if (p) memset(p, 0, size);
+  return p;
+}
+
+void ccache__free(const ccache__mem *m, void *ptr) {
+  if (!ptr) return;
+  if (m->free)
+    m->free(m->ctx, ptr);
+  else
+    free(ptr);
+}

@@ -1,0 +1,50 @@
+/*
+ * stats.c - statistics snapshot.  Hit and miss counters live in the shards
+ * (so hits on different shards write no common line) and are summed here.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+void ccache_stats_get(ccache *c, ccache_stats *out) {
+  if (!out) return;
+  uint32_t size = out->size;
+  if (size > sizeof *out) size = sizeof *out;
+  ccache_stats s;
+  memset(&s, 0, sizeof s);
+  if (c && !ccache__forked(c)) {
+    pthread_mutex_lock(&c->wlock);
+    s.inserts = c->n.inserts;
+    s.replaced = c->n.replaced;
+    s.evicted_capacity = c->n.evicted_capacity;
+    s.evicted_ttl = c->n.evicted_ttl;
+    s.evicted_cost = c->n.evicted_cost;
+    s.removed = c->n.removed;
+    s.cleared = c->n.cleared;
+    s.items = c->items;
+    s.cost_bytes = c->cost_bytes;
+    s.compiles = c->n.compiles;
+    s.compile_failures = atomic_load(&c->compile_failures);
+    s.waits = atomic_load(&c->waits);
+    s.compile_ns = atomic_load(&c->compile_ns);
+    for (unsigned i = 0; i < CCACHE__NSHARDS; i++) {
+      ccache__shard *sh = &c->shards[i].s;
+      pthread_mutex_lock(&sh->mu);
+      s.hits += sh->hits;
+      s.misses += sh->misses;
+      pthread_mutex_unlock(&sh->mu);
+      s.leases_out += atomic_load_explicit(&sh->leases_out, memory_order_relaxed);
+    }
+    pthread_mutex_lock(&c->pmu);
+    s.programs = c->nprograms;
+    s.program_hits = c->program_hits;
+    s.program_misses = c->program_misses;
+    s.program_compiles = c->program_compiles;
+    pthread_mutex_unlock(&c->pmu);
+    pthread_mutex_unlock(&c->wlock);
+    s.closures_destroyed = atomic_load(&c->closures_destroyed);
+    s.programs_destroyed = atomic_load(&c->programs_destroyed);
+  }
+  s.size = out->size;
+  memcpy(out, &s, size);
+}
