@@ -36,7 +36,7 @@
  *  - A cache created before fork() must not be used in the child: every
  *    call on it there returns CCACHE_EFORKED (ccache_close() included; the
  *    child's copy of its memory is simply abandoned).  Caches opened in the
- *    child work normally.
+ *    child work normally, and ccache_default() there makes a new instance.
  */
 #ifndef CCACHE_H
 #define CCACHE_H
@@ -597,7 +597,9 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  * >= 1 (no sign, no spaces, no suffix, at most UINT64_MAX - 1), or
  * "unbounded" / "infinity".  Anything else makes this call return
  * CCACHE_EINVAL every time.  The instance lives until the process exits;
- * ccache_close() on it returns CCACHE_EINVAL.
+ * ccache_close() on it returns CCACHE_EINVAL.  In a child process after
+ * fork(), the parent's instance refuses every call (CCACHE_EFORKED) and the
+ * child's first ccache_default() creates the child's own instance.
  * @param out receives the cache (not owned by the caller).
  * @return CCACHE_OK; CCACHE_EINVAL (NULL out or a bad variable);
  *         CCACHE_ENOMEM / CCACHE_ETHREAD (creation failed; retried next call).

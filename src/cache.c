@@ -14,9 +14,12 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void on_fork_child(void) {
   atomic_fetch_add_explicit(&ccache__fork_generation, 1, memory_order_relaxed);
+  ccache__default_after_fork();
 }
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+void ccache__register_atfork(void) { pthread_once(&atfork_once, register_atfork); }
 
 static int config_valid(const ccache_config *cfg) {
   if (cfg->size < sizeof(ccache_config)) return 0;
@@ -70,10 +73,15 @@ static void destroy_sync(ccache *c) {
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
   if (!cfg || !out || !config_valid(cfg)) return CCACHE_EINVAL;
-  pthread_once(&atfork_once, register_atfork);
+  ccache__register_atfork();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
-  ccache *c = ccache__calloc(&mem, sizeof *c);
-  if (!c) return CCACHE_ENOMEM;
+  /* The allocator promises only malloc's alignment; place the cache on a
+   * shard boundary by hand so no two shards share a cache line. */
+  void *raw = ccache__calloc(&mem, sizeof(ccache) + CCACHE__SHARD_ALIGN);
+  if (!raw) return CCACHE_ENOMEM;
+  ccache *c = (ccache *)(((uintptr_t)raw + CCACHE__SHARD_ALIGN - 1) &
+                         ~(uintptr_t)(CCACHE__SHARD_ALIGN - 1));
+  c->raw = raw;
   c->mem = mem;
   c->max_items = cfg->max_items;
   c->max_cost = cfg->max_cost_bytes;
@@ -92,7 +100,7 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
     if (rc != CCACHE_OK) destroy_sync(c);
   }
   if (rc != CCACHE_OK) {
-    ccache__free(&mem, c);
+    ccache__free(&mem, raw);
     return rc;
   }
   *out = c;
@@ -132,6 +140,6 @@ int ccache_close(ccache *c) {
   ccache__assert(c->programs == NULL && c->items == 0);
   destroy_sync(c);
   ccache__mem mem = c->mem;
-  ccache__free(&mem, c);
+  ccache__free(&mem, c->raw);
   return CCACHE_OK;
 }

@@ -54,6 +54,13 @@ int ccache_default_init(const ccache_config *cfg) {
   return rc;
 }
 
+void ccache__default_after_fork(void) {
+  /* Another parent thread may have held the mutex at fork(); the child has
+   * only this thread, so start from a fresh one. */
+  pthread_mutex_init(&default_mu, NULL);
+  atomic_store(&default_cache, NULL);
+}
+
 static int create_default(ccache **out) {
   ccache_config cfg;
   if (default_cfg_set)

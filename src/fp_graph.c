@@ -60,71 +60,11 @@ enum {
 #define FPG_MAGIC_LEN 9u
 
 /* Stack buffer for one stream, and the blob size from which a payload is
- * fed to XXH3 directly rather than copied.  Each fixed-size item written
- * through sink_reserve() is at most 8 + 8 * CCACHE_FP_MAX_RANK bytes. */
+ * fed to XXH3 directly rather than copied.  Every fixed-size item is at most
+ * 8 + 8 * CCACHE_FP_MAX_RANK bytes, so it always fits a flushed buffer. */
 #define FPG_BUF_SIZE 1024u
 #define FPG_DIRECT_MIN 256u
-
-/* ---- a byte sink: buffer first, streaming state only when needed ---- */
-
-typedef struct sink {
-  size_t used;
-  bool spilled;        /* st holds a prefix of the stream */
-  XXH3_state_t *st;    /* caller's state, reset on first spill */
-  unsigned char *buf;  /* FPG_BUF_SIZE bytes */
-} sink;
-
-static void sink_spill(sink *s) {
-  if (!s->spilled) {
-    XXH3_128bits_reset(s->st);
-    s->spilled = true;
-  }
-  if (s->used) {
-    FPG_XXH_UPDATE(s->st, s->buf, s->used);
-    s->used = 0;
-  }
-}
-
-/* Room for @p n bytes (n <= FPG_BUF_SIZE); write there, then sink_commit(). */
-static inline unsigned char *sink_reserve(sink *s, size_t n) {
-  if (s->used + n > FPG_BUF_SIZE)
-    sink_spill(s);
-  return s->buf + s->used;
-}
-
-static inline void sink_commit(sink *s, const unsigned char *end) {
-  s->used = (size_t)(end - s->buf);
-}
-
-/* Raw payload bytes (their length was written before them). */
-static void sink_blob(sink *s, const void *p, size_t len) {
-  if (!len)
-    return;
-  if (len < FPG_DIRECT_MIN) {
-    unsigned char *d = sink_reserve(s, len);
-    memcpy(d, p, len);
-    sink_commit(s, d + len);
-    return;
-  }
-  sink_spill(s);
-  FPG_XXH_UPDATE(s->st, p, len);
-}
-
-/* Writes the two halves separately on purpose: building a ccache_key in a
- * temporary and copying it compiled to two 8-byte stores read back by one
- * 16-byte load, a store-forwarding stall that cost ~10 ns per node. */
-static void sink_final(sink *s, ccache_key *out) {
-  XXH128_hash_t h;
-  if (!s->spilled) {
-    h = XXH3_128bits(s->buf, s->used);
-  } else {
-    if (s->used)
-      FPG_XXH_UPDATE(s->st, s->buf, s->used);
-    h = XXH3_128bits_digest(s->st);
-  }
-  out->lo = h.low64;
-  out->hi = h.high64;
-}
+_Static_assert(8u + 8u * CCACHE_FP_MAX_RANK <= FPG_BUF_SIZE, "an item must fit the buffer");
 
 /* ---- little-endian writers ---- */
 
@@ -165,18 +105,77 @@ static inline unsigned char *put_u64(unsigned char *p, uint64_t v) {
 }
 #endif
 
-/* Start a stream in an empty sink: prefix + domain tag. */
-static void sink_begin(sink *s, unsigned char *buf, XXH3_state_t *st, unsigned domain) {
-  s->used = 0;
-  s->spilled = false;
-  s->st = st;
-  s->buf = buf;
+/*
+ * ---- the encoder: a stack buffer first, a streaming state only if needed ----
+ *
+ * The write cursor is passed and returned by value (not kept in the struct)
+ * so that it stays in a register across the whole node: the struct is only
+ * touched when the buffer overflows, which typical nodes never do.
+ */
+typedef struct enc {
+  unsigned char *buf; /* FPG_BUF_SIZE bytes */
+  XXH3_state_t *st;   /* reset on first spill */
+  bool spilled;       /* st holds a prefix of the stream */
+} enc;
+
+/* Move buf[0, p) into the streaming state; returns the emptied cursor. */
+static unsigned char *enc_spill(enc *e, unsigned char *p) {
+  if (!e->spilled) {
+    XXH3_128bits_reset(e->st);
+    e->spilled = true;
+  }
+  if (p != e->buf)
+    FPG_XXH_UPDATE(e->st, e->buf, (size_t)(p - e->buf));
+  return e->buf;
+}
+
+/* A cursor with room for @p n more bytes (n <= FPG_BUF_SIZE). */
+static inline unsigned char *enc_room(enc *e, unsigned char *p, size_t n) {
+  if ((size_t)(p - e->buf) + n > FPG_BUF_SIZE)
+    return enc_spill(e, p);
+  return p;
+}
+
+/* Raw payload bytes (their length was written before them). */
+static inline unsigned char *enc_blob(enc *e, unsigned char *p, const void *data, size_t len) {
+  if (len < FPG_DIRECT_MIN) {
+    p = enc_room(e, p, len);
+    if (len)
+      memcpy(p, data, len);
+    return p + len;
+  }
+  p = enc_spill(e, p);
+  FPG_XXH_UPDATE(e->st, data, len);
+  return p;
+}
+
+/* Start a stream: the version prefix (graph streams only) and the domain. */
+static inline unsigned char *enc_begin(enc *e, unsigned char *buf, XXH3_state_t *st,
+                                       unsigned domain) {
+  e->buf = buf;
+  e->st = st;
+  e->spilled = false;
   unsigned char *p = buf;
   if (domain == FPG_TAG_GRAPH) {
-    memcpy(buf, FPG_MAGIC, FPG_MAGIC_LEN);
-    p = put_u32(buf + FPG_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
+    memcpy(p, FPG_MAGIC, FPG_MAGIC_LEN);
+    p = put_u32(p + FPG_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
   }
-  sink_commit(s, put_u8(p, domain));
+  return put_u8(p, domain);
+}
+
+/* The halves are stored separately on purpose: building a ccache_key in a
+ * temporary and copying it compiled to two 8-byte stores read back by one
+ * 16-byte load, a store-forwarding stall that cost ~10 ns per node. */
+static void enc_final(enc *e, unsigned char *p, ccache_key *out) {
+  XXH128_hash_t h;
+  if (!e->spilled) {
+    h = XXH3_128bits(e->buf, (size_t)(p - e->buf));
+  } else {
+    enc_spill(e, p);
+    h = XXH3_128bits_digest(e->st);
+  }
+  out->lo = h.low64;
+  out->hi = h.high64;
 }
 
 /* ---- validation (all of it happens before anything is written) ---- */
@@ -225,31 +224,29 @@ static bool graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_f
 
 /* ---- encoding ---- */
 
-static void put_op(sink *s, const ccache_fp_node *n) {
-  unsigned char *p = sink_reserve(s, 9);
-  if (n->op_name) {
-    size_t len = strlen(n->op_name);
-    p = put_u8(p, FPG_TAG_OP_NAME);
-    sink_commit(s, put_u64(p, (uint64_t)len));
-    sink_blob(s, n->op_name, len);
-  } else {
+static inline unsigned char *put_op(enc *e, unsigned char *p, const ccache_fp_node *n) {
+  p = enc_room(e, p, 9);
+  if (!n->op_name) {
     p = put_u8(p, FPG_TAG_OP_ID);
-    sink_commit(s, put_u64(p, n->op_id));
+    return put_u64(p, n->op_id);
   }
+  size_t len = strlen(n->op_name);
+  p = put_u8(p, FPG_TAG_OP_NAME);
+  p = put_u64(p, (uint64_t)len);
+  return enc_blob(e, p, n->op_name, len);
 }
 
-static void put_outputs(sink *s, const ccache_fp_node *n) {
-  unsigned char *p = sink_reserve(s, 4);
-  sink_commit(s, put_u32(p, n->n_outputs));
+static inline unsigned char *put_outputs(enc *e, unsigned char *p, const ccache_fp_node *n) {
+  p = put_u32(enc_room(e, p, 4), n->n_outputs);
   for (uint32_t k = 0; k < n->n_outputs; k++) {
     const ccache_fp_tensor *t = &n->outputs[k];
-    p = sink_reserve(s, 8u + 8u * t->rank);
+    p = enc_room(e, p, 8u + 8u * t->rank);
     p = put_u32(p, (uint32_t)t->dtype);
     p = put_u32(p, t->rank);
     for (uint32_t d = 0; d < t->rank; d++)
       p = put_u64(p, (uint64_t)t->dims[d]);
-    sink_commit(s, p);
   }
+  return p;
 }
 
 /* An (earlier) node's digest and the slot used, 20 bytes. */
@@ -260,57 +257,49 @@ static inline unsigned char *put_ref(unsigned char *p, const ccache_key *digests
   return put_u32(p, r.slot);
 }
 
-static void put_operands(sink *s, const ccache_fp_node *n, const ccache_key *digests) {
-  unsigned char *p = sink_reserve(s, 4);
-  sink_commit(s, put_u32(p, n->n_operands));
-  for (uint32_t k = 0; k < n->n_operands; k++) {
-    p = sink_reserve(s, 20);
-    sink_commit(s, put_ref(p, digests, n->operands[k]));
-  }
+static inline unsigned char *put_operands(enc *e, unsigned char *p, const ccache_fp_node *n,
+                                          const ccache_key *digests) {
+  p = put_u32(enc_room(e, p, 4), n->n_operands);
+  for (uint32_t k = 0; k < n->n_operands; k++)
+    p = put_ref(enc_room(e, p, 20), digests, n->operands[k]);
+  return p;
 }
 
 static void node_digest(const ccache_fp_node *n, const ccache_key *digests, unsigned char *buf,
                         XXH3_state_t *st, ccache_key *out) {
-  sink s;
-  sink_begin(&s, buf, st, FPG_TAG_NODE);
-  put_op(&s, n);
+  enc e;
+  unsigned char *p = enc_begin(&e, buf, st, FPG_TAG_NODE);
+  p = put_op(&e, p, n);
 
-  unsigned char *p = sink_reserve(&s, 8);
-  sink_commit(&s, put_u64(p, (uint64_t)n->attrs_len));
-  sink_blob(&s, n->attrs, n->attrs_len);
+  p = put_u64(enc_room(&e, p, 8), (uint64_t)n->attrs_len);
+  p = enc_blob(&e, p, n->attrs, n->attrs_len);
 
-  put_outputs(&s, n);
-  put_operands(&s, n, digests);
+  p = put_outputs(&e, p, n);
+  p = put_operands(&e, p, n, digests);
 
   /* Presence is its own byte: "no constant" (NULL) and "an empty constant"
    * (non-NULL, length 0) are different nodes. */
-  p = sink_reserve(&s, 9);
-  p = put_u8(p, n->constant != NULL);
-  sink_commit(&s, put_u64(p, (uint64_t)n->constant_len));
-  sink_blob(&s, n->constant, n->constant_len);
+  p = put_u8(enc_room(&e, p, 9), n->constant != NULL);
+  p = put_u64(p, (uint64_t)n->constant_len);
+  p = enc_blob(&e, p, n->constant, n->constant_len);
 
-  p = sink_reserve(&s, 9);
-  p = put_u8(p, n->param_index >= 0);
-  sink_commit(&s, put_u64(p, n->param_index >= 0 ? (uint64_t)n->param_index : 0));
-  sink_final(&s, out);
+  p = put_u8(enc_room(&e, p, 9), n->param_index >= 0);
+  p = put_u64(p, n->param_index >= 0 ? (uint64_t)n->param_index : 0);
+  enc_final(&e, p, out);
 }
 
 static void graph_key(const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
                       const ccache_key *digests, unsigned char *buf, XXH3_state_t *st,
                       ccache_key *out) {
-  sink s;
-  sink_begin(&s, buf, st, FPG_TAG_GRAPH);
+  enc e;
+  unsigned char *p = enc_begin(&e, buf, st, FPG_TAG_GRAPH);
   size_t dlen = strlen(device);
-  unsigned char *p = sink_reserve(&s, 8);
-  sink_commit(&s, put_u64(p, (uint64_t)dlen));
-  sink_blob(&s, device, dlen);
-  p = sink_reserve(&s, 8);
-  sink_commit(&s, put_u64(p, (uint64_t)n_outputs));
-  for (size_t k = 0; k < n_outputs; k++) {
-    p = sink_reserve(&s, 20);
-    sink_commit(&s, put_ref(p, digests, outputs[k]));
-  }
-  sink_final(&s, out);
+  p = put_u64(enc_room(&e, p, 8), (uint64_t)dlen);
+  p = enc_blob(&e, p, device, dlen);
+  p = put_u64(enc_room(&e, p, 8), (uint64_t)n_outputs);
+  for (size_t k = 0; k < n_outputs; k++)
+    p = put_ref(enc_room(&e, p, 20), digests, outputs[k]);
+  enc_final(&e, p, out);
 }
 
 CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,

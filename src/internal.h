@@ -91,11 +91,11 @@ typedef struct ccache__shard {
   _Atomic uint64_t leases_out;
 } ccache__shard;
 
+/* Two lines per shard (the adjacent-line prefetcher pairs lines), and the
+ * cache itself is placed on a CCACHE__SHARD_ALIGN boundary (cache.c). */
+#define CCACHE__SHARD_ALIGN (2 * CCACHE__CACHELINE)
 typedef struct {
-  ccache__shard s;
-  char pad_[(sizeof(ccache__shard) + 2 * CCACHE__CACHELINE - 1) / (2 * CCACHE__CACHELINE) *
-                (2 * CCACHE__CACHELINE) -
-            sizeof(ccache__shard)];
+  _Alignas(CCACHE__SHARD_ALIGN) ccache__shard s;
 } ccache__shard_slot;
 
 #define CCACHE__SHARD_BITS 5
@@ -123,7 +123,16 @@ typedef struct ccache__counters {
 struct ccache {
   ccache__shard_slot shards[CCACHE__NSHARDS];
 
-  pthread_mutex_t wlock;
+  /* Read by every hit and written only by open and set_limits: kept on a
+   * line of its own so puts and counters do not invalidate it. */
+  _Alignas(CCACHE__CACHELINE) uint64_t fork_gen;
+  _Atomic uint64_t ttl_ms;      /* read without a lock by fetch */
+  ccache_clock_fn clock_ms;
+  void *ctx;
+  ccache_destroy_fn destroy_closure, destroy_program;
+  ccache__mem mem;
+
+  _Alignas(CCACHE__CACHELINE) pthread_mutex_t wlock;
   pthread_cond_t flight_cv;     /* closure flights finished (with wlock) */
   ccache__flight *flights;      /* closure-level flights, under wlock */
   uint64_t items;               /* entries in the table */
@@ -131,7 +140,6 @@ struct ccache {
   uint64_t last_ins_ms;         /* insert time of the newest insert */
   uint64_t cost_bytes;          /* charged cost */
   uint64_t max_items, max_cost; /* bounds, under wlock */
-  _Atomic uint64_t ttl_ms;      /* read without a lock by fetch */
   ccache__counters n;
   _Atomic uint32_t inflight;    /* compiles in progress, both levels */
   /* Counted by both levels, so under neither level's lock. */
@@ -153,13 +161,8 @@ struct ccache {
   uint64_t sw_gen; /* bumped by set_limits to restart the tick */
   int sweeper_enabled;
 
-  /* configuration */
-  ccache_destroy_fn destroy_closure, destroy_program;
-  ccache_clock_fn clock_ms;
-  void *ctx;
-  ccache__mem mem;
-  uint64_t fork_gen;
   int is_default;
+  void *raw; /* what the allocator returned; the cache is aligned inside it */
 };
 
 /* A list of detached entries waiting for their table reference to be
@@ -175,7 +178,11 @@ static inline int ccache__forked(const ccache *c) {
   return CCACHE__UNLIKELY(c->fork_gen !=
                           atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed));
 }
-int ccache__open_default(const ccache_config *cfg, ccache **out);
+void ccache__register_atfork(void);
+/* default.c: in a fork child, forget the parent's default instance (it
+ * refuses every call there) so the child's first ccache_default() makes its
+ * own. */
+void ccache__default_after_fork(void);
 
 /* ------------------------------------------------------------ callback.c */
 /* Every user callback runs through these, with no lock held; each pushes a

@@ -87,6 +87,37 @@ static int sc_init_then_env_override(void) {
   return 0;
 }
 
+static int sc_fork_gets_a_new_instance(void) {
+  ccache *parent = NULL;
+  if (ccache_default(&parent) != CCACHE_OK) return 1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    ccache *child = NULL;
+    if (ccache_default(&child) != CCACHE_OK) _exit(2);
+    if (child == parent) _exit(3);
+    ccache_lease l;
+    if (ccache_fetch(parent, PK(1), &l) != CCACHE_EFORKED) _exit(4);
+    ccache_program *p = NULL;
+    if (ccache_program_intern(child, PK(1), NULL, 1, &p) != CCACHE_OK) _exit(5);
+    if (ccache_put(child, K(1), NULL, p) != CCACHE_OK) _exit(6);
+    if (ccache_fetch(child, K(1), &l) != CCACHE_OK) _exit(7);
+    ccache_lease_release(child, &l);
+    ccache_program_release(child, p);
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 8;
+  if (WEXITSTATUS(status) != 0) return 10 + WEXITSTATUS(status);
+  ccache *again = NULL;
+  if (ccache_default(&again) != CCACHE_OK || again != parent) return 9;
+  return 0;
+}
+
+static void default_instance_after_fork(void **state) {
+  (void)state;
+  assert_int_equal(run_child(sc_fork_gets_a_new_instance, NULL, NULL, NULL), 0);
+}
+
 static void default_instance_defaults(void **state) {
   (void)state;
   assert_int_equal(run_child(sc_defaults_and_identity, NULL, NULL, NULL), 0);
@@ -120,6 +151,7 @@ int main(void) {
       cmocka_unit_test(default_instance_bounds_from_environment),
       cmocka_unit_test(default_instance_invalid_environment),
       cmocka_unit_test(default_instance_init_before_first_use),
+      cmocka_unit_test(default_instance_after_fork),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
