@@ -76,10 +76,10 @@ static void usage(FILE *f) {
           "Serve a deterministic request stream through SmolLM2-135M's decoder (random\n"
           "weights) with oneDNN primitives, three times: no primitive cache, oneDNN's\n"
           "primitive cache, ccache.  Prints a comparison table.\n\n"
-          "  --requests N     requests in the stream (default 6)\n"
-          "  --decode N       decode steps per request (default 12)\n"
+          "  --requests N     requests in the stream (default 8)\n"
+          "  --decode N       decode steps per request (default 16)\n"
           "  --seed N         seed for weights and requests (default 1)\n"
-          "  --threads N      serving threads sharing one cache (default 1); the cores are\n"
+          "  --threads N      serving threads sharing one cache (default 2); the cores are\n"
           "                   divided among them for oneDNN's OpenMP threads\n"
           "  --layers N       decoder layers, 1..30 (default 30)\n"
           "  --max-items N    ccache bound on closure entries (default unbounded)\n"
@@ -104,7 +104,7 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
 }
 
 static int parse_args(int argc, char **argv, options *o) {
-  *o = (options){.requests = 6, .decode = 12, .threads = 1, .layers = 30, .seed = 1,
+  *o = (options){.requests = 8, .decode = 16, .threads = 2, .layers = 30, .seed = 1,
                  .max_items = CCACHE_UNBOUNDED, .ttl_ms = CCACHE_UNBOUNDED,
                  .max_cost = CCACHE_UNBOUNDED, .config = ONEDNN_SERVING_CONFIG};
   for (int i = 1; i < argc; i++) {
