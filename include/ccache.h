@@ -771,8 +771,9 @@ typedef struct ccache_fp_node {
  *  - node:  0x10; op as 0x11, u64 len, name bytes or as 0x12, u64 op_id;
  *    u64 attrs_len, attrs; u32 n_outputs, per output (i32 dtype, u32 rank,
  *    rank x i64 dims); u32 n_operands, per operand (u64 lo, u64 hi of its
- *    node's digest, u32 slot); u8 constant != NULL, u64 constant_len, bytes;
- *    u8 param_index >= 0, u64 position (0 when not a parameter).
+ *    node's digest, u32 slot); u8 flags (0x01: constant != NULL, 0x02:
+ *    param_index >= 0); if 0x01, u64 constant_len and the bytes; if 0x02,
+ *    u64 param_index.
  *  - graph: "ccache-fp", u32 CCACHE_FP_FORMAT_VERSION, 0x20; u64 device
  *    length, device bytes; u64 parameter count, u64 sum of their digests' lo,
  *    u64 sum of their hi; u64 n_outputs, per output (u64 lo, u64 hi, u32 slot).

@@ -1,32 +1,38 @@
 /*
  * fp_graph.c - structural (Merkle) fingerprint of a whole graph.
  *
- * Every node digest and the graph key are XXH3-128 (unseeded) of a byte
- * stream that starts with the same 13-byte prefix as a builder stream
- * ("ccache-fp" + u32 LE CCACHE_FP_FORMAT_VERSION) followed by a domain tag
- * (0x10 node, 0x20 graph) that the builder never emits as a field tag, so no
- * builder sequence can produce a node or graph stream.  Layouts (all
- * integers little-endian, fixed width):
+ * Every node digest and the graph key are XXH3-128 (unseeded, default
+ * secret) of a byte stream; all integers little-endian, fixed width:
  *
  *   node:  0x10
- *          op      0x11 u64 len, name bytes   |   0x12 u64 op_id
- *          attrs   u64 len, bytes
- *          outputs u32 n, n x (i32 dtype, u32 rank, rank x i64 dim)
+ *          op       0x11, u64 len, name bytes   |   0x12, u64 op_id
+ *          attrs    u64 len, bytes
+ *          outputs  u32 n, n x (i32 dtype, u32 rank, rank x i64 dim)
  *          operands u32 n, n x (u64 lo, u64 hi of the operand's digest, u32 slot)
- *          constant u8 present (constant != NULL), u64 len, bytes
- *          param   u8 is_param, u64 position (0 when not a parameter)
- *   graph: 0x20
- *          device  u64 len, bytes
- *          outputs u64 n, n x (u64 lo, u64 hi of the node's digest, u32 slot)
+ *          flags    u8: 0x01 constant != NULL, 0x02 param_index >= 0
+ *          constant (if 0x01) u64 len, bytes
+ *          param    (if 0x02) u64 position
+ *   graph: "ccache-fp", u32 CCACHE_FP_FORMAT_VERSION, 0x20
+ *          device   u64 len, bytes
+ *          params   u64 count, u64 sum of lo, u64 sum of hi (mod 2^64) over
+ *                   the digests of all parameter nodes
+ *          outputs  u64 n, n x (u64 lo, u64 hi of the node's digest, u32 slot)
  *
- * Node indices never enter a stream: operands contribute their digests, so
- * renumbering nodes or reordering independent ones leaves the key alone.
+ * The version prefix is in the graph stream only (it reaches every key from
+ * there; 13 more bytes per node would cost a hash round).  Builder streams
+ * start with the same prefix and then a field tag (0x01..0x06), never 0x20,
+ * and node streams start with 0x10, not "c": no builder sequence can produce
+ * a node or graph stream.
  *
- * Speed: a typical node encodes to ~150 bytes, so it is written into a stack
- * buffer and hashed with one one-shot XXH3_128bits() call (~40 ns per node
- * would otherwise go to per-call streaming overhead).  A node with a large
- * constant or attribute blob spills to a streaming XXH3 state instead; both
- * paths hash the same stream, so the digest does not depend on the path.
+ * Node indices never enter a stream: operands contribute their digests and
+ * parameters their positions, so renumbering nodes or reordering independent
+ * ones leaves the key alone.
+ *
+ * Speed: a typical node encodes to ~100 bytes, written into a stack buffer
+ * and hashed by one one-shot XXH3_128bits() call (streaming XXH3 costs tens
+ * of nanoseconds per update call).  A node with a large name, attribute blob
+ * or constant spills to a streaming XXH3 state instead; both paths hash the
+ * same stream, so the digest does not depend on the path.
  */
 #include "ccache.h"
 
@@ -54,6 +60,12 @@ enum {
   FPG_TAG_OP_NAME = 0x11,
   FPG_TAG_OP_ID = 0x12,
   FPG_TAG_GRAPH = 0x20,
+};
+
+/* The node's flags byte: which optional parts follow it. */
+enum {
+  FPG_FLAG_CONSTANT = 0x01, /* u64 constant_len, constant bytes */
+  FPG_FLAG_PARAM = 0x02,    /* u64 parameter position */
 };
 
 #define FPG_MAGIC "ccache-fp"
@@ -163,9 +175,19 @@ static inline unsigned char *enc_begin(enc *e, unsigned char *buf, XXH3_state_t 
   return put_u8(p, domain);
 }
 
-/* The halves are stored separately on purpose: building a ccache_key in a
- * temporary and copying it compiled to two 8-byte stores read back by one
- * 16-byte load, a store-forwarding stall that cost ~10 ns per node. */
+/*
+ * Keeps a value in a general register.  The XXH128_hash_t comes back in two
+ * registers; left alone, compilers spill it and reload it as one 16-byte
+ * vector to store the key, and that wide load of two narrow stores defeats
+ * store forwarding (a stall measured at ~20% of the per-node time).
+ */
+static inline uint64_t in_gpr(uint64_t v) {
+#if defined(__GNUC__)
+  __asm__("" : "+r"(v));
+#endif
+  return v;
+}
+
 static void enc_final(enc *e, unsigned char *p, ccache_key *out) {
   XXH128_hash_t h;
   if (!e->spilled) {
@@ -174,8 +196,8 @@ static void enc_final(enc *e, unsigned char *p, ccache_key *out) {
     enc_spill(e, p);
     h = XXH3_128bits_digest(e->st);
   }
-  out->lo = h.low64;
-  out->hi = h.high64;
+  out->lo = in_gpr(h.low64);
+  out->hi = in_gpr(h.high64);
 }
 
 /* ---- validation (all of it happens before anything is written) ---- */
@@ -277,26 +299,54 @@ static void node_digest(const ccache_fp_node *n, const ccache_key *digests, unsi
   p = put_outputs(&e, p, n);
   p = put_operands(&e, p, n, digests);
 
-  /* Presence is its own byte: "no constant" (NULL) and "an empty constant"
-   * (non-NULL, length 0) are different nodes. */
-  p = put_u8(enc_room(&e, p, 9), n->constant != NULL);
-  p = put_u64(p, (uint64_t)n->constant_len);
-  p = enc_blob(&e, p, n->constant, n->constant_len);
-
-  p = put_u8(enc_room(&e, p, 9), n->param_index >= 0);
-  p = put_u64(p, n->param_index >= 0 ? (uint64_t)n->param_index : 0);
+  /* One flags byte says which optional parts follow, so a node without
+   * them pays one byte, not two 9-byte fields (that keeps a typical node
+   * under 128 bytes, XXH3's cheaper short-input path).  A NULL constant
+   * ("none") and a non-NULL empty one are different nodes. */
+  const bool has_const = n->constant != NULL, is_param = n->param_index >= 0;
+  p = put_u8(enc_room(&e, p, 9),
+             (has_const ? FPG_FLAG_CONSTANT : 0u) | (is_param ? FPG_FLAG_PARAM : 0u));
+  if (has_const) {
+    p = put_u64(p, (uint64_t)n->constant_len);
+    p = enc_blob(&e, p, n->constant, n->constant_len);
+  }
+  if (is_param)
+    p = put_u64(enc_room(&e, p, 8), (uint64_t)n->param_index);
   enc_final(&e, p, out);
 }
 
+/*
+ * Every parameter node, used or not, enters the key through an
+ * order-independent summary: their count and the sums (mod 2^64) of the
+ * halves of their digests.  A digest includes the position, so the summary
+ * tells f(x, y) = x from f(x) = x (different calling conventions) without
+ * depending on where the parameter nodes sit in the array.
+ */
+typedef struct param_sum {
+  uint64_t count, lo, hi;
+} param_sum;
+
+static inline void param_add(param_sum *ps, const ccache_fp_node *n, const ccache_key *d) {
+  if (n->param_index >= 0) {
+    ps->count++;
+    ps->lo += d->lo;
+    ps->hi += d->hi;
+  }
+}
+
 static void graph_key(const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
-                      const ccache_key *digests, unsigned char *buf, XXH3_state_t *st,
-                      ccache_key *out) {
+                      const param_sum *ps, const ccache_key *digests, unsigned char *buf,
+                      XXH3_state_t *st, ccache_key *out) {
   enc e;
   unsigned char *p = enc_begin(&e, buf, st, FPG_TAG_GRAPH);
   size_t dlen = strlen(device);
   p = put_u64(enc_room(&e, p, 8), (uint64_t)dlen);
   p = enc_blob(&e, p, device, dlen);
-  p = put_u64(enc_room(&e, p, 8), (uint64_t)n_outputs);
+  p = enc_room(&e, p, 32);
+  p = put_u64(p, ps->count);
+  p = put_u64(p, ps->lo);
+  p = put_u64(p, ps->hi);
+  p = put_u64(p, (uint64_t)n_outputs);
   for (size_t k = 0; k < n_outputs; k++)
     p = put_ref(enc_room(&e, p, 20), digests, outputs[k]);
   enc_final(&e, p, out);
@@ -310,8 +360,11 @@ CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
   /* One buffer and one (lazily reset) state serve every stream in turn. */
   XXH3_state_t st;
   unsigned char buf[FPG_BUF_SIZE];
-  for (size_t i = 0; i < n_nodes; i++)
+  param_sum ps = {0, 0, 0};
+  for (size_t i = 0; i < n_nodes; i++) {
     node_digest(&nodes[i], scratch, buf, &st, &scratch[i]);
-  graph_key(outputs, n_outputs, device, scratch, buf, &st, out);
+    param_add(&ps, &nodes[i], &scratch[i]);
+  }
+  graph_key(outputs, n_outputs, device, &ps, scratch, buf, &st, out);
   return CCACHE_OK;
 }
