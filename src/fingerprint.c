@@ -23,27 +23,8 @@
 #include <stdalign.h>
 #include <stdbool.h>
 #include <string.h>
-/* The XXH3_state_t layout is needed to embed it in ccache_fp. */
-#define XXH_STATIC_LINKING_ONLY 1
-#include <xxhash.h>
 
-/*
- * Debian's libxxhash also exports the x86 runtime-dispatching entry points,
- * which pick AVX2/AVX-512 kernels instead of the SSE2 baseline the generic
- * symbols are built for (1.2x to 2x the bandwidth on large fields, by CPU).
- * The result is bit-identical.
- * Define CCACHE_FP_NO_DISPATCH to link against a libxxhash without them.
- */
-#if defined(__x86_64__) && defined(__has_include) && !defined(CCACHE_FP_NO_DISPATCH)
-#if __has_include(<xxh_x86dispatch.h>)
-#define XXH_DISPATCH_DISABLE_REPLACE 1
-#include <xxh_x86dispatch.h>
-#define FP_XXH_UPDATE XXH3_128bits_update_dispatch
-#endif
-#endif
-#ifndef FP_XXH_UPDATE
-#define FP_XXH_UPDATE XXH3_128bits_update
-#endif
+#include "fp_encode.h"
 
 /* Field tags of the builder.  Pinned: changing one needs a format bump.
  * 0x10 and 0x20 open node and graph streams (fp_graph.c) and are never field
@@ -58,9 +39,7 @@ enum {
 };
 
 /* Stream prefix: magic + version (13 bytes). */
-#define FP_MAGIC "ccache-fp"
-#define FP_MAGIC_LEN 9u
-#define FP_HEADER_LEN (FP_MAGIC_LEN + 4u)
+#define FP_HEADER_LEN (CCACHE__FP_MAGIC_LEN + 4u)
 
 /* Batching buffer size, and the payload size from which a bytes/str field
  * is fed to XXH3 directly instead of being copied into the buffer.  Every
@@ -106,39 +85,6 @@ static const fp_impl *fp_cget(const ccache_fp *fp) {
   return (const fp_impl *)(const void *)fp->opaque_;
 }
 
-/* ---- little-endian writers ---- */
-
-/*
- * The stream is little-endian whatever the host.  On a little-endian host a
- * memcpy of the value *is* that encoding and compiles to one store; the
- * portable fallback writes the bytes one by one (Clang 14 does not merge
- * such byte stores, which cost ~10 ns per node).
- */
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) &&                            \
-    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-static inline unsigned char *put_u32(unsigned char *p, uint32_t v) {
-  memcpy(p, &v, 4);
-  return p + 4;
-}
-
-static inline unsigned char *put_u64(unsigned char *p, uint64_t v) {
-  memcpy(p, &v, 8);
-  return p + 8;
-}
-#else
-static inline unsigned char *put_u32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)v;
-  p[1] = (unsigned char)(v >> 8);
-  p[2] = (unsigned char)(v >> 16);
-  p[3] = (unsigned char)(v >> 24);
-  return p + 4;
-}
-
-static inline unsigned char *put_u64(unsigned char *p, uint64_t v) {
-  put_u32(p, (uint32_t)v);
-  return put_u32(p + 4, (uint32_t)(v >> 32));
-}
-#endif
 
 /* ---- buffer management ---- */
 
@@ -149,7 +95,7 @@ static void fp_flush(fp_impl *b) {
     b->spilled = true;
   }
   if (b->used) {
-    FP_XXH_UPDATE(&b->state, b->buf, b->used);
+    CCACHE__FP_XXH_UPDATE(&b->state, b->buf, b->used);
     b->used = 0;
   }
 }
@@ -194,8 +140,8 @@ CCACHE_API void ccache_fp_init(ccache_fp *fp) {
   b->spilled = false;
   b->poisoned = false;
   unsigned char *p = b->buf;
-  memcpy(p, FP_MAGIC, FP_MAGIC_LEN);
-  p = put_u32(p + FP_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
+  memcpy(p, CCACHE__FP_MAGIC, CCACHE__FP_MAGIC_LEN);
+  p = put_u32(p + CCACHE__FP_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
   fp_commit(b, p);
 }
 
@@ -245,7 +191,7 @@ static int fp_blob(ccache_fp *fp, unsigned char tag, const void *data, size_t le
   *p++ = tag;
   fp_commit(b, put_u64(p, (uint64_t)len));
   fp_flush(b);
-  FP_XXH_UPDATE(&b->state, data, len);
+  CCACHE__FP_XXH_UPDATE(&b->state, data, len);
   return CCACHE_OK;
 }
 
@@ -293,7 +239,7 @@ CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out) {
   XXH3_state_t tail;
   XXH3_copyState(&tail, &b->state);
   if (b->used)
-    FP_XXH_UPDATE(&tail, b->buf, b->used);
+    CCACHE__FP_XXH_UPDATE(&tail, b->buf, b->used);
   *out = key_of(XXH3_128bits_digest(&tail));
   return CCACHE_OK;
 }

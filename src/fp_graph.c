@@ -38,21 +38,8 @@
 
 #include <stdbool.h>
 #include <string.h>
-/* The XXH3_state_t layout is needed to keep a state on the stack. */
-#define XXH_STATIC_LINKING_ONLY 1
-#include <xxhash.h>
 
-/* See fingerprint.c: the dispatching update is bit-identical but faster. */
-#if defined(__x86_64__) && defined(__has_include) && !defined(CCACHE_FP_NO_DISPATCH)
-#if __has_include(<xxh_x86dispatch.h>)
-#define XXH_DISPATCH_DISABLE_REPLACE 1
-#include <xxh_x86dispatch.h>
-#define FPG_XXH_UPDATE XXH3_128bits_update_dispatch
-#endif
-#endif
-#ifndef FPG_XXH_UPDATE
-#define FPG_XXH_UPDATE XXH3_128bits_update
-#endif
+#include "fp_encode.h"
 
 /* Domain and section tags.  Pinned: changing one needs a format bump. */
 enum {
@@ -68,8 +55,6 @@ enum {
   FPG_FLAG_PARAM = 0x02,    /* u64 parameter position */
 };
 
-#define FPG_MAGIC "ccache-fp"
-#define FPG_MAGIC_LEN 9u
 
 /* Stack buffer for one stream, and the blob size from which a payload is
  * fed to XXH3 directly rather than copied.  Every fixed-size item is at most
@@ -78,44 +63,6 @@ enum {
 #define FPG_DIRECT_MIN 256u
 _Static_assert(8u + 8u * CCACHE_FP_MAX_RANK <= FPG_BUF_SIZE, "an item must fit the buffer");
 
-/* ---- little-endian writers ---- */
-
-static inline unsigned char *put_u8(unsigned char *p, unsigned v) {
-  *p = (unsigned char)v;
-  return p + 1;
-}
-
-/*
- * The stream is little-endian whatever the host.  On a little-endian host a
- * memcpy of the value *is* that encoding and compiles to one store; the
- * portable fallback writes the bytes one by one (Clang 14 does not merge
- * such byte stores, which cost ~10 ns per node).
- */
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) &&                            \
-    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-static inline unsigned char *put_u32(unsigned char *p, uint32_t v) {
-  memcpy(p, &v, 4);
-  return p + 4;
-}
-
-static inline unsigned char *put_u64(unsigned char *p, uint64_t v) {
-  memcpy(p, &v, 8);
-  return p + 8;
-}
-#else
-static inline unsigned char *put_u32(unsigned char *p, uint32_t v) {
-  p[0] = (unsigned char)v;
-  p[1] = (unsigned char)(v >> 8);
-  p[2] = (unsigned char)(v >> 16);
-  p[3] = (unsigned char)(v >> 24);
-  return p + 4;
-}
-
-static inline unsigned char *put_u64(unsigned char *p, uint64_t v) {
-  put_u32(p, (uint32_t)v);
-  return put_u32(p + 4, (uint32_t)(v >> 32));
-}
-#endif
 
 /*
  * ---- the encoder: a stack buffer first, a streaming state only if needed ----
@@ -137,7 +84,7 @@ static unsigned char *enc_spill(enc *e, unsigned char *p) {
     e->spilled = true;
   }
   if (p != e->buf)
-    FPG_XXH_UPDATE(e->st, e->buf, (size_t)(p - e->buf));
+    CCACHE__FP_XXH_UPDATE(e->st, e->buf, (size_t)(p - e->buf));
   return e->buf;
 }
 
@@ -157,7 +104,7 @@ static inline unsigned char *enc_blob(enc *e, unsigned char *p, const void *data
     return p + len;
   }
   p = enc_spill(e, p);
-  FPG_XXH_UPDATE(e->st, data, len);
+  CCACHE__FP_XXH_UPDATE(e->st, data, len);
   return p;
 }
 
@@ -169,8 +116,8 @@ static inline unsigned char *enc_begin(enc *e, unsigned char *buf, XXH3_state_t 
   e->spilled = false;
   unsigned char *p = buf;
   if (domain == FPG_TAG_GRAPH) {
-    memcpy(p, FPG_MAGIC, FPG_MAGIC_LEN);
-    p = put_u32(p + FPG_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
+    memcpy(p, CCACHE__FP_MAGIC, CCACHE__FP_MAGIC_LEN);
+    p = put_u32(p + CCACHE__FP_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
   }
   return put_u8(p, domain);
 }
