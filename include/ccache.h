@@ -491,8 +491,9 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out);
  *         CCACHE_ECOMPILE (the compile returned non-zero: to the caller and
  *         every waiter; nothing cached; `compile_failures` +1);
- *         CCACHE_ENOMEM (inserting failed; the compiled closure and program
- *         were destroyed; to the caller and every waiter);
+ *         CCACHE_ENOMEM (inserting failed; to the caller and every waiter;
+ *         the compiled closure is destroyed unless the entry in the table
+ *         holds that very pointer, and the program reference is dropped);
  *         CCACHE_EDEADLK (see above); CCACHE_EFORKED.  Thread-safe.
  */
 CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile,

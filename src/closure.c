@@ -98,11 +98,19 @@ int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool c
 
 /* Under wlock the shard tables cannot change, so a lookup needs no shard
  * lock (readers only read the structure). */
-static ccache__entry *find_locked(ccache *c, ccache_key key) {
+ccache__entry *ccache__find_locked(ccache *c, ccache_key key) {
   unsigned hv = ccache__key_hash(key);
   ccache__entry *e;
   HASH_FIND_BYHASHVALUE(hh, ccache__shard_of(c, hv)->head, &key, sizeof key, hv, e);
   return e;
+}
+
+/* After a failed insert the closure is the caller's to destroy, unless the
+ * entry now in the table under key holds that very pointer (a re-put, or a
+ * compile that returned what was put meanwhile). */
+bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure) {
+  ccache__entry *cur = ccache__find_locked(c, key);
+  return cur && ccache__entry_closure(cur) == closure;
 }
 
 /* An expired entry seen by fetch: retake the locks in order and remove it if
@@ -110,7 +118,7 @@ static ccache__entry *find_locked(ccache *c, ccache_key key) {
 static void expire_key(ccache *c, ccache_key key, uint64_t now) {
   ccache__graveyard gy = {NULL, NULL};
   pthread_mutex_lock(&c->wlock);
-  ccache__entry *e = find_locked(c, key);
+  ccache__entry *e = ccache__find_locked(c, key);
   if (e && ccache__expired(e->ins_ms, now, atomic_load(&c->ttl_ms)))
     ccache__detach_locked(c, e, &c->n.evicted_ttl, &gy);
   pthread_mutex_unlock(&c->wlock);
@@ -212,7 +220,7 @@ int ccache__insert_locked(ccache *c, ccache__entry *e, ccache_key key, void *clo
   CCACHE__UTHASH_SCOPE(&c->mem);
   unsigned hv = ccache__key_hash(key);
   ccache__shard *s = ccache__shard_of(c, hv);
-  ccache__entry *old = find_locked(c, key);
+  ccache__entry *old = ccache__find_locked(c, key);
   ccache__entry *owner = NULL;
 
   e->key = key;
@@ -270,21 +278,19 @@ int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {
   if (rc == CCACHE_OK) {
     uint64_t now = ccache__now_ms(c);
     e = ccache__entry_new(c);
-    if (!e) rc = CCACHE_ENOMEM;
-    if (e) {
-      ccache__graveyard gy = {NULL, NULL};
-      pthread_mutex_lock(&c->wlock);
-      rc = ccache__insert_locked(c, e, key, closure, p, now, &gy);
-      /* On failure the closure is ours to destroy, unless the entry already
-       * in the table holds that very pointer. */
-      ccache__entry *cur = rc == CCACHE_OK ? NULL : find_locked(c, key);
-      bool in_use = cur && ccache__entry_closure(cur) == closure;
-      pthread_mutex_unlock(&c->wlock);
-      ccache__graveyard_drain(c, &gy);
-      if (rc == CCACHE_OK) return rc;
-      ccache__entry_free(c, e);
-      if (in_use) return rc;
-    }
+    /* A failed entry allocation goes through the same in-use check below:
+     * a re-put of the very closure the entry holds must not destroy it
+     * (found by tests/test_alloc_fail.c: it was destroyed while still in
+     * the table, then again when the entry left). */
+    ccache__graveyard gy = {NULL, NULL};
+    pthread_mutex_lock(&c->wlock);
+    rc = e ? ccache__insert_locked(c, e, key, closure, p, now, &gy) : CCACHE_ENOMEM;
+    bool in_use = rc != CCACHE_OK && ccache__closure_in_use_locked(c, key, closure);
+    pthread_mutex_unlock(&c->wlock);
+    ccache__graveyard_drain(c, &gy);
+    if (rc == CCACHE_OK) return rc;
+    ccache__entry_free(c, e);
+    if (in_use) return rc;
   }
   ccache__destroy_closure(c, closure);
   return rc;
@@ -295,7 +301,7 @@ int ccache_remove(ccache *c, ccache_key key) {
   if (ccache__forked(c)) return CCACHE_EFORKED;
   ccache__graveyard gy = {NULL, NULL};
   pthread_mutex_lock(&c->wlock);
-  ccache__entry *e = find_locked(c, key);
+  ccache__entry *e = ccache__find_locked(c, key);
   if (e) ccache__detach_locked(c, e, &c->n.removed, &gy);
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);

@@ -86,6 +86,11 @@ static int run_closure_compile(ccache *c, ccache__flight *f, ccache__entry *e,
     rc = CCACHE_EINVAL; /* a compile must return a handle of this cache */
   else
     rc = ccache__insert_locked(c, e, f->key, closure, prog, now, &gy);
+  /* As in ccache_put(): if the insert failed (ENOMEM) while the entry in the
+   * table (put meanwhile, e.g. by the compile itself) holds this very
+   * closure, the closure is that entry's, not ours to destroy.  (Found by
+   * tests/test_alloc_fail.c: it was destroyed twice.) */
+  bool in_use = rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, f->key, closure);
   if (rc == CCACHE_OK) lease_locked(c, e, 1 + f->waiters, out);
   HASH_DELETE(hh, c->flights, f);
   f->done = 1;
@@ -104,7 +109,7 @@ static int run_closure_compile(ccache *c, ccache__flight *f, ccache__entry *e,
     /* Success hands the closure and the program reference to the cache: the
      * entry took its own program reference, so drop the compile's handle; if
      * inserting failed, both are destroyed. */
-    if (rc != CCACHE_OK) ccache__destroy_closure(c, closure);
+    if (rc != CCACHE_OK && !in_use) ccache__destroy_closure(c, closure);
     if (prog && prog->owner == c) ccache__program_unref(c, prog, true);
   }
   return rc;
@@ -126,9 +131,7 @@ int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
   int rc;
   pthread_mutex_lock(&c->wlock);
   ttl = atomic_load(&c->ttl_ms);
-  ccache__entry *found = NULL;
-  HASH_FIND_BYHASHVALUE(hh, ccache__shard_of(c, ccache__key_hash(key))->head, &key, sizeof key,
-                        ccache__key_hash(key), found);
+  ccache__entry *found = ccache__find_locked(c, key);
   if (found && !ccache__expired(found->ins_ms, now, ttl)) { /* inserted meanwhile */
     lease_locked(c, found, 1, out);
     pthread_mutex_unlock(&c->wlock);

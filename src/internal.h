@@ -228,6 +228,8 @@ int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool c
  * gy.  Returns OK or ENOMEM (then e is untouched and still the caller's). */
 int ccache__insert_locked(ccache *c, ccache__entry *e, ccache_key key, void *closure,
                           ccache_program *p, uint64_t now, ccache__graveyard *gy);
+ccache__entry *ccache__find_locked(ccache *c, ccache_key key); /* wlock held */
+bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure);
 void ccache__detach_locked(ccache *c, ccache__entry *e, uint64_t *cause, ccache__graveyard *gy);
 void ccache__graveyard_drain(ccache *c, ccache__graveyard *gy);
 void ccache__clear_locked(ccache *c, uint64_t *cause, ccache__graveyard *gy);
