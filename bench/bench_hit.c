@@ -1,0 +1,499 @@
+/*
+ * bench_hit.c - P1: how much does a hit cost?
+ *
+ *  - P1: ccache_fetch + ccache_lease_release on random existing keys at 1k,
+ *    100k and 1M entries, against a bare uthash HASH_FIND on the same keys
+ *    with no lock (same hash function: uthash's default Jenkins hash, which
+ *    the library also uses).
+ *  - EMLX mechanism: the same lookups through one server thread that owns
+ *    the table; every lookup is a request/response round trip (a mailbox
+ *    under a mutex + condition variable, the reply through a semaphore), as
+ *    a GenServer.call; 1 and 2 client threads.
+ *  - Naive baseline: one pthread mutex around a uthash table that clears
+ *    itself when full (the RLX approach); 1 and 2 threads.
+ *
+ * Every loop is a dependent chain: the next key is derived from the value
+ * the previous lookup returned (through a bit that is always zero, which the
+ * compiler cannot know), so what is timed is the latency of one lookup, as a
+ * JIT path sees it (look up, then run), not the overlap of many.
+ *
+ * --callgrind N: build 100k entries, then run N lookups through each of
+ * cg_loop_empty (key generation only), cg_loop_uthash and cg_loop_ccache;
+ * bench/run reads their inclusive instruction counts from callgrind.
+ */
+#include <pthread.h>
+#include <semaphore.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "bench_util.h"
+
+#define KEY_SALT 1u
+#define NPROGRAMS 16u
+
+/* The closure pointers stored are fake (never dereferenced, no destroy
+ * callback): i-th closure = CLOSURE_BASE + 16 i, all below 2^60, so
+ * (value >> 60) is a zero the compiler cannot see. */
+#define CLOSURE_BASE 0x10000u
+static inline void *closure_of(uint64_t i) { return (void *)(uintptr_t)(CLOSURE_BASE + 16u * i); }
+
+/* ------------------------------------------------------------ tables */
+
+/* A bare uthash entry, laid out as the library's (handle, key, value). */
+typedef struct uh_entry {
+  UT_hash_handle hh;
+  ccache_key key;
+  void *value;
+} uh_entry;
+
+static uh_entry *uh_build(uint64_t n) {
+  uh_entry *head = NULL;
+  for (uint64_t i = 0; i < n; i++) {
+    uh_entry *e = calloc(1, sizeof *e);
+    BENCH_CHECK(e != NULL, "out of memory");
+    e->key = bench_key(KEY_SALT, i);
+    e->value = closure_of(i);
+    HASH_ADD(hh, head, key, sizeof e->key, e);
+  }
+  BENCH_CHECK(HASH_COUNT(head) == n, "uthash holds %u of %llu", HASH_COUNT(head),
+              (unsigned long long)n);
+  return head;
+}
+
+static void uh_free(uh_entry **head) {
+  uh_entry *e, *tmp;
+  HASH_ITER(hh, *head, e, tmp) {
+    HASH_DELETE(hh, *head, e);
+    free(e);
+  }
+}
+
+static ccache *cc_build(uint64_t n) {
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.sweeper_thread = 0;
+  ccache *c;
+  BENCH_OK(ccache_open(&cfg, &c));
+  ccache_program *p[NPROGRAMS];
+  for (unsigned j = 0; j < NPROGRAMS; j++)
+    BENCH_OK(ccache_program_intern(c, bench_key(99, j), (void *)(uintptr_t)(0x1000u + j), 4096,
+                                   &p[j]));
+  for (uint64_t i = 0; i < n; i++)
+    BENCH_OK(ccache_put(c, bench_key(KEY_SALT, i), closure_of(i), p[i % NPROGRAMS]));
+  for (unsigned j = 0; j < NPROGRAMS; j++) ccache_program_release(c, p[j]);
+  ccache_stats st = {.size = sizeof st};
+  ccache_stats_get(c, &st);
+  BENCH_CHECK(st.items == n, "cache holds %llu of %llu", (unsigned long long)st.items,
+              (unsigned long long)n);
+  return c;
+}
+
+static uint64_t cc_hits(ccache *c) {
+  ccache_stats st = {.size = sizeof st};
+  ccache_stats_get(c, &st);
+  return st.hits;
+}
+
+/* The naive cache: one mutex, one uthash table, cleared when full. */
+typedef struct naive {
+  pthread_mutex_t mu;
+  uh_entry *head;
+  uint64_t count, cap;
+} naive;
+
+static void naive_put(naive *t, ccache_key key, void *value) {
+  pthread_mutex_lock(&t->mu);
+  if (t->count >= t->cap) { /* full: forget everything */
+    uh_free(&t->head);
+    t->count = 0;
+  }
+  uh_entry *e = calloc(1, sizeof *e);
+  BENCH_CHECK(e != NULL, "out of memory");
+  e->key = key;
+  e->value = value;
+  HASH_ADD(hh, t->head, key, sizeof e->key, e);
+  t->count++;
+  pthread_mutex_unlock(&t->mu);
+}
+
+static void *naive_get(naive *t, ccache_key key) {
+  uh_entry *e;
+  pthread_mutex_lock(&t->mu);
+  HASH_FIND(hh, t->head, &key, sizeof key, e);
+  void *v = e ? e->value : NULL;
+  pthread_mutex_unlock(&t->mu);
+  return v;
+}
+
+/* The EMLX-style owner thread: a mailbox of requests, one at a time. */
+typedef struct emlx_req {
+  ccache_key key;
+  void *result;
+  sem_t done;
+  struct emlx_req *next;
+} emlx_req;
+
+typedef struct emlx_server {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  emlx_req *head, *tail;
+  int stop;
+  uh_entry *table; /* touched only by the server thread */
+  pthread_t th;
+  uint64_t served;
+} emlx_server;
+
+static void *emlx_main(void *arg) {
+  emlx_server *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+    emlx_req *r = s->head;
+    if (!r) {
+      pthread_mutex_unlock(&s->mu);
+      return NULL;
+    }
+    s->head = r->next;
+    if (!s->head) s->tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    uh_entry *e;
+    HASH_FIND(hh, s->table, &r->key, sizeof r->key, e);
+    r->result = e ? e->value : NULL;
+    s->served++;
+    sem_post(&r->done);
+  }
+}
+
+static void *emlx_call(emlx_server *s, emlx_req *r, ccache_key key) {
+  r->key = key;
+  r->next = NULL;
+  pthread_mutex_lock(&s->mu);
+  if (s->tail)
+    s->tail->next = r;
+  else
+    s->head = r;
+  s->tail = r;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  while (sem_wait(&r->done) != 0) {
+  }
+  return r->result;
+}
+
+/* ------------------------------------------------------------- loops */
+
+/* Each loop returns the sum of the values found, checked by the caller
+ * against the expected sum (every lookup must find the right entry). */
+
+__attribute__((noipa)) uint64_t cg_loop_empty(const uint32_t *order, size_t n) {
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    ccache_key k = bench_key(KEY_SALT, order[i] + dep);
+    uintptr_t v = (uintptr_t)(k.lo & 0xffff);
+    sum += v;
+    dep = v >> 60;
+  }
+  return sum;
+}
+
+__attribute__((noipa)) uint64_t cg_loop_uthash(uh_entry *head, const uint32_t *order, size_t n) {
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    ccache_key k = bench_key(KEY_SALT, order[i] + dep);
+    uh_entry *e;
+    HASH_FIND(hh, head, &k, sizeof k, e);
+    if (!e) return UINT64_MAX;
+    uintptr_t v = (uintptr_t)e->value;
+    sum += v;
+    dep = v >> 60;
+  }
+  return sum;
+}
+
+__attribute__((noipa)) uint64_t cg_loop_ccache(ccache *c, const uint32_t *order, size_t n) {
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    ccache_key k = bench_key(KEY_SALT, order[i] + dep);
+    ccache_lease l;
+    if (ccache_fetch(c, k, &l) != CCACHE_OK) return UINT64_MAX;
+    uintptr_t v = (uintptr_t)l.closure;
+    sum += v;
+    dep = v >> 60;
+    ccache_lease_release(c, &l);
+  }
+  return sum;
+}
+
+static uint64_t loop_naive(naive *t, const uint32_t *order, size_t n) {
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    uintptr_t v = (uintptr_t)naive_get(t, bench_key(KEY_SALT, order[i] + dep));
+    if (!v) return UINT64_MAX;
+    sum += v;
+    dep = v >> 60;
+  }
+  return sum;
+}
+
+static uint64_t loop_emlx(emlx_server *s, emlx_req *r, const uint32_t *order, size_t n) {
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    uintptr_t v = (uintptr_t)emlx_call(s, r, bench_key(KEY_SALT, order[i] + dep));
+    if (!v) return UINT64_MAX;
+    sum += v;
+    dep = v >> 60;
+  }
+  return sum;
+}
+
+static uint64_t expected_sum(const uint32_t *order, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < n; i++) s += (uintptr_t)closure_of(order[i]);
+  return s;
+}
+
+/* ----------------------------------------------------- threaded runs */
+
+typedef enum { SUBJ_CCACHE, SUBJ_NAIVE, SUBJ_EMLX } subject;
+
+typedef struct worker {
+  subject what;
+  ccache *c;
+  naive *nv;
+  emlx_server *srv;
+  const uint32_t *order;
+  size_t n;
+  uint64_t sum;
+  uint64_t t0, t1; /* this thread's own start and end */
+  pthread_barrier_t *start;
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  emlx_req req;
+  if (w->what == SUBJ_EMLX) sem_init(&req.done, 0, 0);
+  pthread_barrier_wait(w->start);
+  w->t0 = bench_now_ns();
+  switch (w->what) {
+  case SUBJ_CCACHE: w->sum = cg_loop_ccache(w->c, w->order, w->n); break;
+  case SUBJ_NAIVE: w->sum = loop_naive(w->nv, w->order, w->n); break;
+  case SUBJ_EMLX: w->sum = loop_emlx(w->srv, &req, w->order, w->n); break;
+  }
+  w->t1 = bench_now_ns();
+  if (w->what == SUBJ_EMLX) sem_destroy(&req.done);
+  return NULL;
+}
+
+/* Runs nthreads clients of `what`, thread t on orders[t]; returns the wall
+ * time in ns from the common start to the last finish. */
+static uint64_t run_threads(subject what, int nthreads, ccache *c, naive *nv, emlx_server *srv,
+                            uint32_t *const *orders, const uint64_t *sums, size_t n) {
+  pthread_t th[2];
+  worker w[2];
+  pthread_barrier_t start;
+  BENCH_CHECK(nthreads >= 1 && nthreads <= 2, "threads");
+  pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
+  for (int t = 0; t < nthreads; t++) {
+    w[t] = (worker){.what = what, .c = c, .nv = nv, .srv = srv, .order = orders[t], .n = n,
+                    .start = &start};
+    BENCH_CHECK(pthread_create(&th[t], NULL, worker_main, &w[t]) == 0, "pthread_create");
+  }
+  pthread_barrier_wait(&start);
+  for (int t = 0; t < nthreads; t++) pthread_join(th[t], NULL);
+  pthread_barrier_destroy(&start);
+  /* From the first thread's start to the last thread's end. */
+  uint64_t t0 = w[0].t0, t1 = w[0].t1;
+  for (int t = 1; t < nthreads; t++) {
+    if (w[t].t0 < t0) t0 = w[t].t0;
+    if (w[t].t1 > t1) t1 = w[t].t1;
+  }
+  for (int t = 0; t < nthreads; t++)
+    BENCH_CHECK(w[t].sum == sums[t], "a lookup returned a wrong value (thread %d)", t);
+  return t1 - t0;
+}
+
+/* --------------------------------------------------------------- P1 */
+
+static void p1_size(bench_report *rep, const bench_opts *o, uint64_t n, const char *label,
+                    int reps, size_t lookups, bool target) {
+  ccache *c = cc_build(n);
+  uh_entry *uh = uh_build(n);
+  uint32_t *order = bench_random_order(lookups, (uint32_t)n, 1000 + n);
+  uint64_t want = expected_sum(order, lookups);
+  uint64_t hits0 = cc_hits(c);
+  double *rc = malloc(sizeof(double) * (size_t)reps), *ru = malloc(sizeof(double) * (size_t)reps),
+         *ratio = malloc(sizeof(double) * (size_t)reps);
+  BENCH_CHECK(rc && ru && ratio, "out of memory");
+  /* Warm-up: one pass of each, untimed. */
+  BENCH_CHECK(cg_loop_uthash(uh, order, lookups) == want, "uthash lookup");
+  BENCH_CHECK(cg_loop_ccache(c, order, lookups) == want, "ccache lookup");
+  for (int r = 0; r < reps; r++) {
+    /* Alternate which goes first, so a drift in machine speed is shared. */
+    uint64_t tu = 0, tc = 0;
+    for (int k = 0; k < 2; k++) {
+      bool cc_now = (k == 0) == (r % 2 == 0);
+      uint64_t t0 = bench_now_ns();
+      uint64_t s = cc_now ? cg_loop_ccache(c, order, lookups) : cg_loop_uthash(uh, order, lookups);
+      uint64_t dt = bench_now_ns() - t0;
+      BENCH_CHECK(s == want, "%s lookup returned a wrong value", cc_now ? "ccache" : "uthash");
+      if (cc_now)
+        tc = dt;
+      else
+        tu = dt;
+    }
+    rc[r] = (double)tc / (double)lookups;
+    ru[r] = (double)tu / (double)lookups;
+    ratio[r] = rc[r] / ru[r];
+  }
+  BENCH_CHECK(cc_hits(c) - hits0 == (uint64_t)(reps + 1) * lookups, "hit counter: %llu, want %llu",
+              (unsigned long long)(cc_hits(c) - hits0),
+              (unsigned long long)((uint64_t)(reps + 1) * lookups));
+  char fig[96];
+  snprintf(fig, sizeof fig, "P1 hit latency, %s entries", label);
+  bench_add(rep, fig, bench_stats(rc, reps).med, "ns", bench_stats(ru, reps).med,
+            "uthash HASH_FIND, no lock", bench_stats(ratio, reps), "ccache / uthash",
+            target ? BENCH_RATIO_LE : BENCH_REPORT, 1.5);
+  (void)o;
+  free(rc);
+  free(ru);
+  free(ratio);
+  free(order);
+  uh_free(&uh);
+  BENCH_OK(ccache_close(c));
+  bench_trim();
+}
+
+/* ------------------------------------------------- EMLX and naive */
+
+static void mechanisms(bench_report *rep, const bench_opts *o) {
+  const uint64_t n = 100000;
+  const char *label = "100k";
+  int reps = o->quick ? 3 : 9;
+  size_t n_emlx = o->quick ? 2000 : 20000;
+  size_t n_fast = o->quick ? 30000 : 200000;
+  ccache *c = cc_build(n);
+  naive nv = {.cap = 1u << 20};
+  pthread_mutex_init(&nv.mu, NULL);
+  for (uint64_t i = 0; i < n; i++) naive_put(&nv, bench_key(KEY_SALT, i), closure_of(i));
+  BENCH_CHECK(nv.count == n, "naive table count");
+  emlx_server srv = {.table = uh_build(n)};
+  pthread_mutex_init(&srv.mu, NULL);
+  pthread_cond_init(&srv.cv, NULL);
+  BENCH_CHECK(pthread_create(&srv.th, NULL, emlx_main, &srv) == 0, "pthread_create");
+
+  uint32_t *orders[2];
+  uint64_t sums_fast[2], sums_emlx[2];
+  for (int t = 0; t < 2; t++) {
+    orders[t] = bench_random_order(n_fast, (uint32_t)n, 2000 + (uint64_t)t);
+    sums_fast[t] = expected_sum(orders[t], n_fast);
+    sums_emlx[t] = expected_sum(orders[t], n_emlx);
+  }
+
+  for (int nt = 1; nt <= 2; nt++) {
+    double *cc = malloc(sizeof(double) * (size_t)reps), *cc2 = malloc(sizeof(double) * (size_t)reps),
+           *em = malloc(sizeof(double) * (size_t)reps), *nvv = malloc(sizeof(double) * (size_t)reps),
+           *r_em = malloc(sizeof(double) * (size_t)reps), *r_nv = malloc(sizeof(double) * (size_t)reps);
+    BENCH_CHECK(cc && cc2 && em && nvv && r_em && r_nv, "out of memory");
+    /* warm-up */
+    run_threads(SUBJ_CCACHE, nt, c, NULL, NULL, orders, sums_fast, n_fast);
+    run_threads(SUBJ_NAIVE, nt, NULL, &nv, NULL, orders, sums_fast, n_fast);
+    run_threads(SUBJ_EMLX, nt, NULL, NULL, &srv, orders, sums_emlx, n_emlx);
+    for (int r = 0; r < reps; r++) {
+      /* Latency as each client sees it: wall time / lookups per client. */
+      cc[r] = (double)run_threads(SUBJ_CCACHE, nt, c, NULL, NULL, orders, sums_fast, n_fast) /
+              (double)n_fast;
+      nvv[r] = (double)run_threads(SUBJ_NAIVE, nt, NULL, &nv, NULL, orders, sums_fast, n_fast) /
+               (double)n_fast;
+      em[r] = (double)run_threads(SUBJ_EMLX, nt, NULL, NULL, &srv, orders, sums_emlx, n_emlx) /
+              (double)n_emlx;
+      cc2[r] = (double)run_threads(SUBJ_CCACHE, nt, c, NULL, NULL, orders, sums_fast, n_fast) /
+               (double)n_fast;
+      double base = 0.5 * (cc[r] + cc2[r]); /* ccache measured around both */
+      r_em[r] = em[r] / base;
+      r_nv[r] = nvv[r] / base;
+      cc[r] = base;
+    }
+    char fig[96], bname[64];
+    snprintf(bname, sizeof bname, "ccache, %d thread%s", nt, nt > 1 ? "s" : "");
+    snprintf(fig, sizeof fig, "EMLX mechanism (server thread), %d client%s, %s entries", nt,
+             nt > 1 ? "s" : "", label);
+    bench_row *row = bench_add(rep, fig, bench_stats(em, reps).med, "ns/lookup/client",
+                               bench_stats(cc, reps).med, bname, bench_stats(r_em, reps),
+                               "EMLX / ccache", BENCH_REPORT, 0);
+    snprintf(row->note, sizeof row->note, "aggregate %.3g lookups/s",
+             (double)nt * 1e9 / bench_stats(em, reps).med);
+    snprintf(fig, sizeof fig, "naive mutex + clear-when-full, %d thread%s, %s entries", nt,
+             nt > 1 ? "s" : "", label);
+    row = bench_add(rep, fig, bench_stats(nvv, reps).med, "ns/lookup/client",
+                    bench_stats(cc, reps).med, bname, bench_stats(r_nv, reps), "naive / ccache",
+                    BENCH_REPORT, 0);
+    snprintf(row->note, sizeof row->note, "aggregate %.3g lookups/s",
+             (double)nt * 1e9 / bench_stats(nvv, reps).med);
+    free(cc);
+    free(cc2);
+    free(em);
+    free(nvv);
+    free(r_em);
+    free(r_nv);
+  }
+
+  pthread_mutex_lock(&srv.mu);
+  srv.stop = 1;
+  pthread_cond_signal(&srv.cv);
+  pthread_mutex_unlock(&srv.mu);
+  pthread_join(srv.th, NULL);
+  uh_free(&srv.table);
+  uh_free(&nv.head);
+  pthread_mutex_destroy(&nv.mu);
+  for (int t = 0; t < 2; t++) free(orders[t]);
+  BENCH_OK(ccache_close(c));
+  bench_trim();
+}
+
+/* ---------------------------------------------------------- callgrind */
+
+static int callgrind_mode(size_t n) {
+  const uint64_t size = 100000;
+  ccache *c = cc_build(size);
+  uh_entry *uh = uh_build(size);
+  uint32_t *order = bench_random_order(n ? n : 1, (uint32_t)size, 3000);
+  uint64_t want = expected_sum(order, n);
+  /* The three loops, each once, in their own (never inlined) functions. */
+  uint64_t e = cg_loop_empty(order, n);
+  uint64_t u = cg_loop_uthash(uh, order, n);
+  uint64_t k = cg_loop_ccache(c, order, n);
+  BENCH_CHECK(u == want && k == want, "callgrind loops returned wrong values");
+  printf("callgrind mode: %zu lookups at %llu entries done (%llu)\n", n,
+         (unsigned long long)size, (unsigned long long)(e & 1));
+  free(order);
+  uh_free(&uh);
+  BENCH_OK(ccache_close(c));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  bench_opts o;
+  bench_parse(argc, argv,
+              &o, "P1 hit latency vs bare uthash; EMLX server-thread mechanism; naive mutex table",
+              true);
+  if (o.callgrind >= 0) return callgrind_mode((size_t)o.callgrind);
+  bench_report rep;
+  bench_report_init(&rep, "bench_hit",
+                    "hit latency (fetch + release) vs a bare uthash lookup, and two other mechanisms");
+  bench_pin(0);
+  int reps = o.quick ? 3 : 21;
+  p1_size(&rep, &o, 1000, "1k", reps, o.quick ? 50000 : 1000000, false);
+  p1_size(&rep, &o, 100000, "100k", reps, o.quick ? 50000 : 300000, true);
+  if (!o.quick)
+    p1_size(&rep, &o, 1000000, "1M", reps, 300000, false);
+  else
+    bench_note(&rep, "quick mode: 1M entries skipped, 3 repetitions, shorter loops");
+  /* The thread runs must not all be stuck on CPU 0. */
+  bench_unpin();
+  mechanisms(&rep, &o);
+  bench_note(&rep, "each lookup's key depends on the previous lookup's result: latency, not "
+                   "overlapped throughput; random keys over the whole table; warm-up pass first");
+  bench_note(&rep, "EMLX: one owner thread serves a mailbox (mutex + condvar), replies by "
+                   "semaphore, one request at a time; clients and server unpinned");
+  return bench_report_print(&rep, &o);
+}

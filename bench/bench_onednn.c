@@ -1,0 +1,383 @@
+/*
+ * bench_onednn.c - P3: against a real runtime's own cache.
+ *
+ * The call sites of the oneDNN serving example (examples/onednn_serving):
+ * one decode step (M = 1 token, 64 cached positions) of SmolLM2-135M, i.e.
+ * 30 decoder layers x 12 primitives (q/k/v projections, attention scores
+ * with a scale post-op, softmax, attention values, o projection, residual
+ * add, up projection, gate projection with SiLU and multiply post-ops, down
+ * projection, residual add) plus the tied LM head: 361 call sites, with
+ * hidden 576, intermediate 1536, 9 heads x 64, 3 KV heads, vocab 49152.
+ *
+ *  - ccache: build the program key and the call-site key with the
+ *    fingerprint builder (as the example does), then ccache_fetch +
+ *    ccache_lease_release.  Every call is a hit (the cache is filled first).
+ *  - oneDNN: what the same call site costs with oneDNN's own primitive cache
+ *    warm (capacity 1024): build the op and memory descriptors and the
+ *    attributes, dnnl_primitive_desc_create + dnnl_primitive_create (a cache
+ *    hit), and destroy the descriptor, the attributes and the primitive.
+ * Ratio = oneDNN time / ccache time, per call site, over the whole step.
+ */
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <string.h>
+
+#include "bench_util.h"
+
+#define DNNL_CHECK(call)                                                                  \
+  do {                                                                                    \
+    dnnl_status_t st_ = (call);                                                           \
+    BENCH_CHECK(st_ == dnnl_success, "%s: dnnl status %d", #call, (int)st_);              \
+  } while (0)
+
+/* ------------------------------------------------------------ specs */
+
+typedef struct tensor {
+  int ndims;
+  dnnl_dims_t dims, strides; /* the C API reads DNNL_MAX_NDIMS entries */
+} tensor;
+
+typedef enum { K_MATMUL = 1, K_SOFTMAX = 2, K_ADD = 3 } kind;
+typedef enum { P_SCALE = 1, P_SWISH = 2, P_MUL = 3 } post_kind;
+
+typedef struct post {
+  post_kind kind;
+  float alpha;
+  tensor src1;
+} post;
+
+typedef struct spec {
+  kind kind;
+  tensor src, wei, dst;
+  int n_post;
+  post post[2];
+  int axis;
+} spec;
+
+typedef struct site {
+  int layer;
+  const char *name;
+  const spec *spec;
+} site;
+
+static tensor dense(int ndims, const int64_t *dims) {
+  tensor t = {.ndims = ndims};
+  int64_t stride = 1;
+  for (int i = ndims - 1; i >= 0; i--) {
+    t.dims[i] = dims[i];
+    t.strides[i] = stride;
+    stride *= dims[i];
+  }
+  return t;
+}
+
+static tensor d2(int64_t r, int64_t c) { return dense(2, (const int64_t[]){r, c}); }
+
+static tensor d4s(int64_t a, int64_t b, int64_t c, int64_t d, int64_t sa, int64_t sb, int64_t sc,
+                  int64_t sd) {
+  return (tensor){.ndims = 4, .dims = {a, b, c, d}, .strides = {sa, sb, sc, sd}};
+}
+
+static spec matmul(int64_t m, int64_t k, int64_t n) {
+  return (spec){.kind = K_MATMUL, .src = d2(m, k), .wei = d2(k, n), .dst = d2(m, n)};
+}
+
+enum { HID = 576, INTER = 1536, HEADS = 9, KV_HEADS = 3, HEAD_DIM = 64, VOCAB = 49152,
+       LAYERS = 30, TOKENS = 1, POS = 64, CAP = 256 };
+
+#define NSPECS 12
+#define NSITES (LAYERS * 12 + 1)
+
+typedef struct model {
+  spec q, kv, scores, softmax, values, o, add, up, gate, down, head;
+  site sites[NSITES];
+  int n_sites;
+} model;
+
+static void model_init(model *m) {
+  const int64_t M = TOKENS, T = POS + TOKENS, G = KV_HEADS, R = HEADS / KV_HEADS, D = HEAD_DIM;
+  const int64_t HQ = HEADS * HEAD_DIM, HKV = KV_HEADS * HEAD_DIM, kvs = (int64_t)CAP * D;
+  m->q = matmul(M, HID, HQ);
+  m->kv = matmul(M, HID, HKV);
+  tensor q4 = d4s(G, R, M, D, R * D, D, HQ, 1);
+  m->scores = (spec){.kind = K_MATMUL,
+                     .src = q4,
+                     .wei = d4s(G, 1, D, T, kvs, kvs, 1, D), /* K^T through strides */
+                     .dst = d4s(G, R, M, T, R * M * T, M * T, T, 1),
+                     .n_post = 1,
+                     .post = {{.kind = P_SCALE, .alpha = 1.0f / sqrtf((float)D)}}};
+  m->softmax = (spec){.kind = K_SOFTMAX, .src = d2(HEADS * M, T), .dst = d2(HEADS * M, T), .axis = 1};
+  m->values = (spec){.kind = K_MATMUL,
+                     .src = m->scores.dst,
+                     .wei = d4s(G, 1, T, D, kvs, kvs, D, 1),
+                     .dst = q4};
+  m->o = matmul(M, HQ, HID);
+  m->add = (spec){.kind = K_ADD, .src = d2(M, HID), .wei = d2(M, HID), .dst = d2(M, HID)};
+  m->up = matmul(M, HID, INTER);
+  m->gate = matmul(M, HID, INTER);
+  m->gate.n_post = 2;
+  m->gate.post[0] = (post){.kind = P_SWISH, .alpha = 1.0f};
+  m->gate.post[1] = (post){.kind = P_MUL, .src1 = d2(M, INTER)};
+  m->down = matmul(M, INTER, HID);
+  m->head = (spec){.kind = K_MATMUL,
+                   .src = d2(1, HID),
+                   .wei = {.ndims = 2, .dims = {HID, VOCAB}, .strides = {1, HID}},
+                   .dst = d2(1, VOCAB)};
+  m->n_sites = 0;
+  for (int l = 0; l < LAYERS; l++) {
+    const struct {
+      const char *name;
+      const spec *s;
+    } layer[12] = {{"q_proj", &m->q},         {"k_proj", &m->kv},       {"v_proj", &m->kv},
+                   {"attn_scores", &m->scores}, {"attn_softmax", &m->softmax},
+                   {"attn_values", &m->values}, {"o_proj", &m->o},       {"attn_residual", &m->add},
+                   {"up_proj", &m->up},       {"gate_proj", &m->gate},  {"down_proj", &m->down},
+                   {"mlp_residual", &m->add}};
+    for (int i = 0; i < 12; i++)
+      m->sites[m->n_sites++] = (site){.layer = l, .name = layer[i].name, .spec = layer[i].s};
+  }
+  m->sites[m->n_sites++] = (site){.layer = -1, .name = "lm_head", .spec = &m->head};
+  BENCH_CHECK(m->n_sites == NSITES, "site count");
+}
+
+/* ------------------------------------------------------------ oneDNN */
+
+static void md_of(const tensor *t, dnnl_memory_desc_t *md) {
+  DNNL_CHECK(dnnl_memory_desc_init_by_strides(md, t->ndims, t->dims, dnnl_f32, t->strides));
+}
+
+/* Descriptors, attributes, primitive descriptor, primitive: the oneDNN way
+ * of getting a primitive for a call site.  With the primitive cache warm,
+ * dnnl_primitive_create is a lookup. */
+static dnnl_primitive_t onednn_get(dnnl_engine_t eng, const spec *s) {
+  union {
+    dnnl_matmul_desc_t mm;
+    dnnl_softmax_v2_desc_t sm;
+    dnnl_binary_desc_t bin;
+  } d;
+  dnnl_memory_desc_t src, wei, dst;
+  md_of(&s->src, &src);
+  md_of(&s->dst, &dst);
+  if (s->kind == K_SOFTMAX) {
+    DNNL_CHECK(dnnl_softmax_v2_forward_desc_init(&d.sm, dnnl_forward_inference,
+                                                 dnnl_softmax_accurate, &src, &dst, s->axis));
+  } else {
+    md_of(&s->wei, &wei);
+    if (s->kind == K_MATMUL)
+      DNNL_CHECK(dnnl_matmul_desc_init(&d.mm, &src, &wei, NULL, &dst));
+    else
+      DNNL_CHECK(dnnl_binary_desc_init(&d.bin, dnnl_binary_add, &src, &wei, &dst));
+  }
+  dnnl_primitive_attr_t attr;
+  DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+  if (s->n_post) {
+    dnnl_post_ops_t po;
+    DNNL_CHECK(dnnl_post_ops_create(&po));
+    for (int i = 0; i < s->n_post; i++) {
+      const post *p = &s->post[i];
+      if (p->kind == P_SCALE) {
+        DNNL_CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, p->alpha, 0.0f));
+      } else if (p->kind == P_SWISH) {
+        DNNL_CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_swish, p->alpha, 0.0f));
+      } else {
+        dnnl_memory_desc_t md;
+        md_of(&p->src1, &md);
+        DNNL_CHECK(dnnl_post_ops_append_binary(po, dnnl_binary_mul, &md));
+      }
+    }
+    DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
+    DNNL_CHECK(dnnl_post_ops_destroy(po));
+  }
+  dnnl_primitive_desc_t pd;
+  dnnl_primitive_t prim;
+  DNNL_CHECK(dnnl_primitive_desc_create(&pd, &d, attr, eng, NULL));
+  DNNL_CHECK(dnnl_primitive_create(&prim, pd));
+  DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+  DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+  return prim;
+}
+
+/* ------------------------------------------------------------- keys */
+
+static void fp_tensor(ccache_fp *fp, const tensor *t) {
+  ccache_fp_shape(fp, dnnl_f32, (uint32_t)t->ndims, t->dims);
+  ccache_fp_bytes(fp, t->strides, (size_t)t->ndims * sizeof t->strides[0]);
+}
+
+/* The program key (structure: op, layouts, post-ops, engine) and, extending
+ * the same builder, the closure key (adds the call site), in one pass. */
+__attribute__((noipa)) static void make_keys(const site *st, ccache_key *pkey, ccache_key *ckey) {
+  /* pkey NULL: the program key is not finalised (what-if: built only on a
+   * miss, inside the compile callback). */
+  const spec *s = st->spec;
+  ccache_fp fp;
+  ccache_fp_init(&fp);
+  ccache_fp_str(&fp, "onednn-2.6/cpu", 14);
+  ccache_fp_u64(&fp, (uint64_t)s->kind);
+  fp_tensor(&fp, &s->src);
+  if (s->kind != K_SOFTMAX) fp_tensor(&fp, &s->wei);
+  fp_tensor(&fp, &s->dst);
+  ccache_fp_i64(&fp, s->kind == K_SOFTMAX ? s->axis : 0);
+  ccache_fp_u64(&fp, (uint64_t)s->n_post);
+  for (int i = 0; i < s->n_post; i++) {
+    ccache_fp_u64(&fp, (uint64_t)s->post[i].kind);
+    if (s->post[i].kind == P_MUL)
+      fp_tensor(&fp, &s->post[i].src1);
+    else
+      ccache_fp_f64(&fp, s->post[i].alpha);
+  }
+  if (pkey) BENCH_OK(ccache_fp_final(&fp, pkey));
+  ccache_fp_str(&fp, "site", 4);
+  ccache_fp_i64(&fp, st->layer);
+  ccache_fp_str(&fp, st->name, strlen(st->name));
+  BENCH_OK(ccache_fp_final(&fp, ckey));
+}
+
+static void destroy_program(void *native, void *ctx) {
+  (void)ctx;
+  DNNL_CHECK(dnnl_primitive_destroy(native));
+}
+
+typedef struct closure {
+  dnnl_primitive_t prim;
+  const site *site;
+} closure;
+
+static void destroy_closure(void *obj, void *ctx) {
+  (void)ctx;
+  free(obj);
+}
+
+/* ------------------------------------------------------------- loops */
+
+static bool is_matmul(const site *s) { return s->spec->kind == K_MATMUL; }
+
+/* One pass over the sites (those passing `want`, if given); returns how many. */
+static bool ckey_only; /* what-if row: no program key on the hit path */
+
+__attribute__((noipa)) static int pass_ccache(ccache *c, const model *m, bool (*want)(const site *)) {
+  int n = 0;
+  for (int i = 0; i < m->n_sites; i++) {
+    const site *s = &m->sites[i];
+    if (want && !want(s)) continue;
+    ccache_key pk, ck;
+    make_keys(s, ckey_only ? NULL : &pk, &ck);
+    ccache_lease l;
+    BENCH_OK(ccache_fetch(c, ck, &l));
+    BENCH_CHECK(((closure *)l.closure)->site == s && l.program, "wrong closure for %s", s->name);
+    ccache_lease_release(c, &l);
+    n++;
+  }
+  return n;
+}
+
+static int pass_onednn(dnnl_engine_t eng, const model *m, bool (*want)(const site *)) {
+  int n = 0;
+  for (int i = 0; i < m->n_sites; i++) {
+    const site *s = &m->sites[i];
+    if (want && !want(s)) continue;
+    dnnl_primitive_t p = onednn_get(eng, s->spec);
+    DNNL_CHECK(dnnl_primitive_destroy(p));
+    n++;
+  }
+  return n;
+}
+
+static void measure(bench_report *rep, const bench_opts *o, ccache *c, dnnl_engine_t eng,
+                    const model *m, bool (*want)(const site *), const char *what, bool target) {
+  const int reps = o->quick ? 3 : 15;
+  const int cc_passes = o->quick ? 20 : 300, dn_passes = o->quick ? 1 : 15;
+  double *tc = malloc(sizeof(double) * (size_t)reps), *td = malloc(sizeof(double) * (size_t)reps),
+         *ratio = malloc(sizeof(double) * (size_t)reps);
+  BENCH_CHECK(tc && td && ratio, "out of memory");
+  pass_ccache(c, m, want); /* warm-up */
+  pass_onednn(eng, m, want);
+  int per = 0;
+  for (int r = 0; r < reps; r++) {
+    uint64_t t0 = bench_now_ns();
+    int nc = 0, nd = 0;
+    for (int p = 0; p < cc_passes; p++) nc += pass_ccache(c, m, want);
+    uint64_t t1 = bench_now_ns();
+    for (int p = 0; p < dn_passes; p++) nd += pass_onednn(eng, m, want);
+    uint64_t t2 = bench_now_ns();
+    per = nc / cc_passes;
+    tc[r] = (double)(t1 - t0) / nc;
+    td[r] = (double)(t2 - t1) / nd;
+    ratio[r] = td[r] / tc[r];
+  }
+  char fig[96];
+  snprintf(fig, sizeof fig, "P3 %s (%d call sites per token)", what, per);
+  bench_add(rep, fig, bench_stats(tc, reps).med, "ns/call", bench_stats(td, reps).med,
+            "oneDNN pd+primitive create, cache warm", bench_stats(ratio, reps), "oneDNN / ccache",
+            target ? BENCH_RATIO_GE : BENCH_REPORT, 20);
+  free(tc);
+  free(td);
+  free(ratio);
+}
+
+int main(int argc, char **argv) {
+  bench_opts o;
+  bench_parse(argc, argv, &o,
+              "P3: fingerprint + fetch + release vs oneDNN primitive creation with its cache warm",
+              false);
+  bench_report rep;
+  bench_report_init(&rep, "bench_onednn",
+                    "against a real runtime's cache: the oneDNN example's call sites (SmolLM2-135M decode)");
+  bench_pin(0);
+  model *m = malloc(sizeof *m);
+  BENCH_CHECK(m != NULL, "out of memory");
+  model_init(m);
+
+  DNNL_CHECK(dnnl_set_primitive_cache_capacity(1024));
+  dnnl_engine_t eng;
+  DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.sweeper_thread = 0;
+  cfg.destroy_program = destroy_program;
+  cfg.destroy_closure = destroy_closure;
+  ccache *c;
+  BENCH_OK(ccache_open(&cfg, &c));
+  /* Fill: one program per distinct structure, one closure per call site. */
+  for (int i = 0; i < m->n_sites; i++) {
+    const site *s = &m->sites[i];
+    ccache_key pk, ck;
+    make_keys(s, &pk, &ck);
+    ccache_program *p;
+    if (ccache_program_fetch(c, pk, &p) == CCACHE_MISS)
+      BENCH_OK(ccache_program_intern(c, pk, onednn_get(eng, s->spec), 65536, &p));
+    closure *cl = malloc(sizeof *cl);
+    BENCH_CHECK(cl != NULL, "out of memory");
+    cl->prim = ccache_program_native(p);
+    cl->site = s;
+    BENCH_OK(ccache_put(c, ck, cl, p));
+    ccache_program_release(c, p);
+  }
+  ccache_stats st = {.size = sizeof st};
+  ccache_stats_get(c, &st);
+  BENCH_CHECK(st.items == NSITES, "closures: %llu, want %d", (unsigned long long)st.items, NSITES);
+  uint64_t programs = st.programs;
+
+  measure(&rep, &o, c, eng, m, NULL, "all call sites", true);
+  measure(&rep, &o, c, eng, m, is_matmul, "matmul call sites", false);
+  ckey_only = true;
+  measure(&rep, &o, c, eng, m, NULL, "all call sites, what-if: call-site key only", false);
+
+  ccache_stats_get(c, &st);
+  BENCH_CHECK(st.misses == 0, "%llu misses", (unsigned long long)st.misses);
+  BENCH_OK(ccache_close(c));
+  DNNL_CHECK(dnnl_engine_destroy(eng));
+  free(m);
+  bench_note(&rep, "%d call sites sharing %llu programs (oneDNN %d.%d.%d primitives); every "
+                   "ccache call a hit; program and call-site keys built as the example does",
+             NSITES, (unsigned long long)programs, (int)dnnl_version()->major,
+             (int)dnnl_version()->minor, (int)dnnl_version()->patch);
+  bench_note(&rep, "oneDNN side: descriptors + attributes + dnnl_primitive_desc_create + "
+                   "dnnl_primitive_create (a primitive-cache hit, capacity 1024) + destroys");
+  bench_note(&rep, "what-if row: the example's make_keys() finalises the program key on every "
+                   "call; built only on a miss (in the compile callback) a hit needs one "
+                   "ccache_fp_final, not two");
+  if (o.quick) bench_note(&rep, "quick mode: 3 repetitions, fewer passes");
+  return bench_report_print(&rep, &o);
+}

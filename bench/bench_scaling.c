@@ -1,0 +1,279 @@
+/*
+ * bench_scaling.c - P2: do hits scale with threads?
+ *
+ * Aggregate hits/s (ccache_fetch + ccache_lease_release) with 2 threads
+ * divided by hits/s with 1 thread:
+ *  - distinct keys: each thread looks up its own half of the keys (random
+ *    order, dependent chain as in bench_hit), at 100k and 1k entries;
+ *  - one hot key: every thread looks up the same key;
+ *  - diagnostic: distinct keys chosen so that the two threads' keys fall in
+ *    disjoint halves of the closure table's shards (shard = high 5 bits of
+ *    uthash's Jenkins hash of the key, as ccache__shard_of() in
+ *    src/closure.c computes it at the time of writing).  If this scales and
+ *    "distinct keys" does not, the cost is in writes to per-shard state
+ *    shared by threads, not in the entries.
+ * The same ratio for a bare, lock-free, read-only uthash table is measured
+ * alongside: it is what the machine itself allows (2 vCPUs that share a
+ * core, or memory bandwidth, show up there first).
+ *
+ * Threads are pinned one per CPU; each repetition runs 1 thread and then 2
+ * threads back to back and keeps the ratio of that pair.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "bench_util.h"
+
+#define KEY_SALT 2u
+#define NTHREADS 2
+#define CLOSURE_BASE 0x10000u
+static inline void *closure_of(uint64_t i) { return (void *)(uintptr_t)(CLOSURE_BASE + 16u * i); }
+
+typedef struct uh_entry {
+  UT_hash_handle hh;
+  ccache_key key;
+  void *value;
+} uh_entry;
+
+static ccache *cc_build(uint64_t n) {
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.sweeper_thread = 0;
+  ccache *c;
+  BENCH_OK(ccache_open(&cfg, &c));
+  ccache_program *p;
+  BENCH_OK(ccache_program_intern(c, bench_key(99, 0), (void *)(uintptr_t)0x1000u, 4096, &p));
+  for (uint64_t i = 0; i < n; i++) BENCH_OK(ccache_put(c, bench_key(KEY_SALT, i), closure_of(i), p));
+  ccache_program_release(c, p);
+  return c;
+}
+
+static uh_entry *uh_build(uint64_t n) {
+  uh_entry *head = NULL;
+  for (uint64_t i = 0; i < n; i++) {
+    uh_entry *e = calloc(1, sizeof *e);
+    BENCH_CHECK(e != NULL, "out of memory");
+    e->key = bench_key(KEY_SALT, i);
+    e->value = closure_of(i);
+    HASH_ADD(hh, head, key, sizeof e->key, e);
+  }
+  return head;
+}
+
+static void uh_free(uh_entry **head) {
+  uh_entry *e, *tmp;
+  HASH_ITER(hh, *head, e, tmp) {
+    HASH_DELETE(hh, *head, e);
+    free(e);
+  }
+}
+
+static uint64_t loop_ccache(ccache *c, const uint32_t *order, size_t n) {
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    ccache_lease l;
+    if (ccache_fetch(c, bench_key(KEY_SALT, order[i] + dep), &l) != CCACHE_OK) return UINT64_MAX;
+    uintptr_t v = (uintptr_t)l.closure;
+    sum += v;
+    dep = v >> 60;
+    ccache_lease_release(c, &l);
+  }
+  return sum;
+}
+
+static uint64_t loop_uthash(uh_entry *head, const uint32_t *order, size_t n) {
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    ccache_key k = bench_key(KEY_SALT, order[i] + dep);
+    uh_entry *e;
+    HASH_FIND(hh, head, &k, sizeof k, e);
+    if (!e) return UINT64_MAX;
+    uintptr_t v = (uintptr_t)e->value;
+    sum += v;
+    dep = v >> 60;
+  }
+  return sum;
+}
+
+typedef struct worker {
+  int cpu;
+  ccache *c;      /* or */
+  uh_entry *uh;
+  const uint32_t *order;
+  size_t n;
+  uint64_t want, sum;
+  uint64_t t0, t1; /* this thread's own start and end */
+  pthread_barrier_t *start;
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  bench_pin(w->cpu);
+  pthread_barrier_wait(w->start);
+  w->t0 = bench_now_ns();
+  w->sum = w->c ? loop_ccache(w->c, w->order, w->n) : loop_uthash(w->uh, w->order, w->n);
+  w->t1 = bench_now_ns();
+  return NULL;
+}
+
+/* Hits per second of nt threads, thread t on orders[t]. */
+static double run(int nt, ccache *c, uh_entry *uh, uint32_t *const *orders, const uint64_t *want,
+                  size_t n) {
+  pthread_t th[NTHREADS];
+  worker w[NTHREADS];
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)nt + 1);
+  for (int t = 0; t < nt; t++) {
+    w[t] = (worker){.cpu = t, .c = c, .uh = uh, .order = orders[t], .n = n, .want = want[t],
+                    .start = &start};
+    BENCH_CHECK(pthread_create(&th[t], NULL, worker_main, &w[t]) == 0, "pthread_create");
+  }
+  pthread_barrier_wait(&start);
+  for (int t = 0; t < nt; t++) pthread_join(th[t], NULL);
+  pthread_barrier_destroy(&start);
+  /* From the first thread's start to the last thread's end. */
+  uint64_t t0 = w[0].t0, t1 = w[0].t1;
+  for (int t = 1; t < nt; t++) {
+    if (w[t].t0 < t0) t0 = w[t].t0;
+    if (w[t].t1 > t1) t1 = w[t].t1;
+  }
+  uint64_t dt = t1 > t0 ? t1 - t0 : 1;
+  for (int t = 0; t < nt; t++)
+    BENCH_CHECK(w[t].sum == w[t].want, "thread %d: a lookup returned a wrong value", t);
+  return (double)nt * (double)n * 1e9 / (double)dt;
+}
+
+static uint64_t hits_of(ccache *c) {
+  ccache_stats st = {.size = sizeof st};
+  ccache_stats_get(c, &st);
+  return st.hits;
+}
+
+typedef enum { KM_DISTINCT, KM_HOT, KM_SHARDS } keymode;
+
+/* The closure-table shard a key lands in (see the comment at the top). */
+static unsigned shard_of(ccache_key k) {
+  unsigned hv;
+  HASH_VALUE(&k, sizeof k, hv);
+  return hv >> (32 - 5);
+}
+
+/* Key index for thread t's j-th pick (j random in [0, n/2)). */
+static uint32_t pick(keymode km, const uint32_t *by_shard, uint32_t j, int t, uint64_t half) {
+  switch (km) {
+  case KM_HOT: return 0;
+  case KM_SHARDS: return by_shard[(uint64_t)t * half + j];
+  default: return j * NTHREADS + (uint32_t)t;
+  }
+}
+
+/* One configuration: ratio (2 threads / 1 thread) of ccache and of uthash.
+ * KM_DISTINCT: thread t uses keys i with i % 2 == t; KM_HOT: every thread
+ * uses key 0; KM_SHARDS: thread t uses keys in shards [16 t, 16 t + 16). */
+static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const char *label,
+                    keymode km, bool target) {
+  /* For KM_SHARDS: the first n/2 keys of shards 0..15, then of 16..31. */
+  uint32_t *by_shard = malloc(n * sizeof *by_shard);
+  BENCH_CHECK(by_shard != NULL, "out of memory");
+  const uint64_t half = n / NTHREADS;
+  uint64_t lo = 0, hi = half, table_n = n;
+  for (uint64_t i = 0; km == KM_SHARDS; i++) {
+    if (shard_of(bench_key(KEY_SALT, i)) < 16) {
+      if (lo < half) by_shard[lo++] = (uint32_t)i;
+    } else if (hi < 2 * half) {
+      by_shard[hi++] = (uint32_t)i;
+    }
+    if (lo == half && hi == 2 * half) {
+      table_n = i + 1; /* the table holds every key used (a few more than n) */
+      break;
+    }
+  }
+  int reps = o->quick ? 3 : 15;
+  ccache *c = cc_build(table_n);
+  uh_entry *uh = uh_build(table_n);
+  uint32_t *orders[NTHREADS];
+  uint64_t want[NTHREADS];
+  /* Lookups per thread: enough for ~25 ms (quick) / ~120 ms (full) on one
+   * thread, from a short calibration run, so scheduler noise stays small. */
+  size_t per = 20000;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int t = 0; t < NTHREADS; t++) {
+      orders[t] = bench_random_order(per, (uint32_t)half, 500 + (uint64_t)t);
+      want[t] = 0;
+      for (size_t i = 0; i < per; i++) {
+        orders[t][i] = pick(km, by_shard, orders[t][i], t, half);
+        want[t] += (uintptr_t)closure_of(orders[t][i]);
+      }
+    }
+    if (pass == 1) break;
+    run(1, c, NULL, orders, want, per);
+    double rate = run(1, c, NULL, orders, want, per); /* hits/s */
+    double target_s = o->quick ? 0.025 : 0.12;
+    size_t want_n = (size_t)(rate * target_s);
+    per = want_n < 20000 ? 20000 : want_n > 20000000 ? 20000000 : want_n;
+    for (int t = 0; t < NTHREADS; t++) free(orders[t]);
+  }
+  double *r_cc = malloc(sizeof(double) * (size_t)reps), *r_uh = malloc(sizeof(double) * (size_t)reps),
+         *one = malloc(sizeof(double) * (size_t)reps), *two = malloc(sizeof(double) * (size_t)reps),
+         *one_u = malloc(sizeof(double) * (size_t)reps), *two_u = malloc(sizeof(double) * (size_t)reps);
+  BENCH_CHECK(r_cc && r_uh && one && two && one_u && two_u, "out of memory");
+  uint64_t h0 = hits_of(c);
+  run(1, c, NULL, orders, want, per); /* warm-up (and the hit count starts here) */
+  run(NTHREADS, c, NULL, orders, want, per);
+  run(1, NULL, uh, orders, want, per);
+  for (int r = 0; r < reps; r++) {
+    one[r] = run(1, c, NULL, orders, want, per);
+    two[r] = run(NTHREADS, c, NULL, orders, want, per);
+    one_u[r] = run(1, NULL, uh, orders, want, per);
+    two_u[r] = run(NTHREADS, NULL, uh, orders, want, per);
+    r_cc[r] = two[r] / one[r];
+    r_uh[r] = two_u[r] / one_u[r];
+  }
+  uint64_t lookups = (uint64_t)per * (uint64_t)(reps + 1) * (1 + NTHREADS);
+  BENCH_CHECK(hits_of(c) - h0 == lookups, "hit counter %llu, want %llu",
+              (unsigned long long)(hits_of(c) - h0), (unsigned long long)lookups);
+  char fig[96];
+  snprintf(fig, sizeof fig, "P2 scaling, %d threads / 1, %s, %s entries", NTHREADS,
+           km == KM_HOT      ? "one hot key"
+           : km == KM_SHARDS ? "distinct keys in disjoint shard halves (diagnostic)"
+                             : "distinct keys",
+           label);
+  bool can = bench_ncpu() >= NTHREADS;
+  bench_row *row = bench_add(rep, fig, bench_stats(two, reps).med / 1e6, "M hits/s",
+                             bench_stats(one, reps).med / 1e6, "ccache, 1 thread",
+                             bench_stats(r_cc, reps), "2T / 1T", target && can ? BENCH_RATIO_GE : BENCH_REPORT,
+                             1.8);
+  bench_stat su = bench_stats(r_uh, reps);
+  snprintf(row->note, sizeof row->note, "bare uthash (no lock) scales %.2f× [%.2f, %.2f]%s",
+           su.med, su.min, su.max, can ? "" : "; fewer CPUs than threads: no target");
+  free(r_cc);
+  free(r_uh);
+  free(one);
+  free(two);
+  free(one_u);
+  free(two_u);
+  for (int t = 0; t < NTHREADS; t++) free(orders[t]);
+  uh_free(&uh);
+  free(by_shard);
+  BENCH_OK(ccache_close(c));
+  bench_trim();
+}
+
+int main(int argc, char **argv) {
+  bench_opts o;
+  bench_parse(argc, argv, &o, "P2: aggregate hits/s with 2 threads / 1 thread", false);
+  bench_report rep;
+  bench_report_init(&rep, "bench_scaling", "do hits scale with threads? (aggregate hits/s, 2 threads / 1)");
+  scaling(&rep, &o, 100000, "100k", KM_DISTINCT, true);
+  scaling(&rep, &o, 1000, "1k", KM_DISTINCT, false);
+  scaling(&rep, &o, 100000, "100k", KM_HOT, false);
+  scaling(&rep, &o, 100000, "100k", KM_SHARDS, false);
+  scaling(&rep, &o, 1000, "1k", KM_SHARDS, false);
+  bench_note(&rep, "threads pinned one per CPU (%d online); each repetition runs 1 then 2 "
+                   "threads (~120 ms each) and keeps that pair's ratio; warm-up first; time = "
+                   "first thread's start to last thread's end",
+             bench_ncpu());
+  if (o.quick) bench_note(&rep, "quick mode: 3 repetitions of ~25 ms");
+  return bench_report_print(&rep, &o);
+}
