@@ -400,8 +400,10 @@ CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_progr
  * @param key the closure key.
  * @param out caller-owned lease; set on CCACHE_OK, zeroed otherwise.
  * @return CCACHE_OK; CCACHE_MISS; CCACHE_EINVAL (NULL c or out);
- *         CCACHE_EFORKED.  Thread-safe; hits on different keys do not share a
- *         lock or a written cache line.
+ *         CCACHE_EFORKED.  Thread-safe; a hit locks and counts only on its
+ *         thread's own reader stripe, so hits from different threads on
+ *         different keys share no lock and no written cache line (the first
+ *         16 threads get a stripe each; more threads share stripes).
  */
 CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
 

@@ -13,36 +13,15 @@ bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
   return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
 }
 
-/* The entry with the lowest insert index: the lowest shard head.  Reads only
- * the shards' cached head indices, so its cost does not grow with the table. */
-ccache__entry *ccache__oldest_locked(ccache *c) {
-  ccache__shard *best = NULL;
-  uint64_t best_idx = UINT64_MAX;
-  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) {
-    ccache__shard *s = &c->shards[i].s;
-    if (s->head_idx < best_idx) {
-      best_idx = s->head_idx;
-      best = s;
-    }
-  }
-  return best ? best->head : NULL;
-}
-
 /* Items first (each insert evicts at most what it added), then cost: the
- * oldest entries leave until the charged total fits, but never `keep`, the
- * entry just inserted.  Evicting one of several entries that share a
- * program frees nothing, so the loop simply goes on.  O(evicted). */
-void ccache__enforce_locked(ccache *c, const ccache__entry *keep, ccache__graveyard *gy) {
-  while (c->items > c->max_items) {
-    ccache__entry *old = ccache__oldest_locked(c);
-    if (!old || old == keep) break;
-    ccache__detach_locked(c, old, &c->n.evicted_capacity, gy);
-  }
-  while (c->cost_bytes > c->max_cost) {
-    ccache__entry *old = ccache__oldest_locked(c);
-    if (!old || old == keep) break;
-    ccache__detach_locked(c, old, &c->n.evicted_cost, gy);
-  }
+ * oldest entries (the table's head) leave until the charged total fits, but
+ * never `keep`, the entry just inserted.  Evicting one of several entries that
+ * share a program frees nothing, so the loop simply goes on.  O(evicted). */
+void ccache__enforce_wlocked(ccache *c, const ccache__entry *keep, ccache__graveyard *gy) {
+  while (c->items > c->max_items && c->table && c->table != keep)
+    ccache__detach_wlocked(c, c->table, &c->n.evicted_capacity, gy);
+  while (c->cost_bytes > c->max_cost && c->table && c->table != keep)
+    ccache__detach_wlocked(c, c->table, &c->n.evicted_cost, gy);
 }
 
 int64_t ccache__sweep(ccache *c, uint64_t now) {
@@ -50,12 +29,15 @@ int64_t ccache__sweep(ccache *c, uint64_t now) {
   int64_t n = 0;
   pthread_mutex_lock(&c->wlock);
   uint64_t ttl = atomic_load(&c->ttl_ms);
-  /* Expired entries are a prefix of the FIFO: stop at the first live one. */
-  for (;;) {
-    ccache__entry *old = ccache__oldest_locked(c);
-    if (!old || !ccache__expired(old->ins_ms, now, ttl)) break;
-    ccache__detach_locked(c, old, &c->n.evicted_ttl, &gy);
-    n++;
+  /* Expired entries are a prefix of the FIFO: stop at the first live one.
+   * The readers are only taken when there is something to remove. */
+  if (c->table && ccache__expired(c->table->ins_ms, now, ttl)) {
+    ccache__readers_lock(c);
+    while (c->table && ccache__expired(c->table->ins_ms, now, ttl)) {
+      ccache__detach_wlocked(c, c->table, &c->n.evicted_ttl, &gy);
+      n++;
+    }
+    ccache__readers_unlock(c);
   }
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
@@ -80,7 +62,9 @@ int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms, uint64_t m
   c->max_items = max_items;
   c->max_cost = max_cost_bytes;
   atomic_store(&c->ttl_ms, ttl_ms);
-  ccache__enforce_locked(c, NULL, &gy);
+  ccache__readers_lock(c);
+  ccache__enforce_wlocked(c, NULL, &gy);
+  ccache__readers_unlock(c);
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
   /* Wake it again now the new TTL is visible: the next tick uses it. */

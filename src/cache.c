@@ -41,9 +41,9 @@ void ccache_config_init(ccache_config *cfg) {
 /* Locks and condition variables; on failure everything made is undone. */
 static int init_sync(ccache *c) {
   unsigned i;
-  for (i = 0; i < CCACHE__NSHARDS; i++)
-    if (pthread_mutex_init(&c->shards[i].s.mu, NULL)) goto fail_shards;
-  if (pthread_mutex_init(&c->wlock, NULL)) goto fail_shards;
+  for (i = 0; i < CCACHE__NSTRIPES; i++)
+    if (pthread_mutex_init(&c->stripes[i].s.mu, NULL)) goto fail_stripes;
+  if (pthread_mutex_init(&c->wlock, NULL)) goto fail_stripes;
   if (pthread_mutex_init(&c->pmu, NULL)) goto fail_wlock;
   if (pthread_cond_init(&c->flight_cv, NULL)) goto fail_pmu;
   if (pthread_cond_init(&c->pflight_cv, NULL)) goto fail_fcv;
@@ -57,8 +57,8 @@ fail_pmu:
   pthread_mutex_destroy(&c->pmu);
 fail_wlock:
   pthread_mutex_destroy(&c->wlock);
-fail_shards:
-  while (i-- > 0) pthread_mutex_destroy(&c->shards[i].s.mu);
+fail_stripes:
+  while (i-- > 0) pthread_mutex_destroy(&c->stripes[i].s.mu);
   return CCACHE_ENOMEM;
 }
 
@@ -68,7 +68,7 @@ static void destroy_sync(ccache *c) {
   pthread_cond_destroy(&c->flight_cv);
   pthread_mutex_destroy(&c->pmu);
   pthread_mutex_destroy(&c->wlock);
-  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) pthread_mutex_destroy(&c->shards[i].s.mu);
+  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) pthread_mutex_destroy(&c->stripes[i].s.mu);
 }
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
@@ -76,11 +76,11 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   ccache__register_atfork();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
   /* The allocator promises only malloc's alignment; place the cache on a
-   * shard boundary by hand so no two shards share a cache line. */
-  void *raw = ccache__calloc(&mem, sizeof(ccache) + CCACHE__SHARD_ALIGN);
+   * stripe boundary by hand so no two stripes share a cache line. */
+  void *raw = ccache__calloc(&mem, sizeof(ccache) + CCACHE__STRIPE_ALIGN);
   if (!raw) return CCACHE_ENOMEM;
-  ccache *c = (ccache *)(((uintptr_t)raw + CCACHE__SHARD_ALIGN - 1) &
-                         ~(uintptr_t)(CCACHE__SHARD_ALIGN - 1));
+  ccache *c = (ccache *)(((uintptr_t)raw + CCACHE__STRIPE_ALIGN - 1) &
+                         ~(uintptr_t)(CCACHE__STRIPE_ALIGN - 1));
   c->raw = raw;
   c->mem = mem;
   c->max_items = cfg->max_items;
@@ -93,7 +93,6 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   c->sweeper_enabled = cfg->sweeper_thread != 0;
   c->next_idx = 1;
   c->fork_gen = atomic_load(&ccache__fork_generation);
-  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) c->shards[i].s.head_idx = UINT64_MAX;
   int rc = init_sync(c);
   if (rc == CCACHE_OK) {
     rc = ccache__sweeper_kick(c, cfg->ttl_ms);
@@ -109,7 +108,7 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
 
 static uint64_t leases_out(ccache *c) {
   uint64_t n = 0;
-  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) n += atomic_load(&c->shards[i].s.leases_out);
+  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) n += atomic_load(&c->stripes[i].s.leases_out);
   return n;
 }
 
@@ -134,7 +133,9 @@ int ccache_close(ccache *c) {
   }
   ccache__graveyard gy = {NULL, NULL};
   pthread_mutex_lock(&c->wlock);
-  ccache__clear_locked(c, NULL, &gy);
+  ccache__readers_lock(c);
+  ccache__clear_wlocked(c, NULL, &gy);
+  ccache__readers_unlock(c);
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
   ccache__assert(c->programs == NULL && c->items == 0);

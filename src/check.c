@@ -2,8 +2,8 @@
  * check.c - the consistency checker (built into the test library only).
  *
  * Walks every table under every lock and verifies what the rest of the code
- * only maintains incrementally: item count, FIFO order (insert indices and
- * times increasing within each shard, cached head indices right), per-program
+ * only maintains incrementally: item count, FIFO order (insert indices
+ * increasing and insert times not decreasing along the table), per-program
  * table references, the charged cost, the bounds, and that every entry is
  * live: expired entries may still sit in the table until a fetch or sweep
  * removes them, but only as a prefix of the FIFO.
@@ -60,43 +60,37 @@ int ccache__check(ccache *c, uint64_t now) {
   pthread_mutex_lock(&c->wlock);
   uint64_t ttl = atomic_load(&c->ttl_ms);
   uint64_t items = 0, prev_idx = 0, prev_ms = 0, oldest_live_idx = UINT64_MAX, newest_dead = 0;
-  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) {
-    ccache__shard *s = &c->shards[i].s;
-    pthread_mutex_lock(&s->mu);
-    if (s->head_idx != (s->head ? s->head->idx : UINT64_MAX)) FAIL("shard %u: stale head_idx", i);
-    prev_idx = 0;
-    prev_ms = 0;
-    for (ccache__entry *e = s->head; e; e = e->hh.next) {
-      items++;
-      if (e->idx <= prev_idx) FAIL("shard %u: insert index not increasing", i);
-      if (e->ins_ms < prev_ms) FAIL("shard %u: insert time decreasing", i);
-      if (e->idx >= c->next_idx) FAIL("shard %u: insert index from the future", i);
-      if (ccache__shard_of(c, e->hh.hashv) != s) FAIL("entry in the wrong shard");
-      if (atomic_load(&e->refs) < 1) FAIL("entry in table with no reference");
-      if (e->program->owner != c) FAIL("entry runs a program of another cache");
-      prev_idx = e->idx;
-      prev_ms = e->ins_ms;
-      if (now != UINT64_MAX && ccache__expired(e->ins_ms, now, ttl)) {
-        if (e->idx > newest_dead) newest_dead = e->idx;
-      } else if (e->idx < oldest_live_idx) {
-        oldest_live_idx = e->idx;
-      }
-      prog_count *pc;
-      const ccache_program *pp = e->program;
-      HASH_FIND_PTR(counts, &pp, pc);
-      if (!pc) {
-        pc = ccache__calloc(&plain, sizeof *pc);
-        if (!pc) {
-          FAIL("out of memory in checker");
-          break;
-        }
-        pc->p = pp;
-        HASH_ADD_PTR(counts, p, pc);
-      }
-      pc->n++;
+  ccache__readers_lock(c);
+  for (ccache__entry *e = c->table; e; e = e->hh.next) {
+    items++;
+    if (e->idx <= prev_idx) FAIL("insert index not increasing along the FIFO");
+    if (e->ins_ms < prev_ms) FAIL("insert time decreasing along the FIFO");
+    if (e->idx >= c->next_idx) FAIL("insert index from the future");
+    if (e->hh.hashv != ccache__key_hash(e->key)) FAIL("entry with a stale hash");
+    if (atomic_load(&e->refs) < 1) FAIL("entry in table with no reference");
+    if (e->program->owner != c) FAIL("entry runs a program of another cache");
+    prev_idx = e->idx;
+    prev_ms = e->ins_ms;
+    if (now != UINT64_MAX && ccache__expired(e->ins_ms, now, ttl)) {
+      if (e->idx > newest_dead) newest_dead = e->idx;
+    } else if (e->idx < oldest_live_idx) {
+      oldest_live_idx = e->idx;
     }
-    pthread_mutex_unlock(&s->mu);
+    prog_count *pc;
+    const ccache_program *pp = e->program;
+    HASH_FIND_PTR(counts, &pp, pc);
+    if (!pc) {
+      pc = ccache__calloc(&plain, sizeof *pc);
+      if (!pc) {
+        FAIL("out of memory in checker");
+        break;
+      }
+      pc->p = pp;
+      HASH_ADD_PTR(counts, p, pc);
+    }
+    pc->n++;
   }
+  ccache__readers_unlock(c);
   if (items != c->items) FAIL("items %llu, table %llu", (unsigned long long)c->items,
                               (unsigned long long)items);
   if (newest_dead > oldest_live_idx) FAIL("expired entries are not a prefix of the FIFO");

@@ -1,15 +1,15 @@
 /*
  * closure.c - the closure table: fetch, leases, put, remove, clear.
  *
- * The table is split into CCACHE__NSHARDS uthash tables by the key's hash, so
- * that a hit takes only its shard's mutex and writes only that shard's line
- * and the entry's own reference count.  Every structural change also holds
- * the writer lock, which keeps the FIFO, the counts and the cost exact across
- * shards (puts and evictions serialize; hits do not).
+ * One uthash table, guarded for readers by a big-reader lock: each thread
+ * locks only its own stripe (ccache__my_stripe), so a hit writes no line
+ * another thread's hit writes, apart from a shared entry's own reference
+ * count.  Writers hold wlock and take every stripe while they change the
+ * table (puts and evictions serialize; hits do not).
  *
- * FIFO: uthash keeps each table's items in insertion order (its app-order
- * list), so each shard's head is that shard's oldest entry, and the global
- * oldest is the shard head with the lowest insert index (bounds.c).
+ * FIFO: uthash keeps the table's items in insertion order (its app-order
+ * list), so its head is the oldest entry and eviction and sweeps cost
+ * O(evicted).
  *
  * An entry's lifetime is its atomic refs (see internal.h).  Detaching an entry
  * from the table moves it to a graveyard; the graveyard is drained after the
@@ -22,16 +22,31 @@
 /* Result of ccache__lookup when the entry found has expired. */
 #define CCACHE__EXPIRED 2
 
+/* Keys are already XXH3-128 fingerprints, so uthash need not hash them again:
+ * fold the 128 bits to its 32 with a multiply, which still spreads keys that
+ * are not fingerprints (hand-made or sequential ones). */
 unsigned ccache__key_hash(ccache_key key) {
-  unsigned hv;
-  HASH_VALUE(&key, sizeof key, hv);
-  return hv;
+  uint64_t x = key.lo * 0x9E3779B97F4A7C15ull ^ key.hi * 0xC2B2AE3D27D4EB4Full;
+  x ^= x >> 29;
+  x *= 0xD6E8FEB86659FD93ull;
+  return (unsigned)(x >> 32);
 }
 
-/* uthash picks a bucket from the low bits of the hash; the shard comes from
- * the high bits so the two choices stay independent. */
-ccache__shard *ccache__shard_of(ccache *c, unsigned hashv) {
-  return &c->shards[hashv >> (32 - CCACHE__SHARD_BITS)].s;
+static _Atomic unsigned next_stripe;
+static _Thread_local unsigned my_stripe = CCACHE__NSTRIPES;
+
+ccache__stripe *ccache__my_stripe(ccache *c) {
+  if (CCACHE__UNLIKELY(my_stripe == CCACHE__NSTRIPES))
+    my_stripe = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % CCACHE__NSTRIPES;
+  return &c->stripes[my_stripe].s;
+}
+
+void ccache__readers_lock(ccache *c) {
+  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) pthread_mutex_lock(&c->stripes[i].s.mu);
+}
+
+void ccache__readers_unlock(ccache *c) {
+  for (unsigned i = CCACHE__NSTRIPES; i-- > 0;) pthread_mutex_unlock(&c->stripes[i].s.mu);
 }
 
 ccache__entry *ccache__entry_new(ccache *c) {
@@ -68,27 +83,27 @@ void ccache__entry_unref(ccache *c, ccache__entry *e) {
   if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) entry_destroy(c, e);
 }
 
-void ccache__lease_fill(ccache_lease *out, ccache__entry *e, ccache__shard *s) {
+void ccache__lease_fill(ccache_lease *out, ccache__entry *e) {
   out->closure = ccache__entry_closure(e);
   out->program = e->program->native;
   out->internal_[0] = e;
-  out->internal_[1] = s;
 }
 
-/* Hit path: one shard lock, no allocation, no program refcount. */
+/* Hit path: the thread's own stripe lock, no allocation, no program
+ * refcount. */
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out) {
   unsigned hv = ccache__key_hash(key);
-  ccache__shard *s = ccache__shard_of(c, hv);
+  ccache__stripe *s = ccache__my_stripe(c);
   ccache__entry *e;
   pthread_mutex_lock(&s->mu);
-  HASH_FIND_BYHASHVALUE(hh, s->head, &key, sizeof key, hv, e);
+  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
   if (CCACHE__LIKELY(e != NULL) && !ccache__expired(e->ins_ms, now, ttl)) {
     atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->leases_out, 1, memory_order_relaxed);
     s->hits++;
     pthread_mutex_unlock(&s->mu);
-    ccache__lease_fill(out, e, s);
+    ccache__lease_fill(out, e);
     return CCACHE_OK;
   }
   if (count_miss) s->misses++;
@@ -96,12 +111,12 @@ int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool c
   return e ? CCACHE__EXPIRED : CCACHE_MISS;
 }
 
-/* Under wlock the shard tables cannot change, so a lookup needs no shard
- * lock (readers only read the structure). */
+/* Under wlock the table cannot change, so a lookup needs no stripe (readers
+ * only read the structure). */
 ccache__entry *ccache__find_locked(ccache *c, ccache_key key) {
   unsigned hv = ccache__key_hash(key);
   ccache__entry *e;
-  HASH_FIND_BYHASHVALUE(hh, ccache__shard_of(c, hv)->head, &key, sizeof key, hv, e);
+  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
   return e;
 }
 
@@ -119,8 +134,11 @@ static void expire_key(ccache *c, ccache_key key, uint64_t now) {
   ccache__graveyard gy = {NULL, NULL};
   pthread_mutex_lock(&c->wlock);
   ccache__entry *e = ccache__find_locked(c, key);
-  if (e && ccache__expired(e->ins_ms, now, atomic_load(&c->ttl_ms)))
-    ccache__detach_locked(c, e, &c->n.evicted_ttl, &gy);
+  if (e && ccache__expired(e->ins_ms, now, atomic_load(&c->ttl_ms))) {
+    ccache__readers_lock(c);
+    ccache__detach_wlocked(c, e, &c->n.evicted_ttl, &gy);
+    ccache__readers_unlock(c);
+  }
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
 }
@@ -144,9 +162,8 @@ int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
 void ccache_lease_release(ccache *c, ccache_lease *lease) {
   if (!c || !lease || !lease->internal_[0] || ccache__forked(c)) return;
   ccache__entry *e = lease->internal_[0];
-  ccache__shard *s = lease->internal_[1];
   memset(lease, 0, sizeof *lease);
-  atomic_fetch_sub_explicit(&s->leases_out, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&ccache__my_stripe(c)->leases_out, 1, memory_order_relaxed);
   ccache__entry_unref(c, e);
 }
 
@@ -159,10 +176,6 @@ static void charge_locked(ccache *c, ccache_program *p) {
 static void uncharge_locked(ccache *c, ccache_program *p) {
   ccache__assert(p->table_refs > 0);
   if (--p->table_refs == 0) c->cost_bytes -= p->cost;
-}
-
-static void shard_head_changed(ccache__shard *s) {
-  s->head_idx = s->head ? s->head->idx : UINT64_MAX;
 }
 
 static void graveyard_push(ccache__graveyard *gy, ccache__entry *e) {
@@ -184,42 +197,24 @@ void ccache__graveyard_drain(ccache *c, ccache__graveyard *gy) {
   }
 }
 
-void ccache__detach_locked(ccache *c, ccache__entry *e, uint64_t *cause, ccache__graveyard *gy) {
+void ccache__detach_wlocked(ccache *c, ccache__entry *e, uint64_t *cause, ccache__graveyard *gy) {
   CCACHE__UTHASH_SCOPE(&c->mem);
-  ccache__shard *s = ccache__shard_of(c, e->hh.hashv);
-  pthread_mutex_lock(&s->mu);
-  HASH_DELETE(hh, s->head, e);
-  shard_head_changed(s);
-  pthread_mutex_unlock(&s->mu);
+  HASH_DELETE(hh, c->table, e);
   c->items--;
   uncharge_locked(c, e->program);
   if (cause) (*cause)++;
   graveyard_push(gy, e);
 }
 
-void ccache__clear_locked(ccache *c, uint64_t *cause, ccache__graveyard *gy) {
-  CCACHE__UTHASH_SCOPE(&c->mem);
-  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) {
-    ccache__shard *s = &c->shards[i].s;
-    ccache__entry *e, *tmp;
-    pthread_mutex_lock(&s->mu);
-    HASH_ITER(hh, s->head, e, tmp) {
-      HASH_DELETE(hh, s->head, e);
-      c->items--;
-      uncharge_locked(c, e->program);
-      if (cause) (*cause)++;
-      graveyard_push(gy, e);
-    }
-    shard_head_changed(s);
-    pthread_mutex_unlock(&s->mu);
-  }
+void ccache__clear_wlocked(ccache *c, uint64_t *cause, ccache__graveyard *gy) {
+  ccache__entry *e, *tmp;
+  HASH_ITER(hh, c->table, e, tmp) ccache__detach_wlocked(c, e, cause, gy);
 }
 
 int ccache__insert_locked(ccache *c, ccache__entry *e, ccache_key key, void *closure,
                           ccache_program *p, uint64_t now, ccache__graveyard *gy) {
   CCACHE__UTHASH_SCOPE(&c->mem);
   unsigned hv = ccache__key_hash(key);
-  ccache__shard *s = ccache__shard_of(c, hv);
   ccache__entry *old = ccache__find_locked(c, key);
   ccache__entry *owner = NULL;
 
@@ -240,30 +235,25 @@ int ccache__insert_locked(ccache *c, ccache__entry *e, ccache_key key, void *clo
 
   /* Add before deleting the old entry: the add is the only step that can
    * fail, and if it does the table is exactly as before. */
-  pthread_mutex_lock(&s->mu);
-  HASH_ADD_BYHASHVALUE(hh, s->head, key, sizeof e->key, hv, e);
+  ccache__readers_lock(c);
+  HASH_ADD_BYHASHVALUE(hh, c->table, key, sizeof e->key, hv, e);
   if (uh_oom) {
-    pthread_mutex_unlock(&s->mu);
+    ccache__readers_unlock(c);
     return CCACHE_ENOMEM;
   }
-  if (old) HASH_DELETE(hh, s->head, old);
-  shard_head_changed(s);
-  pthread_mutex_unlock(&s->mu);
-
   if (owner) atomic_fetch_add_explicit(&owner->refs, 1, memory_order_relaxed);
   ccache__program_ref(c, p);
   c->next_idx++;
   c->last_ins_ms = e->ins_ms;
   c->n.inserts++;
+  c->items++;
   charge_locked(c, p);
   if (old) {
     c->n.replaced++;
-    uncharge_locked(c, old->program);
-    graveyard_push(gy, old);
-  } else {
-    c->items++;
+    ccache__detach_wlocked(c, old, NULL, gy); /* items back to where it was */
   }
-  ccache__enforce_locked(c, e, gy);
+  ccache__enforce_wlocked(c, e, gy);
+  ccache__readers_unlock(c);
   return CCACHE_OK;
 }
 
@@ -302,7 +292,11 @@ int ccache_remove(ccache *c, ccache_key key) {
   ccache__graveyard gy = {NULL, NULL};
   pthread_mutex_lock(&c->wlock);
   ccache__entry *e = ccache__find_locked(c, key);
-  if (e) ccache__detach_locked(c, e, &c->n.removed, &gy);
+  if (e) {
+    ccache__readers_lock(c);
+    ccache__detach_wlocked(c, e, &c->n.removed, &gy);
+    ccache__readers_unlock(c);
+  }
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
   return e ? CCACHE_OK : CCACHE_MISS;
@@ -312,7 +306,9 @@ void ccache_clear(ccache *c) {
   if (!c || ccache__forked(c)) return;
   ccache__graveyard gy = {NULL, NULL};
   pthread_mutex_lock(&c->wlock);
-  ccache__clear_locked(c, &c->n.cleared, &gy);
+  ccache__readers_lock(c);
+  ccache__clear_wlocked(c, &c->n.cleared, &gy);
+  ccache__readers_unlock(c);
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
 }

@@ -24,9 +24,9 @@ static ccache__flight *flight_new(ccache *c, ccache_key key) {
   return f;
 }
 
-/* Counted under the shard lock so hits and misses stay per shard. */
-static void count_lookup(ccache *c, ccache_key key, bool hit) {
-  ccache__shard *s = ccache__shard_of(c, ccache__key_hash(key));
+/* Counted in the thread's stripe, like the hit path's counts. */
+static void count_lookup(ccache *c, bool hit) {
+  ccache__stripe *s = ccache__my_stripe(c);
   pthread_mutex_lock(&s->mu);
   if (hit)
     s->hits++;
@@ -35,12 +35,11 @@ static void count_lookup(ccache *c, ccache_key key, bool hit) {
   pthread_mutex_unlock(&s->mu);
 }
 
-/* Take a lease on an entry in the table while holding wlock. */
+/* Take n leases on an entry in the table while holding wlock. */
 static void lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease *out) {
-  ccache__shard *s = ccache__shard_of(c, e->hh.hashv);
   atomic_fetch_add_explicit(&e->refs, n, memory_order_relaxed);
-  atomic_fetch_add_explicit(&s->leases_out, n, memory_order_relaxed);
-  if (out) ccache__lease_fill(out, e, s);
+  atomic_fetch_add_explicit(&ccache__my_stripe(c)->leases_out, n, memory_order_relaxed);
+  if (out) ccache__lease_fill(out, e);
 }
 
 static void add_compile_time(ccache *c, uint64_t t0) {
@@ -55,11 +54,10 @@ static int join_closure_flight(ccache *c, ccache__flight *f, ccache_lease *out) 
   atomic_fetch_add_explicit(&c->waits, 1, memory_order_relaxed);
   while (!f->done) pthread_cond_wait(&c->flight_cv, &c->wlock);
   int rc = f->status;
-  if (rc == CCACHE_OK) ccache__lease_fill(out, f->entry, ccache__shard_of(c, f->entry->hh.hashv));
-  ccache_key key = f->key;
+  if (rc == CCACHE_OK) ccache__lease_fill(out, f->entry);
   if (--f->left == 0) ccache__free(&c->mem, f);
   pthread_mutex_unlock(&c->wlock);
-  count_lookup(c, key, rc == CCACHE_OK);
+  count_lookup(c, rc == CCACHE_OK);
   return rc;
 }
 
@@ -136,10 +134,14 @@ int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
     lease_locked(c, found, 1, out);
     pthread_mutex_unlock(&c->wlock);
     ccache__entry_free(c, e);
-    count_lookup(c, key, true);
+    count_lookup(c, true);
     return CCACHE_OK;
   }
-  if (found) ccache__detach_locked(c, found, &c->n.evicted_ttl, &gy);
+  if (found) {
+    ccache__readers_lock(c);
+    ccache__detach_wlocked(c, found, &c->n.evicted_ttl, &gy);
+    ccache__readers_unlock(c);
+  }
 
   ccache__flight *f;
   HASH_FIND(hh, c->flights, &key, sizeof key, f);
@@ -160,14 +162,14 @@ int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
     pthread_mutex_unlock(&c->wlock);
     ccache__graveyard_drain(c, &gy);
     ccache__entry_free(c, e);
-    count_lookup(c, key, false);
+    count_lookup(c, false);
     return rc;
   }
   atomic_fetch_add(&c->inflight, 1);
   c->n.compiles++;
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
-  count_lookup(c, key, false);
+  count_lookup(c, false);
   return run_closure_compile(c, f, e, compile, ud, out);
 }
 

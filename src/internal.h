@@ -5,8 +5,11 @@
  *   1. c->wlock   the writer lock: every change to the closure tables'
  *                 structure, the FIFO, the bounds, the cost total, the
  *                 single-flight tables and the global counters.
- *   2. shard->mu  one per shard: readers (ccache_fetch) take only this one,
- *                 so hits on keys of different shards share no lock.
+ *   2. stripe->mu one per reader stripe, a big-reader lock: a reader
+ *                 (ccache_fetch) takes only its own thread's stripe, so hits
+ *                 from different threads share no lock and no written line;
+ *                 a writer changing the closure table takes all of them, in
+ *                 index order.
  *   3. c->pmu     the program table, its reference counts and counters.
  * The sweeper's own c->sw_mu is never held together with any of these.
  * No user callback (compile, destroy, clock) runs under any of them; only the
@@ -70,7 +73,7 @@ struct ccache_program {
  * 1 per entry that borrows its closure.  The last one to drop it runs the
  * destroys (closure first, then the program reference). */
 typedef struct ccache__entry {
-  UT_hash_handle hh;   /* shard table, app order = insert order (the FIFO) */
+  UT_hash_handle hh;   /* closure table; app order = insert order: the FIFO */
   ccache_key key;
   void *closure;       /* or the owning entry, if CCACHE__E_BORROWED */
   ccache_program *program;
@@ -80,26 +83,27 @@ typedef struct ccache__entry {
   uint32_t flags;
 } ccache__entry;
 
-/* One shard of the closure table.  Padded to its own cache lines so that hits
- * on different shards write no common line. */
-typedef struct ccache__shard {
+/* A reader stripe: a big-reader lock, split by thread.  Each thread uses
+ * one stripe (assigned round-robin on first use), so a hit locks and counts
+ * on a line no other thread writes; writers take every stripe.  The first
+ * CCACHE__NSTRIPES threads of the process get a stripe each; more threads
+ * share, which stays correct and only costs contention. */
+typedef struct ccache__stripe {
   pthread_mutex_t mu;
-  ccache__entry *head;     /* uthash head: also the shard's oldest entry */
-  uint64_t head_idx;       /* head->idx, or UINT64_MAX: cached so the FIFO
-                              scan across shards touches no cold entry */
-  uint64_t hits, misses;   /* under mu */
-  _Atomic uint64_t leases_out;
-} ccache__shard;
+  uint64_t hits, misses;         /* under mu */
+  _Atomic uint64_t leases_out;   /* +1 where a lease is taken, -1 where it is
+                                    released: only the sum over stripes
+                                    (mod 2^64) is the count */
+} ccache__stripe;
 
-/* Two lines per shard (the adjacent-line prefetcher pairs lines), and the
- * cache itself is placed on a CCACHE__SHARD_ALIGN boundary (cache.c). */
-#define CCACHE__SHARD_ALIGN (2 * CCACHE__CACHELINE)
+/* Two lines per stripe (the adjacent-line prefetcher pairs lines), and the
+ * cache itself is placed on a CCACHE__STRIPE_ALIGN boundary (cache.c). */
+#define CCACHE__STRIPE_ALIGN (2 * CCACHE__CACHELINE)
 typedef struct {
-  _Alignas(CCACHE__SHARD_ALIGN) ccache__shard s;
-} ccache__shard_slot;
+  _Alignas(CCACHE__STRIPE_ALIGN) ccache__stripe s;
+} ccache__stripe_slot;
 
-#define CCACHE__SHARD_BITS 5
-#define CCACHE__NSHARDS (1u << CCACHE__SHARD_BITS)
+#define CCACHE__NSTRIPES 16u
 
 /* A single-flight record: one compile in progress for one key. */
 typedef struct ccache__flight {
@@ -121,7 +125,7 @@ typedef struct ccache__counters {
 } ccache__counters;
 
 struct ccache {
-  ccache__shard_slot shards[CCACHE__NSHARDS];
+  ccache__stripe_slot stripes[CCACHE__NSTRIPES];
 
   /* Read by every hit and written only by open and set_limits: kept on a
    * line of its own so puts and counters do not invalidate it. */
@@ -133,6 +137,7 @@ struct ccache {
   ccache__mem mem;
 
   _Alignas(CCACHE__CACHELINE) pthread_mutex_t wlock;
+  ccache__entry *table;         /* the closure table; its head is the oldest entry */
   pthread_cond_t flight_cv;     /* closure flights finished (with wlock) */
   ccache__flight *flights;      /* closure-level flights, under wlock */
   uint64_t items;               /* entries in the table */
@@ -213,31 +218,35 @@ ccache_program *ccache__program_find_locked(ccache *c, ccache_key pkey);
 
 /* ------------------------------------------------------------- closure.c */
 unsigned ccache__key_hash(ccache_key key);
-ccache__shard *ccache__shard_of(ccache *c, unsigned hashv);
+ccache__stripe *ccache__my_stripe(ccache *c);
+void ccache__readers_lock(ccache *c);   /* every stripe: wlock held first */
+void ccache__readers_unlock(ccache *c);
 ccache__entry *ccache__entry_new(ccache *c);
 void ccache__entry_free(ccache *c, ccache__entry *e);
 void ccache__entry_unref(ccache *c, ccache__entry *e);
 void *ccache__entry_closure(const ccache__entry *e);
-void ccache__lease_fill(ccache_lease *out, ccache__entry *e, ccache__shard *s);
-/* Look up key under the shard lock; on a live hit take a lease (counted as a
- * hit).  Returns OK, MISS, or 2 when the entry found has expired. */
+void ccache__lease_fill(ccache_lease *out, ccache__entry *e);
+/* Look up key under the thread's stripe lock; on a live hit take a lease
+ * (counted as a hit).  Returns OK, MISS, or 2 when the entry found has
+ * expired. */
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out);
-/* Insert e (fresh, from ccache__entry_new) under wlock; e takes one program
+/* Insert e (fresh, from ccache__entry_new) under wlock (it takes the readers
+ * itself); e takes one program
  * reference, borrows or owns closure; runs the bounds; detached entries go to
  * gy.  Returns OK or ENOMEM (then e is untouched and still the caller's). */
 int ccache__insert_locked(ccache *c, ccache__entry *e, ccache_key key, void *closure,
                           ccache_program *p, uint64_t now, ccache__graveyard *gy);
 ccache__entry *ccache__find_locked(ccache *c, ccache_key key); /* wlock held */
 bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure);
-void ccache__detach_locked(ccache *c, ccache__entry *e, uint64_t *cause, ccache__graveyard *gy);
+/* The _wlocked functions below need wlock and every reader stripe held. */
+void ccache__detach_wlocked(ccache *c, ccache__entry *e, uint64_t *cause, ccache__graveyard *gy);
+void ccache__clear_wlocked(ccache *c, uint64_t *cause, ccache__graveyard *gy);
 void ccache__graveyard_drain(ccache *c, ccache__graveyard *gy);
-void ccache__clear_locked(ccache *c, uint64_t *cause, ccache__graveyard *gy);
 
 /* -------------------------------------------------------------- bounds.c */
 bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl);
-ccache__entry *ccache__oldest_locked(ccache *c);
-void ccache__enforce_locked(ccache *c, const ccache__entry *keep, ccache__graveyard *gy);
+void ccache__enforce_wlocked(ccache *c, const ccache__entry *keep, ccache__graveyard *gy);
 int64_t ccache__sweep(ccache *c, uint64_t now);
 
 /* ------------------------------------------------------------- sweeper.c */

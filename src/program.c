@@ -11,7 +11,7 @@
 
 ccache_program *ccache__program_find_locked(ccache *c, ccache_key pkey) {
   ccache_program *p = NULL;
-  HASH_FIND(hh, c->programs, &pkey, sizeof pkey, p);
+  HASH_FIND_BYHASHVALUE(hh, c->programs, &pkey, sizeof pkey, ccache__key_hash(pkey), p);
   if (p) {
     p->refs++;
     c->handles_out++;
@@ -69,7 +69,7 @@ int ccache__program_intern(ccache *c, ccache_key pkey, void *native, uint64_t co
   fresh->cost = cost;
   fresh->refs = 1;
   fresh->owner = c;
-  HASH_ADD(hh, c->programs, pkey, sizeof fresh->pkey, fresh);
+  HASH_ADD_BYHASHVALUE(hh, c->programs, pkey, sizeof fresh->pkey, ccache__key_hash(pkey), fresh);
   if (uh_oom) {
     pthread_mutex_unlock(&c->pmu);
     ccache__free(&c->mem, fresh);

@@ -1,6 +1,7 @@
 /*
- * stats.c - statistics snapshot.  Hit and miss counters live in the shards
- * (so hits on different shards write no common line) and are summed here.
+ * stats.c - statistics snapshot.  Hit, miss and lease counters live in the
+ * reader stripes (so hits from different threads write no common line) and
+ * are summed here.
  */
 #include <string.h>
 
@@ -27,8 +28,8 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
     s.compile_failures = atomic_load(&c->compile_failures);
     s.waits = atomic_load(&c->waits);
     s.compile_ns = atomic_load(&c->compile_ns);
-    for (unsigned i = 0; i < CCACHE__NSHARDS; i++) {
-      ccache__shard *sh = &c->shards[i].s;
+    for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) {
+      ccache__stripe *sh = &c->stripes[i].s;
       pthread_mutex_lock(&sh->mu);
       s.hits += sh->hits;
       s.misses += sh->misses;

@@ -5,7 +5,7 @@
  * A scripted workload (open, intern, put, replace, re-put of the same
  * closure, capacity and cost eviction, leases, get-or-compile at both levels
  * with nested compiles and a nested put, expiry, sweep, set_limits, uthash
- * bucket expansion in a shard and in the program table, clear, remove,
+ * bucket expansion in the closure and program tables, clear, remove,
  * close) is run again and again with the hook failing
  *   - only the Nth allocation, for N = 1, 2, ..., and
  *   - every allocation from the Nth on ("sticky"),
@@ -136,7 +136,7 @@ static int prog_cmp(const void *a, const void *b) {
 
 /* uthash's own consistency walk (HASH_DEBUG) over every table. */
 static void fsck(ccache *c) {
-  for (unsigned i = 0; i < CCACHE__NSHARDS; i++) HASH_FSCK(hh, c->shards[i].s.head, "shard");
+  HASH_FSCK(hh, c->table, "closures");
   HASH_FSCK(hh, c->programs, "programs");
   HASH_FSCK(hh, c->flights, "flights");
   HASH_FSCK(hh, c->pflights, "pflights");
@@ -146,17 +146,16 @@ static void take_snap(ccache *c, t_ctx *t, hook *h, snap *s) {
   memset(s, 0, sizeof *s);
   uint64_t now = atomic_load(&t->now_ms);
   uint64_t ttl = atomic_load(&c->ttl_ms);
-  for (unsigned i = 0; i < CCACHE__NSHARDS; i++)
-    for (ccache__entry *e = c->shards[i].s.head; e; e = e->hh.next) {
-      assert_true(s->ne < 256);
-      ent_snap *x = &s->e[s->ne++];
-      x->key = e->key;
-      x->closure = ccache__entry_closure(e);
-      x->program = e->program;
-      x->idx = e->idx;
-      x->ins_ms = e->ins_ms;
-      x->expired = ccache__expired(e->ins_ms, now, ttl);
-    }
+  for (ccache__entry *e = c->table; e; e = e->hh.next) {
+    assert_true(s->ne < 256);
+    ent_snap *x = &s->e[s->ne++];
+    x->key = e->key;
+    x->closure = ccache__entry_closure(e);
+    x->program = e->program;
+    x->idx = e->idx;
+    x->ins_ms = e->ins_ms;
+    x->expired = ccache__expired(e->ins_ms, now, ttl);
+  }
   qsort(s->e, s->ne, sizeof s->e[0], ent_cmp);
   for (ccache_program *p = c->programs; p; p = p->hh.next) {
     assert_true(s->np < 128);
@@ -433,12 +432,12 @@ static int st_release(wl *w, int li) {
 }
 
 static void find_colliding_keys(wl *w) {
-  /* Closure keys of one shard and one initial uthash bucket, and program
+  /* Closure keys of one initial uthash bucket, and program
    * keys of one initial bucket: ten in a bucket make uthash expand. */
   size_t n = 0, m = 0;
   for (uint64_t k = 1000; n < 12 || m < 12; k++) {
     unsigned hv = ccache__key_hash(K(k));
-    if (n < 12 && hv >> (32 - CCACHE__SHARD_BITS) == 3 && (hv & 31) == 5) w->shard_keys[n++] = k;
+    if (n < 12 && (hv & 31) == 5) w->shard_keys[n++] = k;
     hv = ccache__key_hash(PK(k));
     if (m < 12 && (hv & 31) == 9) w->bucket_pkeys[m++] = k;
   }
