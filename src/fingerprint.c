@@ -232,7 +232,7 @@ CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out) {
     return CCACHE_EINVAL;
   if (!b->spilled) {
     /* The whole stream is in the buffer: one one-shot hash, no state. */
-    *out = key_of(XXH3_128bits(b->buf, b->used));
+    *out = key_of(ccache__fp_oneshot(b->buf, b->used));
     return CCACHE_OK;
   }
   /* Finish a copy so the builder itself is untouched and can go on. */

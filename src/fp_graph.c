@@ -138,7 +138,7 @@ static inline uint64_t in_gpr(uint64_t v) {
 static void enc_final(enc *e, unsigned char *p, ccache_key *out) {
   XXH128_hash_t h;
   if (!e->spilled) {
-    h = XXH3_128bits(e->buf, (size_t)(p - e->buf));
+    h = ccache__fp_oneshot(e->buf, (size_t)(p - e->buf));
   } else {
     enc_spill(e, p);
     h = XXH3_128bits_digest(e->st);
