@@ -46,16 +46,43 @@ static void add_compile_time(ccache *c, uint64_t t0) {
   atomic_fetch_add_explicit(&c->compile_ns, ccache__mono_ns() - t0, memory_order_relaxed);
 }
 
-/* Wait (wlock held) for a closure flight; the lease was granted by the
- * compiler before it woke us. */
-static int join_closure_flight(ccache *c, ccache__flight *f, ccache_lease *out) {
+/* Join a flight, its level's lock `mu` held: count the wait and sleep until
+ * the compiler publishes.  Returns the flight's status with `mu` held again;
+ * the caller takes its result, then calls flight_leave(). */
+static int flight_wait(ccache *c, ccache__flight *f, pthread_cond_t *cv, pthread_mutex_t *mu) {
   f->waiters++;
   f->left++;
   atomic_fetch_add_explicit(&c->waits, 1, memory_order_relaxed);
-  while (!f->done) pthread_cond_wait(&c->flight_cv, &c->wlock);
-  int rc = f->status;
-  if (rc == CCACHE_OK) ccache__lease_fill(out, f->entry);
+  while (!f->done) pthread_cond_wait(cv, mu);
+  return f->status;
+}
+
+/* The last waiter to take its result frees the flight. */
+static void flight_leave(ccache *c, ccache__flight *f) {
   if (--f->left == 0) ccache__free(&c->mem, f);
+}
+
+/* The compiler's side: with `mu` held and the waiters' results already in
+ * place, end the flight, wake the waiters and unlock.  If nobody waits, the
+ * flight is freed here, else by the last waiter (flight_leave). */
+static void flight_publish(ccache *c, ccache__flight **table, ccache__flight *f, int status,
+                           pthread_cond_t *cv, pthread_mutex_t *mu) {
+  CCACHE__UTHASH_SCOPE(&c->mem);
+  HASH_DELETE(hh, *table, f);
+  f->done = 1;
+  f->status = status;
+  bool free_f = f->left == 0;
+  pthread_cond_broadcast(cv);
+  atomic_fetch_sub(&c->inflight, 1);
+  pthread_mutex_unlock(mu);
+  if (free_f) ccache__free(&c->mem, f);
+}
+
+/* A closure waiter's lease was granted by the compiler before it woke us. */
+static int join_closure_flight(ccache *c, ccache__flight *f, ccache_lease *out) {
+  int rc = flight_wait(c, f, &c->flight_cv, &c->wlock);
+  if (rc == CCACHE_OK) ccache__lease_fill(out, f->entry);
+  flight_leave(c, f);
   pthread_mutex_unlock(&c->wlock);
   count_lookup(c, rc == CCACHE_OK);
   return rc;
@@ -90,15 +117,8 @@ static int run_closure_compile(ccache *c, ccache__flight *f, ccache__entry *e,
    * tests/test_alloc_fail.c: it was destroyed twice.) */
   bool in_use = rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, f->key, closure);
   if (rc == CCACHE_OK) lease_locked(c, e, 1 + f->waiters, out);
-  HASH_DELETE(hh, c->flights, f);
-  f->done = 1;
-  f->status = rc;
   f->entry = rc == CCACHE_OK ? e : NULL;
-  bool free_f = f->left == 0;
-  pthread_cond_broadcast(&c->flight_cv);
-  atomic_fetch_sub(&c->inflight, 1);
-  pthread_mutex_unlock(&c->wlock);
-  if (free_f) ccache__free(&c->mem, f);
+  flight_publish(c, &c->flights, f, rc, &c->flight_cv, &c->wlock);
   ccache__graveyard_drain(c, &gy);
 
   if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
@@ -176,18 +196,14 @@ int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
 /* ------------------------------------------------------- program level */
 
 static int join_program_flight(ccache *c, ccache__flight *f, ccache_program **out) {
-  f->waiters++;
-  f->left++;
-  atomic_fetch_add_explicit(&c->waits, 1, memory_order_relaxed);
-  while (!f->done) pthread_cond_wait(&c->pflight_cv, &c->pmu);
-  int rc = f->status;
+  int rc = flight_wait(c, f, &c->pflight_cv, &c->pmu);
   if (rc == CCACHE_OK) {
-    *out = f->program;
+    *out = f->program; /* the handle was taken for us before we woke */
     c->program_hits++;
   } else {
     c->program_misses++;
   }
-  if (--f->left == 0) ccache__free(&c->mem, f);
+  flight_leave(c, f);
   pthread_mutex_unlock(&c->pmu);
   return rc;
 }
@@ -212,15 +228,8 @@ static int run_program_compile(ccache *c, ccache__flight *f, ccache_program_comp
     p->refs += f->waiters;
     c->handles_out += f->waiters;
   }
-  HASH_DELETE(hh, c->pflights, f);
-  f->done = 1;
-  f->status = rc;
   f->program = p;
-  bool free_f = f->left == 0;
-  pthread_cond_broadcast(&c->pflight_cv);
-  atomic_fetch_sub(&c->inflight, 1);
-  pthread_mutex_unlock(&c->pmu);
-  if (free_f) ccache__free(&c->mem, f);
+  flight_publish(c, &c->pflights, f, rc, &c->pflight_cv, &c->pmu);
   *out = p;
   return rc;
 }
