@@ -91,7 +91,6 @@ static int join_closure_flight(ccache *c, ccache__flight *f, ccache_lease *out) 
 /* Run the compile (no lock held) and publish its result to the waiters. */
 static int run_closure_compile(ccache *c, ccache__flight *f, ccache__entry *e,
                                ccache_compile_fn compile, void *ud, ccache_lease *out) {
-  CCACHE__UTHASH_SCOPE(&c->mem);
   void *closure = NULL;
   ccache_program *prog = NULL;
   ccache__frame fr;
@@ -210,7 +209,6 @@ static int join_program_flight(ccache *c, ccache__flight *f, ccache_program **ou
 
 static int run_program_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn compile,
                                void *ud, ccache_program **out) {
-  CCACHE__UTHASH_SCOPE(&c->mem);
   void *native = NULL;
   uint64_t cost = 0;
   ccache__frame fr;
