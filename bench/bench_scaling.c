@@ -5,16 +5,21 @@
  * divided by hits/s with 1 thread:
  *  - distinct keys: each thread looks up its own half of the keys (random
  *    order, dependent chain as in bench_hit), at 100k and 1k entries;
- *  - one hot key: every thread looks up the same key;
- *  - diagnostic: distinct keys chosen so that the two threads' keys fall in
- *    disjoint halves of the closure table's shards (shard = high 5 bits of
- *    uthash's Jenkins hash of the key, as ccache__shard_of() in
- *    src/closure.c computes it at the time of writing).  If this scales and
- *    "distinct keys" does not, the cost is in writes to per-shard state
- *    shared by threads, not in the entries.
- * The same ratio for a bare, lock-free, read-only uthash table is measured
- * alongside: it is what the machine itself allows (2 vCPUs that share a
- * core, or memory bandwidth, show up there first).
+ *  - one hot key: every thread looks up the same key (every hit writes that
+ *    entry's reference count: the one line the design still shares);
+ *  - diagnostic: distinct keys in disjoint memory halves: thread t looks up
+ *    keys [t n/2, (t+1) n/2), which were put one after the other, so their
+ *    entries were allocated apart and no cache line holds entries of both
+ *    threads.  In "distinct keys" thread t takes the keys i with i % 2 == t,
+ *    whose entries are malloc neighbours.  A hit writes only its thread's
+ *    reader stripe (ccache__my_stripe in src/closure.c: a mutex and counters,
+ *    on lines of their own) and the entry's reference count; if this row
+ *    scales and "distinct keys" does not, the cost is false sharing between
+ *    neighbouring entries' reference counts.
+ * The same ratio for a bare, lock-free, read-only uthash table (the same
+ * hash as the library: bench_fold_hash) is measured alongside: it is what
+ * the machine itself allows (2 vCPUs that share a core, or memory bandwidth,
+ * show up there first).
  *
  * Threads are pinned one per CPU; each repetition runs 1 thread and then 2
  * threads back to back and keeps the ratio of that pair.
@@ -56,7 +61,7 @@ static uh_entry *uh_build(uint64_t n) {
     BENCH_CHECK(e != NULL, "out of memory");
     e->key = bench_key(KEY_SALT, i);
     e->value = closure_of(i);
-    HASH_ADD(hh, head, key, sizeof e->key, e);
+    HASH_ADD_BYHASHVALUE(hh, head, key, sizeof e->key, bench_fold_hash(e->key), e);
   }
   return head;
 }
@@ -87,7 +92,7 @@ static uint64_t loop_uthash(uh_entry *head, const uint32_t *order, size_t n) {
   for (size_t i = 0; i < n; i++) {
     ccache_key k = bench_key(KEY_SALT, order[i] + dep);
     uh_entry *e;
-    HASH_FIND(hh, head, &k, sizeof k, e);
+    HASH_FIND_BYHASHVALUE(hh, head, &k, sizeof k, bench_fold_hash(k), e);
     if (!e) return UINT64_MAX;
     uintptr_t v = (uintptr_t)e->value;
     sum += v;
@@ -150,48 +155,26 @@ static uint64_t hits_of(ccache *c) {
   return st.hits;
 }
 
-typedef enum { KM_DISTINCT, KM_HOT, KM_SHARDS } keymode;
-
-/* The closure-table shard a key lands in (see the comment at the top). */
-static unsigned shard_of(ccache_key k) {
-  unsigned hv;
-  HASH_VALUE(&k, sizeof k, hv);
-  return hv >> (32 - 5);
-}
+typedef enum { KM_DISTINCT, KM_HOT, KM_HALVES } keymode;
 
 /* Key index for thread t's j-th pick (j random in [0, n/2)). */
-static uint32_t pick(keymode km, const uint32_t *by_shard, uint32_t j, int t, uint64_t half) {
+static uint32_t pick(keymode km, uint32_t j, int t, uint64_t half) {
   switch (km) {
   case KM_HOT: return 0;
-  case KM_SHARDS: return by_shard[(uint64_t)t * half + j];
+  case KM_HALVES: return (uint32_t)((uint64_t)t * half + j);
   default: return j * NTHREADS + (uint32_t)t;
   }
 }
 
 /* One configuration: ratio (2 threads / 1 thread) of ccache and of uthash.
  * KM_DISTINCT: thread t uses keys i with i % 2 == t; KM_HOT: every thread
- * uses key 0; KM_SHARDS: thread t uses keys in shards [16 t, 16 t + 16). */
+ * uses key 0; KM_HALVES: thread t uses keys [t n/2, (t+1) n/2). */
 static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const char *label,
                     keymode km, bool target) {
-  /* For KM_SHARDS: the first n/2 keys of shards 0..15, then of 16..31. */
-  uint32_t *by_shard = malloc(n * sizeof *by_shard);
-  BENCH_CHECK(by_shard != NULL, "out of memory");
   const uint64_t half = n / NTHREADS;
-  uint64_t lo = 0, hi = half, table_n = n;
-  for (uint64_t i = 0; km == KM_SHARDS; i++) {
-    if (shard_of(bench_key(KEY_SALT, i)) < 16) {
-      if (lo < half) by_shard[lo++] = (uint32_t)i;
-    } else if (hi < 2 * half) {
-      by_shard[hi++] = (uint32_t)i;
-    }
-    if (lo == half && hi == 2 * half) {
-      table_n = i + 1; /* the table holds every key used (a few more than n) */
-      break;
-    }
-  }
   int reps = o->quick ? 3 : 15;
-  ccache *c = cc_build(table_n);
-  uh_entry *uh = uh_build(table_n);
+  ccache *c = cc_build(n);
+  uh_entry *uh = uh_build(n);
   uint32_t *orders[NTHREADS];
   uint64_t want[NTHREADS];
   /* Lookups per thread: enough for ~25 ms (quick) / ~120 ms (full) on one
@@ -202,7 +185,7 @@ static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const ch
       orders[t] = bench_random_order(per, (uint32_t)half, 500 + (uint64_t)t);
       want[t] = 0;
       for (size_t i = 0; i < per; i++) {
-        orders[t][i] = pick(km, by_shard, orders[t][i], t, half);
+        orders[t][i] = pick(km, orders[t][i], t, half);
         want[t] += (uintptr_t)closure_of(orders[t][i]);
       }
     }
@@ -236,7 +219,7 @@ static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const ch
   char fig[96];
   snprintf(fig, sizeof fig, "P2 scaling, %d threads / 1, %s, %s entries", NTHREADS,
            km == KM_HOT      ? "one hot key"
-           : km == KM_SHARDS ? "distinct keys in disjoint shard halves (diagnostic)"
+           : km == KM_HALVES ? "distinct keys in disjoint memory halves (diagnostic)"
                              : "distinct keys",
            label);
   bool can = bench_ncpu() >= NTHREADS;
@@ -255,7 +238,6 @@ static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const ch
   free(two_u);
   for (int t = 0; t < NTHREADS; t++) free(orders[t]);
   uh_free(&uh);
-  free(by_shard);
   BENCH_OK(ccache_close(c));
   bench_trim();
 }
@@ -268,8 +250,8 @@ int main(int argc, char **argv) {
   scaling(&rep, &o, 100000, "100k", KM_DISTINCT, true);
   scaling(&rep, &o, 1000, "1k", KM_DISTINCT, false);
   scaling(&rep, &o, 100000, "100k", KM_HOT, false);
-  scaling(&rep, &o, 100000, "100k", KM_SHARDS, false);
-  scaling(&rep, &o, 1000, "1k", KM_SHARDS, false);
+  scaling(&rep, &o, 100000, "100k", KM_HALVES, false);
+  scaling(&rep, &o, 1000, "1k", KM_HALVES, false);
   bench_note(&rep, "threads pinned one per CPU (%d online); each repetition runs 1 then 2 "
                    "threads (~120 ms each) and keeps that pair's ratio; warm-up first; time = "
                    "first thread's start to last thread's end",

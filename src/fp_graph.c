@@ -30,9 +30,11 @@
  *
  * Speed: a typical node encodes to ~100 bytes, written into a stack buffer
  * and hashed by one one-shot XXH3_128bits() call (streaming XXH3 costs tens
- * of nanoseconds per update call).  A node with a large name, attribute blob
- * or constant spills to a streaming XXH3 state instead; both paths hash the
- * same stream, so the digest does not depend on the path.
+ * of nanoseconds per update call).  A node whose worst-case size (from its
+ * counts and blob lengths, node_fits()) fits the buffer is written without
+ * any room check; any other node goes through the checked encoder, which
+ * spills to a streaming XXH3 state when the buffer fills.  Both are compiled
+ * from one node_stream(), so the digest does not depend on the path.
  */
 #include "ccache.h"
 
@@ -55,18 +57,33 @@ enum {
   FPG_FLAG_PARAM = 0x02,    /* u64 parameter position */
 };
 
-
 /* Stack buffer for one stream, and the blob size from which a payload is
  * fed to XXH3 directly rather than copied.  Every fixed-size item is at most
- * 8 + 8 * CCACHE_FP_MAX_RANK bytes, so it always fits a flushed buffer. */
+ * FPG_TENSOR_MAX bytes, so it always fits a flushed buffer. */
 #define FPG_BUF_SIZE 1024u
 #define FPG_DIRECT_MIN 256u
-_Static_assert(8u + 8u * CCACHE_FP_MAX_RANK <= FPG_BUF_SIZE, "an item must fit the buffer");
 
+/* Encoded sizes: one output slot at most (i32 dtype, u32 rank, dims), one
+ * operand (lo, hi, slot), and a node's fixed part (node tag, op tag and u64,
+ * u64 attrs_len, u32 n_outputs, u32 n_operands, flags, u64 constant_len,
+ * u64 param position), all of which a node may need beside its blobs. */
+#define FPG_TENSOR_MAX (8u + 8u * CCACHE_FP_MAX_RANK)
+#define FPG_REF_SIZE 20u
+#define FPG_NODE_FIXED (1u + 9u + 8u + 4u + 4u + 1u + 8u + 8u)
+_Static_assert(FPG_TENSOR_MAX <= FPG_BUF_SIZE, "an item must fit the buffer");
+
+#if defined(__GNUC__)
+#define FPG_NOINLINE __attribute__((noinline))
+#define FPG_ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define FPG_NOINLINE
+#define FPG_ALWAYS_INLINE inline
+#endif
 
 /*
- * ---- the encoder: a stack buffer first, a streaming state only if needed ----
+ * ---- the checked encoder: stack buffer first, streaming state if needed ----
  *
+ * Used by the graph stream and by nodes too big for the unchecked path.
  * The write cursor is passed and returned by value (not kept in the struct)
  * so that it stays in a register across the whole node: the struct is only
  * touched when the buffer overflows, which typical nodes never do.
@@ -135,19 +152,27 @@ static inline uint64_t in_gpr(uint64_t v) {
   return v;
 }
 
-static void enc_final(enc *e, unsigned char *p, ccache_key *out) {
-  XXH128_hash_t h;
-  if (!e->spilled) {
-    h = ccache__fp_oneshot(e->buf, (size_t)(p - e->buf));
-  } else {
-    enc_spill(e, p);
-    h = XXH3_128bits_digest(e->st);
-  }
+static inline void store_key(ccache_key *out, XXH128_hash_t h) {
   out->lo = in_gpr(h.low64);
   out->hi = in_gpr(h.high64);
 }
 
-/* ---- validation (all of it happens before anything is written) ---- */
+static void enc_final(enc *e, unsigned char *p, ccache_key *out) {
+  if (!e->spilled) {
+    store_key(out, ccache__fp_oneshot(e->buf, (size_t)(p - e->buf)));
+  } else {
+    enc_spill(e, p);
+    store_key(out, XXH3_128bits_digest(e->st));
+  }
+}
+
+/*
+ * ---- validation (all of it happens before anything is written) ----
+ *
+ * Hashing writes each digest into scratch as it goes, so checking a node
+ * only when it is hashed would leave scratch written on an error found
+ * mid-walk: the whole graph is checked in a pass of its own first.
+ */
 
 static bool tensor_ok(const ccache_fp_tensor *t) {
   return t->rank <= CCACHE_FP_MAX_RANK && (t->dims || !t->rank);
@@ -158,23 +183,36 @@ static bool ref_ok(const ccache_fp_node *nodes, size_t limit, ccache_fp_ref r) {
   return r.node < limit && r.slot < nodes[r.node].n_outputs;
 }
 
-static bool node_ok(const ccache_fp_node *nodes, size_t i) {
-  const ccache_fp_node *n = &nodes[i];
-  if ((!n->attrs && n->attrs_len) || (!n->constant && n->constant_len))
-    return false;
-  if ((!n->outputs && n->n_outputs) || (!n->operands && n->n_operands))
-    return false;
-  if (n->param_index < -1)
+static bool outputs_ok(const ccache_fp_node *n) {
+  if (!n->n_outputs)
+    return true;
+  if (!n->outputs)
     return false;
   for (uint32_t k = 0; k < n->n_outputs; k++)
     if (!tensor_ok(&n->outputs[k]))
       return false;
-  /* Operands may only name earlier nodes: this rejects forward references,
-   * self references and cycles at once, and keeps the walk single-pass. */
+  return true;
+}
+
+/* Operands may only name earlier nodes: this rejects forward references,
+ * self references and cycles at once, and keeps the walk single-pass. */
+static bool operands_ok(const ccache_fp_node *nodes, size_t i) {
+  const ccache_fp_node *n = &nodes[i];
+  if (!n->n_operands)
+    return true;
+  if (!n->operands)
+    return false;
   for (uint32_t k = 0; k < n->n_operands; k++)
     if (!ref_ok(nodes, i, n->operands[k]))
       return false;
   return true;
+}
+
+static bool node_ok(const ccache_fp_node *nodes, size_t i) {
+  const ccache_fp_node *n = &nodes[i];
+  if ((!n->attrs && n->attrs_len) || (!n->constant && n->constant_len) || n->param_index < -1)
+    return false;
+  return outputs_ok(n) && operands_ok(nodes, i);
 }
 
 static bool graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
@@ -191,34 +229,55 @@ static bool graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_f
   return true;
 }
 
-/* ---- encoding ---- */
+/* ---- items shared by both node encoders (the caller ensures the room) ---- */
 
-static inline unsigned char *put_op(enc *e, unsigned char *p, const ccache_fp_node *n) {
-  p = enc_room(e, p, 9);
-  if (!n->op_name) {
-    p = put_u8(p, FPG_TAG_OP_ID);
-    return put_u64(p, n->op_id);
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) &&                            \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define FPG_LITTLE_ENDIAN 1
+#endif
+
+/*
+ * Copies @p len bytes.  Up to 32 bytes (op names, typical attributes and
+ * dims) take two possibly overlapping fixed-size moves of one size class,
+ * inlined: for such sizes the libc call costs more than the copy.  Never
+ * reads outside [src, src + len).
+ */
+static inline unsigned char *put_bytes(unsigned char *p, const void *src, size_t len) {
+  const unsigned char *s = src;
+  if (len > 32)
+    memcpy(p, s, len);
+  else if (len >= 16) {
+    memcpy(p, s, 16);
+    memcpy(p + len - 16, s + len - 16, 16);
+  } else if (len >= 8) {
+    memcpy(p, s, 8);
+    memcpy(p + len - 8, s + len - 8, 8);
+  } else if (len >= 4) {
+    memcpy(p, s, 4);
+    memcpy(p + len - 4, s + len - 4, 4);
+  } else if (len) {
+    p[0] = s[0];
+    p[len / 2] = s[len / 2];
+    p[len - 1] = s[len - 1];
   }
-  size_t len = strlen(n->op_name);
-  p = put_u8(p, FPG_TAG_OP_NAME);
-  p = put_u64(p, (uint64_t)len);
-  return enc_blob(e, p, n->op_name, len);
+  return p + len;
 }
 
-static inline unsigned char *put_outputs(enc *e, unsigned char *p, const ccache_fp_node *n) {
-  p = put_u32(enc_room(e, p, 4), n->n_outputs);
-  for (uint32_t k = 0; k < n->n_outputs; k++) {
-    const ccache_fp_tensor *t = &n->outputs[k];
-    p = enc_room(e, p, 8u + 8u * t->rank);
-    p = put_u32(p, (uint32_t)t->dtype);
-    p = put_u32(p, t->rank);
-    for (uint32_t d = 0; d < t->rank; d++)
-      p = put_u64(p, (uint64_t)t->dims[d]);
-  }
+/* One output slot, 8 + 8 * rank bytes. */
+static inline unsigned char *put_tensor(unsigned char *p, const ccache_fp_tensor *t) {
+  p = put_u32(p, (uint32_t)t->dtype);
+  p = put_u32(p, t->rank);
+#ifdef FPG_LITTLE_ENDIAN
+  /* The dims array already is their little-endian i64 encoding. */
+  return put_bytes(p, t->dims, 8u * t->rank);
+#else
+  for (uint32_t d = 0; d < t->rank; d++)
+    p = put_u64(p, (uint64_t)t->dims[d]);
   return p;
+#endif
 }
 
-/* An (earlier) node's digest and the slot used, 20 bytes. */
+/* An (earlier) node's digest and the slot used, FPG_REF_SIZE bytes. */
 static inline unsigned char *put_ref(unsigned char *p, const ccache_key *digests, ccache_fp_ref r) {
   const ccache_key *d = &digests[r.node];
   p = put_u64(p, d->lo);
@@ -226,40 +285,110 @@ static inline unsigned char *put_ref(unsigned char *p, const ccache_key *digests
   return put_u32(p, r.slot);
 }
 
-static inline unsigned char *put_operands(enc *e, unsigned char *p, const ccache_fp_node *n,
-                                          const ccache_key *digests) {
-  p = put_u32(enc_room(e, p, 4), n->n_operands);
-  for (uint32_t k = 0; k < n->n_operands; k++)
-    p = put_ref(enc_room(e, p, 20), digests, n->operands[k]);
-  return p;
+/*
+ * The flags byte says which optional parts follow, so a node without them
+ * pays one byte, not two 9-byte fields (that keeps a typical node under 128
+ * bytes, XXH3's cheaper short-input path).  A NULL constant ("none") and a
+ * non-NULL empty one are different nodes.
+ */
+static inline unsigned put_flags_of(const ccache_fp_node *n) {
+  return (n->constant ? FPG_FLAG_CONSTANT : 0u) | (n->param_index >= 0 ? FPG_FLAG_PARAM : 0u);
 }
 
-static void node_digest(const ccache_fp_node *n, const ccache_key *digests, unsigned char *buf,
-                        XXH3_state_t *st, ccache_key *out) {
+/* ---- the node stream, in a checked and an unchecked version ---- */
+
+/*
+ * Whether the node's worst-case stream fits the buffer, so that it can be
+ * written without checking the room item by item.  Any length over the
+ * buffer fails the OR test alone, so the sum below cannot wrap (the counts
+ * are u32, their products fit a u64).
+ */
+static inline bool node_fits(const ccache_fp_node *n, size_t name_len) {
+  if ((uint64_t)(name_len | n->attrs_len | n->constant_len) > FPG_BUF_SIZE)
+    return false;
+  uint64_t worst = FPG_NODE_FIXED + (uint64_t)n->n_outputs * FPG_TENSOR_MAX +
+                   (uint64_t)n->n_operands * FPG_REF_SIZE + name_len + n->attrs_len +
+                   n->constant_len;
+  return worst <= FPG_BUF_SIZE;
+}
+
+/* Room for @p n more bytes: made (spilling if need be) when @p checked,
+ * else already reserved as a whole by node_fits(). */
+static inline unsigned char *room(enc *e, unsigned char *p, size_t n, bool checked) {
+  return checked ? enc_room(e, p, n) : p;
+}
+
+static inline unsigned char *blob(enc *e, unsigned char *p, const void *data, size_t len,
+                                  bool checked) {
+  return checked ? enc_blob(e, p, data, len) : put_bytes(p, data, len);
+}
+
+/*
+ * Writes and hashes the node stream after its tag.  Always inlined with a
+ * constant @p checked, so that the compiler makes two encoders of it: the
+ * checked one takes any node, the unchecked one (no room test at all) the
+ * nodes node_fits() accepts.  One source keeps their streams identical.
+ */
+static FPG_ALWAYS_INLINE void node_stream(enc *e, unsigned char *p, const ccache_fp_node *n,
+                                         size_t name_len, const ccache_key *digests,
+                                         bool checked, ccache_key *out) {
+  p = room(e, p, 9, checked);
+  if (n->op_name) {
+    p = put_u8(p, FPG_TAG_OP_NAME);
+    p = put_u64(p, (uint64_t)name_len);
+    p = blob(e, p, n->op_name, name_len, checked);
+  } else {
+    p = put_u8(p, FPG_TAG_OP_ID);
+    p = put_u64(p, n->op_id);
+  }
+  p = put_u64(room(e, p, 8, checked), (uint64_t)n->attrs_len);
+  p = blob(e, p, n->attrs, n->attrs_len, checked);
+
+  p = put_u32(room(e, p, 4, checked), n->n_outputs);
+  for (uint32_t k = 0; k < n->n_outputs; k++) {
+    const ccache_fp_tensor *t = &n->outputs[k];
+    p = put_tensor(room(e, p, 8u + 8u * t->rank, checked), t);
+  }
+  p = put_u32(room(e, p, 4, checked), n->n_operands);
+  for (uint32_t k = 0; k < n->n_operands; k++)
+    p = put_ref(room(e, p, FPG_REF_SIZE, checked), digests, n->operands[k]);
+
+  p = put_u8(room(e, p, 9, checked), put_flags_of(n));
+  if (n->constant) {
+    p = put_u64(p, (uint64_t)n->constant_len);
+    p = blob(e, p, n->constant, n->constant_len, checked);
+  }
+  if (n->param_index >= 0)
+    p = put_u64(room(e, p, 8, checked), (uint64_t)n->param_index);
+  if (checked)
+    enc_final(e, p, out);
+  else /* never spilled: the whole stream is in the buffer */
+    store_key(out, ccache__fp_oneshot(e->buf, (size_t)(p - e->buf)));
+}
+
+/* Kept out of line: inlined into the node loop, its state and cursor
+ * juggling costs the common path registers (stack spills on every node). */
+FPG_NOINLINE static void node_digest_checked(const ccache_fp_node *n, size_t name_len,
+                                             const ccache_key *digests, unsigned char *buf,
+                                             XXH3_state_t *st, ccache_key *out) {
   enc e;
   unsigned char *p = enc_begin(&e, buf, st, FPG_TAG_NODE);
-  p = put_op(&e, p, n);
+  node_stream(&e, p, n, name_len, digests, true, out);
+}
 
-  p = put_u64(enc_room(&e, p, 8), (uint64_t)n->attrs_len);
-  p = enc_blob(&e, p, n->attrs, n->attrs_len);
-
-  p = put_outputs(&e, p, n);
-  p = put_operands(&e, p, n, digests);
-
-  /* One flags byte says which optional parts follow, so a node without
-   * them pays one byte, not two 9-byte fields (that keeps a typical node
-   * under 128 bytes, XXH3's cheaper short-input path).  A NULL constant
-   * ("none") and a non-NULL empty one are different nodes. */
-  const bool has_const = n->constant != NULL, is_param = n->param_index >= 0;
-  p = put_u8(enc_room(&e, p, 9),
-             (has_const ? FPG_FLAG_CONSTANT : 0u) | (is_param ? FPG_FLAG_PARAM : 0u));
-  if (has_const) {
-    p = put_u64(p, (uint64_t)n->constant_len);
-    p = enc_blob(&e, p, n->constant, n->constant_len);
+static inline void node_digest(const ccache_fp_node *n, const ccache_key *digests,
+                               unsigned char *buf, XXH3_state_t *st, ccache_key *out) {
+  /* libc strlen() rather than an inline byte loop: a few vector compares
+   * for a short name, and no per-byte branch to mispredict on the varying
+   * lengths of op names. */
+  size_t name_len = n->op_name ? strlen(n->op_name) : 0;
+  if (!node_fits(n, name_len)) {
+    node_digest_checked(n, name_len, digests, buf, st, out);
+    return;
   }
-  if (is_param)
-    p = put_u64(enc_room(&e, p, 8), (uint64_t)n->param_index);
-  enc_final(&e, p, out);
+  enc e;
+  unsigned char *p = enc_begin(&e, buf, st, FPG_TAG_NODE);
+  node_stream(&e, p, n, name_len, digests, false, out);
 }
 
 /*
@@ -295,7 +424,7 @@ static void graph_key(const ccache_fp_ref *outputs, size_t n_outputs, const char
   p = put_u64(p, ps->hi);
   p = put_u64(p, (uint64_t)n_outputs);
   for (size_t k = 0; k < n_outputs; k++)
-    p = put_ref(enc_room(&e, p, 20), digests, outputs[k]);
+    p = put_ref(enc_room(&e, p, FPG_REF_SIZE), digests, outputs[k]);
   enc_final(&e, p, out);
 }
 
