@@ -15,8 +15,17 @@
  * made of many 9-byte integer fields.  Small fields are therefore encoded
  * into a buffer inside the builder and handed to XXH3 only when it fills;
  * large byte fields bypass the buffer.  The XXH3 state is even set up lazily:
- * a fingerprint whose whole stream fits the buffer is finished with one
- * one-shot XXH3_128bits() call and never touches the 576-byte state.
+ * a fingerprint whose whole stream fits the builder (about 1000 bytes) is
+ * finished with one one-shot XXH3_128bits() call and never touches the
+ * 576-byte state.  Until then the state's storage is part of the buffer
+ * (see fp_impl), so the one-shot case gets nearly the whole builder.
+ *
+ * Only libxxhash's generic (SSE2) entry points are used here, not the
+ * x86 *_dispatch ones: with the Debian 0.8.1 build those leave the upper
+ * AVX state dirty on return (no vzeroupper), so the caller's next SSE
+ * instructions pay a transition penalty (measured: ccache_fp_final() on a
+ * 300-byte stream 180 ns with dispatch, 70 ns without), and on the CPUs
+ * measured they were no faster (300 B: 24 vs 24 ns; 1 MiB: 46 vs 47 us).
  */
 #include "ccache.h"
 
@@ -41,17 +50,30 @@ enum {
 /* Stream prefix: magic + version (13 bytes). */
 #define FP_HEADER_LEN (CCACHE__FP_MAGIC_LEN + 4u)
 
-/* Batching buffer size, and the payload size from which a bytes/str field
- * is fed to XXH3 directly instead of being copied into the buffer.  Every
- * buffered field (at most 1 + 8 + FP_DIRECT_MIN - 1 bytes, or a shape of
- * 1 + 4 + 4 + 8 * CCACHE_FP_MAX_RANK) fits an empty buffer whole. */
-#define FP_BUF_SIZE 384u
+/*
+ * Storage.  area[] holds the stream bytes not yet hashed:
+ *  - before the first spill, the whole stream is area[0, used);
+ *  - from then on, area[0, FP_STATE_LEN) is the XXH3 state (holding the
+ *    stream's prefix) and the pending bytes are area[FP_STATE_LEN, used).
+ * Either way a field is appended at area + used and the buffer is full at
+ * FP_AREA, so the append paths need no test of which phase the builder is in.
+ *
+ * A bytes/str payload under FP_DIRECT_MIN bytes is always copied into the
+ * buffer; a larger one is too while the builder has not spilled and it fits,
+ * and otherwise is fed to XXH3 directly.  Every field that may be buffered
+ * after the spill (at most 1 + 8 + FP_DIRECT_MIN - 1 bytes, or a shape of
+ * 1 + 4 + 4 + 8 * CCACHE_FP_MAX_RANK) fits the post-spill buffer whole.
+ */
+#define FP_AREA 1008u
+#define FP_STATE_LEN ((uint32_t)sizeof(XXH3_state_t))
 #define FP_DIRECT_MIN 256u
 #define FP_SHAPE_MAX (1u + 4u + 4u + 8u * CCACHE_FP_MAX_RANK)
 
-/* Marks an initialised builder, so a builder that never saw
- * ccache_fp_init() (stack garbage or zeroes) is refused, not hashed. */
-#define FP_LIVE 0x70666363u /* "ccfp" */
+/* live marks an initialised, unpoisoned builder, so a builder that never saw
+ * ccache_fp_init() (stack garbage or zeroes) is refused, not hashed.  A
+ * failed append sets FP_POISONED: one comparison checks both conditions. */
+#define FP_LIVE 0x70666363u     /* "ccfp" */
+#define FP_POISONED 0x70666370u /* "pcfp" */
 
 /*
  * The builder's real layout inside ccache_fp.opaque_.  may_alias because the
@@ -65,19 +87,20 @@ typedef struct
     __attribute__((may_alias))
 #endif
     fp_impl {
-  XXH3_state_t state; /* valid only once spilled is true */
-  uint32_t live;      /* FP_LIVE after ccache_fp_init() */
-  uint32_t used;      /* bytes pending in buf */
-  bool spilled;       /* state holds a prefix of the stream */
-  bool poisoned;      /* an append failed: no key until re-init */
-  unsigned char buf[FP_BUF_SIZE];
+  alignas(64) unsigned char area[FP_AREA]; /* stream bytes; XXH3 state once spilled */
+  uint32_t live;                           /* FP_LIVE, FP_POISONED or garbage */
+  uint32_t used;                           /* end of the pending bytes in area */
+  bool spilled;                            /* area starts with the XXH3 state */
 } fp_impl;
 
 _Static_assert(sizeof(fp_impl) <= sizeof(ccache_fp), "fp_impl must fit ccache_fp");
 _Static_assert(alignof(fp_impl) <= alignof(ccache_fp), "ccache_fp alignment too small");
-_Static_assert(FP_HEADER_LEN + 1u + 8u + FP_DIRECT_MIN <= FP_BUF_SIZE,
-               "a buffered field must fit after the header");
-_Static_assert(FP_SHAPE_MAX <= FP_BUF_SIZE, "a shape field must fit the buffer");
+_Static_assert(alignof(XXH3_state_t) <= 64, "the XXH3 state must fit area's alignment");
+_Static_assert(sizeof(XXH3_state_t) + 1u + 8u + FP_DIRECT_MIN <= FP_AREA,
+               "a buffered field must fit the post-spill buffer");
+_Static_assert(sizeof(XXH3_state_t) + FP_SHAPE_MAX <= FP_AREA,
+               "a shape field must fit the post-spill buffer");
+_Static_assert(FP_HEADER_LEN <= FP_AREA, "the header must fit the buffer");
 
 static fp_impl *fp_get(ccache_fp *fp) { return (fp_impl *)(void *)fp->opaque_; }
 
@@ -85,47 +108,92 @@ static const fp_impl *fp_cget(const ccache_fp *fp) {
   return (const fp_impl *)(const void *)fp->opaque_;
 }
 
+static XXH3_state_t *fp_state(fp_impl *b) { return (XXH3_state_t *)(void *)b->area; }
+
+static const XXH3_state_t *fp_cstate(const fp_impl *b) {
+  return (const XXH3_state_t *)(const void *)b->area;
+}
 
 /* ---- buffer management ---- */
 
-/* Hand the pending bytes to the XXH3 state, creating it on first use. */
+/* Hand the pending bytes to the XXH3 state, moving the stream's prefix into
+ * a new state on first use.  Afterwards the buffer is empty (used ==
+ * FP_STATE_LEN). */
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
 static void fp_flush(fp_impl *b) {
   if (!b->spilled) {
-    XXH3_128bits_reset(&b->state);
+    /* The state is about to overwrite area[0, FP_STATE_LEN): hash what is
+     * there from a copy.  Bytes past it are already where the post-spill
+     * buffer is, and stay pending. */
+    unsigned char head[sizeof(XXH3_state_t)];
+    uint32_t n = b->used < FP_STATE_LEN ? b->used : FP_STATE_LEN;
+    memcpy(head, b->area, n);
+    XXH3_128bits_reset(fp_state(b));
+    XXH3_128bits_update(fp_state(b), head, n);
     b->spilled = true;
+    if (b->used < FP_STATE_LEN)
+      b->used = FP_STATE_LEN;
   }
-  if (b->used) {
-    CCACHE__FP_XXH_UPDATE(&b->state, b->buf, b->used);
-    b->used = 0;
-  }
+  if (b->used > FP_STATE_LEN)
+    XXH3_128bits_update(fp_state(b), b->area + FP_STATE_LEN, b->used - FP_STATE_LEN);
+  b->used = FP_STATE_LEN;
 }
 
-/* Room for @p n more bytes (n <= FP_BUF_SIZE); returns where to write. */
+/* Room for @p n more bytes (n <= FP_AREA - FP_STATE_LEN); returns where to
+ * write. */
 static inline unsigned char *fp_reserve(fp_impl *b, uint32_t n) {
-  if (b->used + n > FP_BUF_SIZE)
+  if (b->used + n > FP_AREA)
     fp_flush(b);
-  return b->buf + b->used;
+  return b->area + b->used;
 }
 
 static inline void fp_commit(fp_impl *b, const unsigned char *end) {
-  b->used = (uint32_t)(end - b->buf);
+  b->used = (uint32_t)(end - b->area);
 }
 
 /* A live, unpoisoned builder, or NULL (the caller returns EINVAL). */
-static fp_impl *fp_usable(ccache_fp *fp) {
+static inline fp_impl *fp_usable(ccache_fp *fp) {
   if (!fp)
     return NULL;
   fp_impl *b = fp_get(fp);
-  if (b->live != FP_LIVE || b->poisoned)
-    return NULL;
-  return b;
+  return b->live == FP_LIVE ? b : NULL;
 }
 
 /* A failed append: no key until ccache_fp_init(), so callers may check a
  * whole sequence of appends once, at ccache_fp_final(). */
 static int fp_poison(fp_impl *b) {
-  b->poisoned = true;
+  b->live = FP_POISONED;
   return CCACHE_EINVAL;
+}
+
+/* memcpy for the short payloads of a buffered field (len < 256), without a
+ * call into libc: overlapping fixed-size moves, never outside either range. */
+static inline void fp_copy_short(unsigned char *dst, const unsigned char *src, size_t len) {
+  if (len >= 16) {
+    size_t i = 0;
+    for (; i + 16 < len; i += 16)
+      memcpy(dst + i, src + i, 16);
+    memcpy(dst + len - 16, src + len - 16, 16);
+  } else if (len >= 8) {
+    uint64_t a, z;
+    memcpy(&a, src, 8);
+    memcpy(&z, src + len - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + len - 8, &z, 8);
+  } else if (len >= 4) {
+    uint32_t a, z;
+    memcpy(&a, src, 4);
+    memcpy(&z, src + len - 4, 4);
+    memcpy(dst, &a, 4);
+    memcpy(dst + len - 4, &z, 4);
+  } else if (len) {
+    unsigned char a = src[0], m = src[len / 2], z = src[len - 1];
+    dst[0] = a;
+    dst[len / 2] = m;
+    dst[len - 1] = z;
+  }
 }
 
 /* ---- public API ---- */
@@ -136,17 +204,15 @@ CCACHE_API void ccache_fp_init(ccache_fp *fp) {
   fp_impl *b = fp_get(fp);
   /* The state is left as is: it is reset the first time it is needed. */
   b->live = FP_LIVE;
-  b->used = 0;
   b->spilled = false;
-  b->poisoned = false;
-  unsigned char *p = b->buf;
+  unsigned char *p = b->area;
   memcpy(p, CCACHE__FP_MAGIC, CCACHE__FP_MAGIC_LEN);
   p = put_u32(p + CCACHE__FP_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
   fp_commit(b, p);
 }
 
 /* The three 9-byte fields share one writer; only the tag differs. */
-static int fp_word(ccache_fp *fp, unsigned char tag, uint64_t v) {
+static inline int fp_word(ccache_fp *fp, unsigned char tag, uint64_t v) {
   fp_impl *b = fp_usable(fp);
   if (!b)
     return CCACHE_EINVAL;
@@ -170,20 +236,18 @@ CCACHE_API int ccache_fp_f64(ccache_fp *fp, double v) {
   return fp_word(fp, FP_TAG_F64, bits);
 }
 
-/* Tag + length + payload; small payloads are batched, large ones go
- * straight to XXH3 (after the pending bytes, so the stream order holds). */
-static int fp_blob(ccache_fp *fp, unsigned char tag, const void *data, size_t len) {
-  fp_impl *b = fp_usable(fp);
-  if (!b)
-    return CCACHE_EINVAL;
-  if (!data && len)
-    return fp_poison(b);
-  if (len < FP_DIRECT_MIN) {
-    unsigned char *p = fp_reserve(b, (uint32_t)(9 + len));
+/* A large payload: buffered while the builder has not spilled and it fits,
+ * else fed straight to XXH3 (after the pending bytes, so the stream order
+ * holds). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int fp_blob_long(fp_impl *b, unsigned char tag, const void *data, size_t len) {
+  if (!b->spilled && b->used + 9u <= FP_AREA && len <= FP_AREA - 9u - b->used) {
+    unsigned char *p = b->area + b->used;
     *p++ = tag;
     p = put_u64(p, (uint64_t)len);
-    if (len)
-      memcpy(p, data, len);
+    memcpy(p, data, len);
     fp_commit(b, p + len);
     return CCACHE_OK;
   }
@@ -191,7 +255,24 @@ static int fp_blob(ccache_fp *fp, unsigned char tag, const void *data, size_t le
   *p++ = tag;
   fp_commit(b, put_u64(p, (uint64_t)len));
   fp_flush(b);
-  CCACHE__FP_XXH_UPDATE(&b->state, data, len);
+  ccache__fp_update(fp_state(b), data, len);
+  return CCACHE_OK;
+}
+
+/* Tag + length + payload. */
+static inline int fp_blob(ccache_fp *fp, unsigned char tag, const void *data, size_t len) {
+  fp_impl *b = fp_usable(fp);
+  if (!b)
+    return CCACHE_EINVAL;
+  if (!data && len)
+    return fp_poison(b);
+  if (len >= FP_DIRECT_MIN)
+    return fp_blob_long(b, tag, data, len);
+  unsigned char *p = fp_reserve(b, (uint32_t)(9 + len));
+  *p++ = tag;
+  p = put_u64(p, (uint64_t)len);
+  fp_copy_short(p, (const unsigned char *)data, len);
+  fp_commit(b, p + len);
   return CCACHE_OK;
 }
 
@@ -213,33 +294,38 @@ CCACHE_API int ccache_fp_shape(ccache_fp *fp, int32_t dtype, uint32_t rank, cons
   *p++ = FP_TAG_SHAPE;
   p = put_u32(p, (uint32_t)dtype);
   p = put_u32(p, rank);
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) &&                            \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  /* On a little-endian host the dims' memory is their encoding. */
+  fp_copy_short(p, (const unsigned char *)dims, 8u * rank);
+  p += 8u * rank;
+#else
   for (uint32_t i = 0; i < rank; i++)
     p = put_u64(p, (uint64_t)dims[i]);
+#endif
   fp_commit(b, p);
   return CCACHE_OK;
-}
-
-static ccache_key key_of(XXH128_hash_t h) {
-  ccache_key k = {h.low64, h.high64};
-  return k;
 }
 
 CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out) {
   if (!fp || !out)
     return CCACHE_EINVAL;
   const fp_impl *b = fp_cget(fp);
-  if (b->live != FP_LIVE || b->poisoned)
+  if (b->live != FP_LIVE)
     return CCACHE_EINVAL;
+  XXH128_hash_t h;
   if (!b->spilled) {
     /* The whole stream is in the buffer: one one-shot hash, no state. */
-    *out = key_of(ccache__fp_oneshot(b->buf, b->used));
-    return CCACHE_OK;
+    h = XXH3_128bits(b->area, b->used);
+  } else {
+    /* Finish a copy so the builder itself is untouched and can go on. */
+    XXH3_state_t tail;
+    XXH3_copyState(&tail, fp_cstate(b));
+    if (b->used > FP_STATE_LEN)
+      XXH3_128bits_update(&tail, b->area + FP_STATE_LEN, b->used - FP_STATE_LEN);
+    h = XXH3_128bits_digest(&tail);
   }
-  /* Finish a copy so the builder itself is untouched and can go on. */
-  XXH3_state_t tail;
-  XXH3_copyState(&tail, &b->state);
-  if (b->used)
-    CCACHE__FP_XXH_UPDATE(&tail, b->buf, b->used);
-  *out = key_of(XXH3_128bits_digest(&tail));
+  out->lo = h.low64;
+  out->hi = h.high64;
   return CCACHE_OK;
 }

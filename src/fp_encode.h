@@ -14,31 +14,50 @@
 #include <xxhash.h>
 
 /*
- * Debian's libxxhash also exports the x86 runtime-dispatching entry points,
- * which pick AVX2/AVX-512 kernels instead of the SSE2 baseline the generic
- * symbols are built for (1.2x to 2x the bandwidth on large fields, by CPU).
- * The result is bit-identical.
+ * Debian's libxxhash also exports x86 runtime-dispatching entry points that
+ * pick AVX2/AVX-512 kernels instead of the SSE2 baseline the generic symbols
+ * are built for; the result is bit-identical.  They pay only on large inputs
+ * (64 MiB: ~8.7 vs ~6.6 GB/s here), and libxxhash 0.8.1's AVX2 kernel returns
+ * without vzeroupper, so the SSE code that runs next pays an AVX-SSE
+ * transition penalty (measured: a 300-byte key's final step 50 -> 180 ns).
+ * So small inputs, the common case, use the generic entry points, and only a
+ * blob of CCACHE__FP_DISPATCH_MIN bytes or more takes the dispatcher,
+ * followed by a vzeroupper of our own.
  * Define CCACHE_FP_NO_DISPATCH to link against a libxxhash without them.
  */
-#if defined(__x86_64__) && defined(__has_include) && !defined(CCACHE_FP_NO_DISPATCH)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_include) && \
+    !defined(CCACHE_FP_NO_DISPATCH)
 #if __has_include(<xxh_x86dispatch.h>)
 #define XXH_DISPATCH_DISABLE_REPLACE 1
 #include <xxh_x86dispatch.h>
-#define CCACHE__FP_XXH_UPDATE XXH3_128bits_update_dispatch
-#define CCACHE__FP_XXH_LONG XXH3_128bits_dispatch
+#define CCACHE__FP_HAVE_DISPATCH 1
 #endif
-#endif
-#ifndef CCACHE__FP_XXH_UPDATE
-#define CCACHE__FP_XXH_UPDATE XXH3_128bits_update
-#define CCACHE__FP_XXH_LONG XXH3_128bits
 #endif
 
-/* One-shot XXH3-128.  Inputs over 240 bytes take XXH3's long-input path,
- * where the dispatching entry point's SIMD kernels pay (a 260-300 byte
- * call-site stream: ~43 -> ~27 ns); at 240 bytes and below the generic entry
- * point is as fast and skips the dispatch. */
-static inline XXH128_hash_t ccache__fp_oneshot(const void *data, size_t len) {
-  return len > 240 ? CCACHE__FP_XXH_LONG(data, len) : XXH3_128bits(data, len);
+#define CCACHE__FP_DISPATCH_MIN (64u * 1024u)
+
+#ifdef CCACHE__FP_HAVE_DISPATCH
+/* Clears the upper halves of the ymm registers the dispatched kernel left
+ * dirty.  Only where the CPU has AVX: without it the kernel used SSE2 and
+ * the instruction would not exist. */
+__attribute__((target("avx"))) static inline void ccache__fp_avx_clean_(void) {
+  __builtin_ia32_vzeroupper();
+}
+static inline void ccache__fp_avx_clean(void) {
+  if (__builtin_cpu_supports("avx")) ccache__fp_avx_clean_();
+}
+#endif
+
+/* Streaming update: the dispatcher only for large blobs (see above). */
+static inline void ccache__fp_update(XXH3_state_t *st, const void *data, size_t len) {
+#ifdef CCACHE__FP_HAVE_DISPATCH
+  if (len >= CCACHE__FP_DISPATCH_MIN) {
+    XXH3_128bits_update_dispatch(st, data, len);
+    ccache__fp_avx_clean();
+    return;
+  }
+#endif
+  XXH3_128bits_update(st, data, len);
 }
 
 /* Stream prefix of builder and graph-key streams: magic + u32 version. */

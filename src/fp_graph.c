@@ -101,7 +101,7 @@ static unsigned char *enc_spill(enc *e, unsigned char *p) {
     e->spilled = true;
   }
   if (p != e->buf)
-    CCACHE__FP_XXH_UPDATE(e->st, e->buf, (size_t)(p - e->buf));
+    ccache__fp_update(e->st, e->buf, (size_t)(p - e->buf));
   return e->buf;
 }
 
@@ -121,7 +121,7 @@ static inline unsigned char *enc_blob(enc *e, unsigned char *p, const void *data
     return p + len;
   }
   p = enc_spill(e, p);
-  CCACHE__FP_XXH_UPDATE(e->st, data, len);
+  ccache__fp_update(e->st, data, len);
   return p;
 }
 
@@ -159,7 +159,7 @@ static inline void store_key(ccache_key *out, XXH128_hash_t h) {
 
 static void enc_final(enc *e, unsigned char *p, ccache_key *out) {
   if (!e->spilled) {
-    store_key(out, ccache__fp_oneshot(e->buf, (size_t)(p - e->buf)));
+    store_key(out, XXH3_128bits(e->buf, (size_t)(p - e->buf)));
   } else {
     enc_spill(e, p);
     store_key(out, XXH3_128bits_digest(e->st));
@@ -363,7 +363,7 @@ static FPG_ALWAYS_INLINE void node_stream(enc *e, unsigned char *p, const ccache
   if (checked)
     enc_final(e, p, out);
   else /* never spilled: the whole stream is in the buffer */
-    store_key(out, ccache__fp_oneshot(e->buf, (size_t)(p - e->buf)));
+    store_key(out, XXH3_128bits(e->buf, (size_t)(p - e->buf)));
 }
 
 /* Kept out of line: inlined into the node loop, its state and cursor
