@@ -25,9 +25,10 @@
  */
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
-#include <string.h>
 
 #include "bench_util.h"
+#include "keys.h"
+#include "prims.h"
 
 #define DNNL_CHECK(call)                                                                  \
   do {                                                                                    \
@@ -37,54 +38,23 @@
 
 /* ------------------------------------------------------------ specs */
 
-typedef struct tensor {
-  int ndims;
-  dnnl_dims_t dims, strides; /* the C API reads DNNL_MAX_NDIMS entries */
-} tensor;
-
-typedef enum { K_MATMUL = 1, K_SOFTMAX = 2, K_ADD = 3 } kind;
-typedef enum { P_SCALE = 1, P_SWISH = 2, P_MUL = 3 } post_kind;
-
-typedef struct post {
-  post_kind kind;
-  float alpha;
-  tensor src1;
-} post;
-
-typedef struct spec {
-  kind kind;
-  tensor src, wei, dst;
-  int n_post;
-  post post[2];
-  int axis;
-} spec;
-
+/* A call site of the example and the primitive it asks for. */
 typedef struct site {
-  int layer;
-  const char *name;
-  const spec *spec;
+  call_site where; /* weights stay NULL: no site is executed here */
+  const prim_spec *spec;
 } site;
 
-static tensor dense(int ndims, const int64_t *dims) {
-  tensor t = {.ndims = ndims};
-  int64_t stride = 1;
-  for (int i = ndims - 1; i >= 0; i--) {
-    t.dims[i] = dims[i];
-    t.strides[i] = stride;
-    stride *= dims[i];
-  }
-  return t;
+static tensor_spec d2(int64_t r, int64_t c) {
+  return (tensor_spec){.ndims = 2, .dims = {r, c}, .strides = {c, 1}};
 }
 
-static tensor d2(int64_t r, int64_t c) { return dense(2, (const int64_t[]){r, c}); }
-
-static tensor d4s(int64_t a, int64_t b, int64_t c, int64_t d, int64_t sa, int64_t sb, int64_t sc,
-                  int64_t sd) {
-  return (tensor){.ndims = 4, .dims = {a, b, c, d}, .strides = {sa, sb, sc, sd}};
+static tensor_spec d4s(int64_t a, int64_t b, int64_t c, int64_t d, int64_t sa, int64_t sb,
+                       int64_t sc, int64_t sd) {
+  return (tensor_spec){.ndims = 4, .dims = {a, b, c, d}, .strides = {sa, sb, sc, sd}};
 }
 
-static spec matmul(int64_t m, int64_t k, int64_t n) {
-  return (spec){.kind = K_MATMUL, .src = d2(m, k), .wei = d2(k, n), .dst = d2(m, n)};
+static prim_spec matmul(int64_t m, int64_t k, int64_t n) {
+  return (prim_spec){.kind = OP_MATMUL, .src = d2(m, k), .wei = d2(k, n), .dst = d2(m, n)};
 }
 
 enum { HID = 576, INTER = 1536, HEADS = 9, KV_HEADS = 3, HEAD_DIM = 64, VOCAB = 49152,
@@ -94,7 +64,7 @@ enum { HID = 576, INTER = 1536, HEADS = 9, KV_HEADS = 3, HEAD_DIM = 64, VOCAB = 
 #define NSITES (LAYERS * 12 + 1)
 
 typedef struct model {
-  spec q, kv, scores, softmax, values, o, add, up, gate, down, head;
+  prim_spec q, kv, scores, softmax, values, o, add, up, gate, down, head;
   site sites[NSITES];
   int n_sites;
 } model;
@@ -104,57 +74,60 @@ static void model_init(model *m) {
   const int64_t HQ = HEADS * HEAD_DIM, HKV = KV_HEADS * HEAD_DIM, kvs = (int64_t)CAP * D;
   m->q = matmul(M, HID, HQ);
   m->kv = matmul(M, HID, HKV);
-  tensor q4 = d4s(G, R, M, D, R * D, D, HQ, 1);
-  m->scores = (spec){.kind = K_MATMUL,
-                     .src = q4,
-                     .wei = d4s(G, 1, D, T, kvs, kvs, 1, D), /* K^T through strides */
-                     .dst = d4s(G, R, M, T, R * M * T, M * T, T, 1),
-                     .n_post = 1,
-                     .post = {{.kind = P_SCALE, .alpha = 1.0f / sqrtf((float)D)}}};
-  m->softmax = (spec){.kind = K_SOFTMAX, .src = d2(HEADS * M, T), .dst = d2(HEADS * M, T), .axis = 1};
-  m->values = (spec){.kind = K_MATMUL,
-                     .src = m->scores.dst,
-                     .wei = d4s(G, 1, T, D, kvs, kvs, D, 1),
-                     .dst = q4};
+  tensor_spec q4 = d4s(G, R, M, D, R * D, D, HQ, 1);
+  m->scores = (prim_spec){.kind = OP_MATMUL,
+                          .src = q4,
+                          .wei = d4s(G, 1, D, T, kvs, kvs, 1, D), /* K^T through strides */
+                          .dst = d4s(G, R, M, T, R * M * T, M * T, T, 1),
+                          .n_post = 1,
+                          .post = {{.kind = POST_SCALE, .alpha = 1.0f / sqrtf((float)D)}}};
+  m->softmax = (prim_spec){
+      .kind = OP_SOFTMAX, .src = d2(HEADS * M, T), .dst = d2(HEADS * M, T), .axis = 1};
+  m->values = (prim_spec){.kind = OP_MATMUL,
+                          .src = m->scores.dst,
+                          .wei = d4s(G, 1, T, D, kvs, kvs, D, 1),
+                          .dst = q4};
   m->o = matmul(M, HQ, HID);
-  m->add = (spec){.kind = K_ADD, .src = d2(M, HID), .wei = d2(M, HID), .dst = d2(M, HID)};
+  m->add = (prim_spec){
+      .kind = OP_BINARY_ADD, .src = d2(M, HID), .wei = d2(M, HID), .dst = d2(M, HID)};
   m->up = matmul(M, HID, INTER);
   m->gate = matmul(M, HID, INTER);
   m->gate.n_post = 2;
-  m->gate.post[0] = (post){.kind = P_SWISH, .alpha = 1.0f};
-  m->gate.post[1] = (post){.kind = P_MUL, .src1 = d2(M, INTER)};
+  m->gate.post[0] = (post_op){.kind = POST_SWISH, .alpha = 1.0f};
+  m->gate.post[1] = (post_op){.kind = POST_MUL, .src1 = d2(M, INTER)};
   m->down = matmul(M, INTER, HID);
-  m->head = (spec){.kind = K_MATMUL,
-                   .src = d2(1, HID),
-                   .wei = {.ndims = 2, .dims = {HID, VOCAB}, .strides = {1, HID}},
-                   .dst = d2(1, VOCAB)};
+  m->head = (prim_spec){.kind = OP_MATMUL,
+                        .src = d2(1, HID),
+                        .wei = {.ndims = 2, .dims = {HID, VOCAB}, .strides = {1, HID}},
+                        .dst = d2(1, VOCAB)};
   m->n_sites = 0;
   for (int l = 0; l < LAYERS; l++) {
     const struct {
       const char *name;
-      const spec *s;
+      const prim_spec *s;
     } layer[12] = {{"q_proj", &m->q},         {"k_proj", &m->kv},       {"v_proj", &m->kv},
                    {"attn_scores", &m->scores}, {"attn_softmax", &m->softmax},
                    {"attn_values", &m->values}, {"o_proj", &m->o},       {"attn_residual", &m->add},
                    {"up_proj", &m->up},       {"gate_proj", &m->gate},  {"down_proj", &m->down},
                    {"mlp_residual", &m->add}};
     for (int i = 0; i < 12; i++)
-      m->sites[m->n_sites++] = (site){.layer = l, .name = layer[i].name, .spec = layer[i].s};
+      m->sites[m->n_sites++] =
+          (site){.where = {.layer = l, .name = layer[i].name}, .spec = layer[i].s};
   }
-  m->sites[m->n_sites++] = (site){.layer = -1, .name = "lm_head", .spec = &m->head};
+  m->sites[m->n_sites++] = (site){.where = {.layer = -1, .name = "lm_head"}, .spec = &m->head};
   BENCH_CHECK(m->n_sites == NSITES, "site count");
 }
 
 /* ------------------------------------------------------------ oneDNN */
 
-static void md_of(const tensor *t, dnnl_memory_desc_t *md) {
+static void md_of(const tensor_spec *t, dnnl_memory_desc_t *md) {
   DNNL_CHECK(dnnl_memory_desc_init_by_strides(md, t->ndims, t->dims, dnnl_f32, t->strides));
 }
 
 /* Descriptors, attributes, primitive descriptor, primitive: the oneDNN way
  * of getting a primitive for a call site.  With the primitive cache warm,
  * dnnl_primitive_create is a lookup. */
-static dnnl_primitive_t onednn_get(dnnl_engine_t eng, const spec *s) {
+static dnnl_primitive_t onednn_get(dnnl_engine_t eng, const prim_spec *s) {
   union {
     dnnl_matmul_desc_t mm;
     dnnl_softmax_v2_desc_t sm;
@@ -163,12 +136,12 @@ static dnnl_primitive_t onednn_get(dnnl_engine_t eng, const spec *s) {
   dnnl_memory_desc_t src, wei, dst;
   md_of(&s->src, &src);
   md_of(&s->dst, &dst);
-  if (s->kind == K_SOFTMAX) {
+  if (s->kind == OP_SOFTMAX) {
     DNNL_CHECK(dnnl_softmax_v2_forward_desc_init(&d.sm, dnnl_forward_inference,
                                                  dnnl_softmax_accurate, &src, &dst, s->axis));
   } else {
     md_of(&s->wei, &wei);
-    if (s->kind == K_MATMUL)
+    if (s->kind == OP_MATMUL)
       DNNL_CHECK(dnnl_matmul_desc_init(&d.mm, &src, &wei, NULL, &dst));
     else
       DNNL_CHECK(dnnl_binary_desc_init(&d.bin, dnnl_binary_add, &src, &wei, &dst));
@@ -179,10 +152,10 @@ static dnnl_primitive_t onednn_get(dnnl_engine_t eng, const spec *s) {
     dnnl_post_ops_t po;
     DNNL_CHECK(dnnl_post_ops_create(&po));
     for (int i = 0; i < s->n_post; i++) {
-      const post *p = &s->post[i];
-      if (p->kind == P_SCALE) {
+      const post_op *p = &s->post[i];
+      if (p->kind == POST_SCALE) {
         DNNL_CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, p->alpha, 0.0f));
-      } else if (p->kind == P_SWISH) {
+      } else if (p->kind == POST_SWISH) {
         DNNL_CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_swish, p->alpha, 0.0f));
       } else {
         dnnl_memory_desc_t md;
@@ -204,63 +177,23 @@ static dnnl_primitive_t onednn_get(dnnl_engine_t eng, const spec *s) {
 
 /* ------------------------------------------------------------- keys */
 
-static void fp_tensor(ccache_fp *fp, const tensor *t) {
-  ccache_fp_shape(fp, dnnl_f32, (uint32_t)t->ndims, t->dims);
-  ccache_fp_bytes(fp, t->strides, (size_t)t->ndims * sizeof t->strides[0]);
-}
+/* The program and closure keys come from the example's keys.c, compiled in,
+ * so the ccache side times exactly the example's key code. */
 
-/* MIRROR of fp_structure / program_key / closure_key in
- * examples/onednn_serving/prims.c (the example is a program, not a library,
- * so its static functions cannot be linked here): the same calls in the same
- * order on this file's copy of the spec types.  Change them together; the
- * keys are not compared against the example's, only the work is. */
-static void fp_structure(ccache_fp *fp, const spec *s) {
-  ccache_fp_init(fp);
-  ccache_fp_str(fp, "onednn-2.6/cpu", 14);
-  ccache_fp_u64(fp, (uint64_t)s->kind);
-  fp_tensor(fp, &s->src);
-  if (s->kind != K_SOFTMAX) fp_tensor(fp, &s->wei);
-  fp_tensor(fp, &s->dst);
-  ccache_fp_i64(fp, s->kind == K_SOFTMAX ? s->axis : 0);
-  ccache_fp_u64(fp, (uint64_t)s->n_post);
-  for (int i = 0; i < s->n_post; i++) {
-    ccache_fp_u64(fp, (uint64_t)s->post[i].kind);
-    if (s->post[i].kind == P_MUL)
-      fp_tensor(fp, &s->post[i].src1);
-    else
-      ccache_fp_f64(fp, s->post[i].alpha);
-  }
-}
-
-static void fp_site(ccache_fp *fp, const site *st) {
-  ccache_fp_str(fp, "site", 4);
-  ccache_fp_i64(fp, st->layer);
-  ccache_fp_str(fp, st->name, strlen(st->name));
-}
-
-/* Program key = the structure alone (the 30 layers share one program). */
-__attribute__((noipa)) static void program_key(const site *st, ccache_key *pkey) {
-  ccache_fp fp;
-  fp_structure(&fp, st->spec);
-  BENCH_OK(ccache_fp_final(&fp, pkey));
-}
-
-/* Closure key = the structure plus the call site: the whole hit path's key. */
-__attribute__((noipa)) static void closure_key(const site *st, ccache_key *ckey) {
-  ccache_fp fp;
-  fp_structure(&fp, st->spec);
-  fp_site(&fp, st);
-  BENCH_OK(ccache_fp_final(&fp, ckey));
+static void closure_key(const site *st, ccache_key *ckey) {
+  BENCH_CHECK(onednn_closure_key(&st->where, st->spec, ckey) == 0, "closure key for %s",
+              st->where.name);
 }
 
 /* The example's former hit path (commit a70d314's make_keys): one pass that
  * finalises the program key, then extends the same builder with the call
- * site and finalises the closure key.  Same keys, two finals. */
+ * site and finalises the closure key.  Same keys, two finals.  noipa keeps
+ * it a call, as onednn_closure_key (in another file) is. */
 __attribute__((noipa)) static void both_keys(const site *st, ccache_key *pkey, ccache_key *ckey) {
   ccache_fp fp;
-  fp_structure(&fp, st->spec);
+  onednn_fp_structure(&fp, st->spec);
   BENCH_OK(ccache_fp_final(&fp, pkey));
-  fp_site(&fp, st);
+  onednn_fp_site(&fp, &st->where);
   BENCH_OK(ccache_fp_final(&fp, ckey));
 }
 
@@ -281,7 +214,7 @@ static void destroy_closure(void *obj, void *ctx) {
 
 /* ------------------------------------------------------------- loops */
 
-static bool is_matmul(const site *s) { return s->spec->kind == K_MATMUL; }
+static bool is_matmul(const site *s) { return s->spec->kind == OP_MATMUL; }
 
 /* Every call is a hit: the compile callback running is an error. */
 static int no_compile(void *ud, ccache *c, ccache_key ckey, void **closure_out,
@@ -310,7 +243,8 @@ __attribute__((noipa)) static int pass_ccache(ccache *c, const model *m, bool (*
       closure_key(s, &ck);
     ccache_lease l;
     BENCH_OK(ccache_get_or_compile(c, ck, no_compile, NULL, &l));
-    BENCH_CHECK(((closure *)l.closure)->site == s && l.program, "wrong closure for %s", s->name);
+    BENCH_CHECK(((closure *)l.closure)->site == s && l.program, "wrong closure for %s",
+                s->where.name);
     ccache_lease_release(c, &l);
     n++;
   }
@@ -389,7 +323,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < m->n_sites; i++) {
     const site *s = &m->sites[i];
     ccache_key pk, ck;
-    program_key(s, &pk);
+    BENCH_CHECK(onednn_program_key(s->spec, &pk) == 0, "program key for %s", s->where.name);
     closure_key(s, &ck);
     ccache_program *p;
     if (ccache_program_fetch(c, pk, &p) == CCACHE_MISS)
@@ -418,7 +352,7 @@ int main(int argc, char **argv) {
   DNNL_CHECK(dnnl_engine_destroy(eng));
   free(m);
   bench_note(&rep, "%d call sites sharing %llu programs (oneDNN %d.%d.%d primitives); every "
-                   "ccache call a hit; keys built as the example's prims.c does (mirrored)",
+                   "ccache call a hit; keys built by the example's keys.c",
              NSITES, (unsigned long long)programs, (int)dnnl_version()->major,
              (int)dnnl_version()->minor, (int)dnnl_version()->patch);
   bench_note(&rep, "oneDNN side: descriptors + attributes + dnnl_primitive_desc_create + "

@@ -1,6 +1,8 @@
 /* prims.c: getting primitives (three ways) and executing them. */
 #include "prims.h"
 
+#include "keys.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,51 +165,7 @@ static uint64_t cost_estimate(const prim_spec *s) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* Keys.                                                                   */
-
-static void fp_tensor(ccache_fp *fp, const tensor_spec *t) {
-  ccache_fp_shape(fp, dnnl_f32, (uint32_t)t->ndims, t->dims);
-  ccache_fp_bytes(fp, t->strides, (size_t)t->ndims * sizeof t->strides[0]);
-}
-
-/* The structure of a primitive: op, shapes, strides, dtype, post-ops,
- * engine; never the call site. */
-static void fp_structure(ccache_fp *fp, const prim_spec *s) {
-  ccache_fp_init(fp);
-  ccache_fp_str(fp, "onednn-2.6/cpu", 14);
-  ccache_fp_u64(fp, (uint64_t)s->kind);
-  fp_tensor(fp, &s->src);
-  if (s->kind != OP_SOFTMAX) fp_tensor(fp, &s->wei);
-  fp_tensor(fp, &s->dst);
-  ccache_fp_i64(fp, s->kind == OP_SOFTMAX ? s->axis : 0);
-  ccache_fp_u64(fp, (uint64_t)s->n_post);
-  for (int i = 0; i < s->n_post; i++) {
-    ccache_fp_u64(fp, (uint64_t)s->post[i].kind);
-    if (s->post[i].kind == POST_MUL)
-      fp_tensor(fp, &s->post[i].src1);
-    else
-      ccache_fp_f64(fp, s->post[i].alpha);
-  }
-}
-
-/* Program key = the structure alone, so the 30 layers share one program.
- * Built only on a miss (and, outside the timed region, for the count of
- * distinct programs): a hit needs just the closure key. */
-static int program_key(const prim_spec *s, ccache_key *pkey) {
-  ccache_fp fp;
-  fp_structure(&fp, s);
-  return ccache_fp_final(&fp, pkey) == CCACHE_OK ? 0 : -1;
-}
-
-/* Closure key = the structure plus the call site (layer, op name). */
-static int closure_key(const call_site *site, const prim_spec *s, ccache_key *ckey) {
-  ccache_fp fp;
-  fp_structure(&fp, s);
-  ccache_fp_str(&fp, "site", 4);
-  ccache_fp_i64(&fp, site->layer);
-  ccache_fp_str(&fp, site->name, strlen(site->name));
-  return ccache_fp_final(&fp, ckey) == CCACHE_OK ? 0 : -1;
-}
+/* Program keys seen (the keys themselves are built in keys.c).            */
 
 /* Remember a program key, to count the distinct ones. */
 static void record_key(prim_ctx *ctx, ccache_key k) {
@@ -417,7 +375,7 @@ static int compile_closure(void *ud, ccache *c, ccache_key ckey, void **closure_
   compile_job *job = ud;
   ccache_program *prog = NULL;
   ccache_key pkey;
-  if (program_key(job->spec, &pkey) != 0) return -1;
+  if (onednn_program_key(job->spec, &pkey) != 0) return -1;
   int st = ccache_program_get_or_compile(c, pkey, compile_program, job, &prog);
   if (st != CCACHE_OK) {
     fprintf(stderr, "onednn_serving: ccache_program_get_or_compile: %s\n", ccache_strerror(st));
@@ -442,7 +400,7 @@ static int run_ccache(prim_ctx *ctx, prim_worker *w, const call_site *site, cons
   ccache_key ckey;
   ccache_lease lease = {0};
   uint64_t t0 = now_ns();
-  if (closure_key(site, s, &ckey) != 0) {
+  if (onednn_closure_key(site, s, &ckey) != 0) {
     report_failure(site, "building the keys failed");
     return -1;
   }
@@ -461,7 +419,7 @@ static int run_ccache(prim_ctx *ctx, prim_worker *w, const call_site *site, cons
   w->acquire_ns += (t1 - t0) + (t3 - t2);
   w->exec_ns += t2 - t1;
   ccache_key pkey;
-  if (program_key(s, &pkey) == 0) record_key(ctx, pkey);
+  if (onednn_program_key(s, &pkey) == 0) record_key(ctx, pkey);
   if (rc != 0) report_failure(site, "execution failed");
   return rc;
 }
@@ -474,6 +432,6 @@ int prims_run(prim_ctx *ctx, prim_worker *w, const call_site *site, const prim_s
    * to count the distinct programs they asked for. */
   int rc = run_uncached(ctx, w, site, spec, args);
   ccache_key pkey;
-  if (program_key(spec, &pkey) == 0) record_key(ctx, pkey);
+  if (onednn_program_key(spec, &pkey) == 0) record_key(ctx, pkey);
   return rc;
 }
