@@ -266,6 +266,10 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  *         (ccache_default()), which lives until the process exits;
  *         CCACHE_EFORKED in a child process.
  * Must not run concurrently with any other call on @p c (caller error).
+ * The destroy callbacks it runs may still call in, but every call that would
+ * add to the cache (fetch, put, program intern/fetch, get-or-compile at both
+ * levels, set_limits) returns CCACHE_EBUSY (put and intern still destroy
+ * what they were given), so nothing outlives the cache.
  */
 CCACHE_API int ccache_close(ccache *c);
 
@@ -378,8 +382,12 @@ CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
  * caused by this call run on this thread before it returns.
  *
  * Ownership of @p closure passes to the cache in every case where @p c is not
- * NULL: on error it is destroyed once with destroy_closure.  Putting one
- * closure pointer under two keys is a caller error.
+ * NULL: on error it is destroyed once with destroy_closure.  The one pointer
+ * the cache already owns that may be put again is the closure of the entry
+ * now in the table under @p key.  Putting any other pointer the cache still
+ * owns (one stored under another key, or one whose entry has left the table
+ * but is still held by a lease, e.g. taken from a lease) is a caller error:
+ * it would be destroyed twice.  The same holds for what a compile returns.
  * @param c the cache.
  * @param key the closure key (call site fingerprint).
  * @param closure the runtime's callable (may be NULL).
@@ -490,7 +498,9 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  * @param compile the callback (must not be NULL).
  * @param ud passed to @p compile.
  * @param out the lease, zeroed unless CCACHE_OK.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out);
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out; or a compile
+ *         that returned 0 without a program handle of this cache: its
+ *         closure is destroyed and its handle released, nothing is cached);
  *         CCACHE_ECOMPILE (the compile returned non-zero: to the caller and
  *         every waiter; nothing cached; `compile_failures` +1);
  *         CCACHE_ENOMEM (inserting failed; to the caller and every waiter;
@@ -549,8 +559,12 @@ typedef struct ccache_stats {
   uint64_t cleared;          /**< entries removed by ccache_clear() */
   uint64_t items;            /**< gauge: closure entries in the table */
   uint64_t programs;         /**< gauge: programs alive (interned, not yet destroyed) */
-  uint64_t programs_destroyed; /**< native programs destroyed */
-  uint64_t closures_destroyed; /**< closures destroyed */
+  uint64_t programs_destroyed; /**< native programs that left the cache for good (interned
+                                    ones whose last reference went, duplicates and natives
+                                    refused at intern); NULL ones count but are never
+                                    passed to destroy_program */
+  uint64_t closures_destroyed; /**< closures that left the cache for good (NULL ones count
+                                    but are never passed to destroy_closure) */
   uint64_t leases_out;       /**< gauge: leases not yet released */
   uint64_t cost_bytes;       /**< gauge: charged cost, bytes */
   uint64_t program_hits;     /**< program lookups that found the program */

@@ -20,7 +20,7 @@ bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
 void ccache__enforce_wlocked(ccache *c, const ccache__entry *keep, ccache__graveyard *gy) {
   while (c->items > c->max_items && c->table && c->table != keep)
     ccache__detach_wlocked(c, c->table, &c->n.evicted_capacity, gy);
-  while (c->cost_bytes > c->max_cost && c->table && c->table != keep)
+  while ((c->cost.hi || c->cost.lo > c->max_cost) && c->table && c->table != keep)
     ccache__detach_wlocked(c, c->table, &c->n.evicted_cost, gy);
 }
 
@@ -53,7 +53,8 @@ int64_t ccache_sweep(ccache *c) {
 
 int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms, uint64_t max_cost_bytes) {
   if (!c || max_items == 0 || ttl_ms == 0 || max_cost_bytes == 0) return CCACHE_EINVAL;
-  if (ccache__forked(c)) return CCACHE_EFORKED;
+  int gate = ccache__gate(c);
+  if (gate != CCACHE_OK) return gate;
   /* Start the sweeper before changing anything, so a failure changes nothing. */
   int rc = ccache__sweeper_kick(c, ttl_ms);
   if (rc != CCACHE_OK) return rc;

@@ -125,9 +125,15 @@ int ccache_close(ccache *c) {
   if (ccache__forked(c)) return CCACHE_EFORKED;
   if (c->is_default) return CCACHE_EINVAL;
   if (ccache__in_callback(c) || busy(c)) return CCACHE_EBUSY;
+  /* From here on, calls that would add to the cache are refused (EBUSY), so
+   * destroy callbacks run by the last sweep or by the teardown below cannot
+   * leave anything behind, nor start a new sweeper. */
+  atomic_store(&c->closing, 1);
   ccache__sweeper_stop(c);
-  /* A destroy run by the last sweep may itself have taken a lease. */
+  /* A destroy run by the last sweep may itself have taken a lease before
+   * the gate closed. */
   if (busy(c)) {
+    atomic_store(&c->closing, 0);
     ccache__sweeper_kick(c, atomic_load(&c->ttl_ms));
     return CCACHE_EBUSY;
   }

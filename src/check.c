@@ -30,7 +30,7 @@ typedef struct prog_count {
 
 static int check_programs(ccache *c, prog_count *counts) {
   int ok = 1;
-  uint64_t cost = 0, n = 0;
+  uint64_t cost_lo = 0, cost_hi = 0, n = 0;
   ccache_program *p, *tmp;
   HASH_ITER(hh, c->programs, p, tmp) {
     prog_count *pc;
@@ -41,14 +41,17 @@ static int check_programs(ccache *c, prog_count *counts) {
            (unsigned long long)p->table_refs, (unsigned long long)in_table);
     if (p->refs < p->table_refs) FAIL("program %p: refs below table refs", (void *)p);
     if (p->refs == 0) FAIL("program %p: zero refs but still interned", (void *)p);
-    if (p->table_refs) cost += p->cost;
+    if (p->table_refs) {
+      cost_lo += p->cost;
+      cost_hi += cost_lo < p->cost;
+    }
     n++;
   }
   if (n != c->nprograms) FAIL("programs gauge %llu, table %llu", (unsigned long long)c->nprograms,
                               (unsigned long long)n);
-  if (cost != c->cost_bytes)
-    FAIL("cost_bytes %llu, recomputed %llu", (unsigned long long)c->cost_bytes,
-         (unsigned long long)cost);
+  if (cost_lo != c->cost.lo || cost_hi != c->cost.hi)
+    FAIL("cost %llu:%llu, recomputed %llu:%llu", (unsigned long long)c->cost.hi,
+         (unsigned long long)c->cost.lo, (unsigned long long)cost_hi, (unsigned long long)cost_lo);
   return ok;
 }
 

@@ -146,7 +146,8 @@ static void expire_key(ccache *c, ccache_key key, uint64_t now) {
 int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
   if (out) memset(out, 0, sizeof *out);
   if (!c || !out) return CCACHE_EINVAL;
-  if (ccache__forked(c)) return CCACHE_EFORKED;
+  int gate = ccache__gate(c);
+  if (gate != CCACHE_OK) return gate;
   uint64_t ttl = atomic_load_explicit(&c->ttl_ms, memory_order_relaxed);
   /* The clock is a user callback: read it before any lock, and only when a
    * TTL makes it matter. */
@@ -170,12 +171,18 @@ void ccache_lease_release(ccache *c, ccache_lease *lease) {
 /* ------------------------------------------------------------ writers */
 
 static void charge_locked(ccache *c, ccache_program *p) {
-  if (p->table_refs++ == 0) c->cost_bytes += p->cost;
+  if (p->table_refs++ == 0) {
+    c->cost.lo += p->cost;
+    c->cost.hi += c->cost.lo < p->cost; /* carry */
+  }
 }
 
 static void uncharge_locked(ccache *c, ccache_program *p) {
   ccache__assert(p->table_refs > 0);
-  if (--p->table_refs == 0) c->cost_bytes -= p->cost;
+  if (--p->table_refs == 0) {
+    c->cost.hi -= c->cost.lo < p->cost; /* borrow */
+    c->cost.lo -= p->cost;
+  }
 }
 
 static void graveyard_push(ccache__graveyard *gy, ccache__entry *e) {
@@ -259,10 +266,8 @@ int ccache__insert_locked(ccache *c, ccache__entry *e, ccache_key key, void *clo
 
 int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {
   if (!c) return CCACHE_EINVAL;
-  int rc = CCACHE_OK;
-  if (ccache__forked(c))
-    rc = CCACHE_EFORKED;
-  else if (!p || p->owner != c)
+  int rc = ccache__gate(c);
+  if (rc == CCACHE_OK && (!p || p->owner != c))
     rc = CCACHE_EINVAL;
   ccache__entry *e = NULL;
   if (rc == CCACHE_OK) {

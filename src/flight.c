@@ -127,7 +127,9 @@ static int run_closure_compile(ccache *c, ccache__flight *f, ccache__entry *e,
      * entry took its own program reference, so drop the compile's handle; if
      * inserting failed, both are destroyed. */
     if (rc != CCACHE_OK && !in_use) ccache__destroy_closure(c, closure);
-    if (prog && prog->owner == c) ccache__program_unref(c, prog, true);
+    /* The handle passes to the cache in every case; a foreign one (a caller
+     * error, reported as EINVAL) goes back to the cache it came from. */
+    if (prog) ccache__program_unref(prog->owner, prog, true);
   }
   return rc;
 }
@@ -137,7 +139,8 @@ int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
   CCACHE__UTHASH_SCOPE(c ? &c->mem : NULL);
   if (out) memset(out, 0, sizeof *out);
   if (!c || !compile || !out) return CCACHE_EINVAL;
-  if (ccache__forked(c)) return CCACHE_EFORKED;
+  int gate = ccache__gate(c);
+  if (gate != CCACHE_OK) return gate;
   uint64_t ttl = atomic_load_explicit(&c->ttl_ms, memory_order_relaxed);
   uint64_t now = ttl == CCACHE_UNBOUNDED ? 0 : ccache__now_ms(c);
   if (ccache__lookup(c, key, now, ttl, false, out) == CCACHE_OK) return CCACHE_OK;
@@ -237,7 +240,8 @@ int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_com
   CCACHE__UTHASH_SCOPE(c ? &c->mem : NULL);
   if (out) *out = NULL;
   if (!c || !compile || !out) return CCACHE_EINVAL;
-  if (ccache__forked(c)) return CCACHE_EFORKED;
+  int gate = ccache__gate(c);
+  if (gate != CCACHE_OK) return gate;
   pthread_mutex_lock(&c->pmu);
   ccache_program *p = ccache__program_find_locked(c, pkey);
   if (p) {

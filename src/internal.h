@@ -130,6 +130,7 @@ struct ccache {
   /* Read by every hit and written only by open and set_limits: kept on a
    * line of its own so puts and counters do not invalidate it. */
   _Alignas(CCACHE__CACHELINE) uint64_t fork_gen;
+  _Atomic int closing;          /* ccache_close() is tearing the cache down */
   _Atomic uint64_t ttl_ms;      /* read without a lock by fetch */
   ccache_clock_fn clock_ms;
   void *ctx;
@@ -143,7 +144,8 @@ struct ccache {
   uint64_t items;               /* entries in the table */
   uint64_t next_idx;            /* next insert index */
   uint64_t last_ins_ms;         /* insert time of the newest insert */
-  uint64_t cost_bytes;          /* charged cost */
+  struct { uint64_t lo, hi; } cost; /* charged cost, bytes: 128 bits wide so
+                                    a sum of 64-bit costs cannot wrap */
   uint64_t max_items, max_cost; /* bounds, under wlock */
   ccache__counters n;
   _Atomic uint32_t inflight;    /* compiles in progress, both levels */
@@ -182,6 +184,19 @@ extern _Atomic uint64_t ccache__fork_generation;
 static inline int ccache__forked(const ccache *c) {
   return CCACHE__UNLIKELY(c->fork_gen !=
                           atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed));
+}
+/* The charged cost, saturated to 64 bits for the stats. */
+static inline uint64_t ccache__cost_bytes(const ccache *c) {
+  return c->cost.hi ? UINT64_MAX : c->cost.lo;
+}
+
+/* Calls that add to the cache (fetch, put, intern, get-or-compile,
+ * set_limits) pass this gate: EFORKED in a fork child, EBUSY while
+ * ccache_close() tears the cache down (its destroy callbacks may call in). */
+static inline int ccache__gate(ccache *c) {
+  if (ccache__forked(c)) return CCACHE_EFORKED;
+  if (CCACHE__UNLIKELY(atomic_load_explicit(&c->closing, memory_order_relaxed))) return CCACHE_EBUSY;
+  return CCACHE_OK;
 }
 void ccache__register_atfork(void);
 /* default.c: in a fork child, forget the parent's default instance (it

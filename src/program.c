@@ -87,10 +87,11 @@ int ccache__program_intern(ccache *c, ccache_key pkey, void *native, uint64_t co
 int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
                           ccache_program **out) {
   if (!c) return CCACHE_EINVAL;
-  if (ccache__forked(c) || !out) {
+  int gate = out ? ccache__gate(c) : CCACHE_EINVAL;
+  if (gate != CCACHE_OK) {
     /* Ownership of native passes to the cache on error too. */
     ccache__destroy_program(c, native);
-    return out ? CCACHE_EFORKED : CCACHE_EINVAL;
+    return gate;
   }
   *out = NULL;
   return ccache__program_intern(c, pkey, native, cost_bytes, out, true);
@@ -98,7 +99,9 @@ int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cos
 
 int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
   if (!c || !out) return CCACHE_EINVAL;
-  if (ccache__forked(c)) return CCACHE_EFORKED;
+  *out = NULL;
+  int gate = ccache__gate(c);
+  if (gate != CCACHE_OK) return gate;
   pthread_mutex_lock(&c->pmu);
   ccache_program *p = ccache__program_find_locked(c, pkey);
   if (p)

@@ -23,7 +23,7 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
     s.removed = c->n.removed;
     s.cleared = c->n.cleared;
     s.items = c->items;
-    s.cost_bytes = c->cost_bytes;
+    s.cost_bytes = ccache__cost_bytes(c);
     s.compiles = c->n.compiles;
     s.compile_failures = atomic_load(&c->compile_failures);
     s.waits = atomic_load(&c->waits);

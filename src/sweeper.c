@@ -73,7 +73,8 @@ int ccache__sweeper_kick(ccache *c, uint64_t ttl) {
   if (!c->sweeper_enabled) return CCACHE_OK;
   int rc = CCACHE_OK;
   pthread_mutex_lock(&c->sw_mu);
-  if (!c->sw_started && ttl != CCACHE_UNBOUNDED) {
+  /* Never a new thread once close has begun: it would outlive the cache. */
+  if (!c->sw_started && ttl != CCACHE_UNBOUNDED && !atomic_load(&c->closing)) {
     if (pthread_create(&c->sw_thread, NULL, sweeper_main, c) == 0)
       c->sw_started = 1;
     else

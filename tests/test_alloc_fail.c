@@ -171,7 +171,7 @@ static void take_snap(ccache *c, t_ctx *t, hook *h, snap *s) {
   s->items = c->items;
   s->next_idx = c->next_idx;
   s->last_ins_ms = c->last_ins_ms;
-  s->cost_bytes = c->cost_bytes;
+  s->cost_bytes = ccache__cost_bytes(c);
   s->nprograms = c->nprograms;
   s->handles_out = c->handles_out;
   s->n = c->n;

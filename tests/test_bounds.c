@@ -222,6 +222,27 @@ static void cost_cap_shared_program_evicts_on(void **state) {
   assert_int_equal(t.programs_destroyed, 3);
 }
 
+static void cost_total_does_not_wrap(void **state) {
+  (void)state;
+  t_ctx t = {0};
+  ccache *c = t_open(&t, U, U, UINT64_MAX - 1);
+  ccache_program *p[3];
+  for (int i = 0; i < 3; i++) {
+    p[i] = t_intern(c, (uint64_t)i, i, UINT64_MAX / 2);
+    t_put(c, (uint64_t)i, i, p[i]);
+  }
+  /* Two halves fit under UINT64_MAX - 1; the third pushes the true sum past
+   * 2^64, so the oldest leaves instead of the total wrapping. */
+  ccache_stats s = t_stats(c);
+  assert_int_equal(s.evicted_cost, 1);
+  assert_int_equal(s.items, 2);
+  assert_true(s.cost_bytes == UINT64_MAX / 2 * 2);
+  assert_int_equal(t_fetch_id(c, 0), -1);
+  t_check(c, &t);
+  for (int i = 0; i < 3; i++) ccache_program_release(c, p[i]);
+  t_close(c);
+}
+
 static void zero_bounds_rejected(void **state) {
   (void)state;
   t_ctx t = {0};
@@ -294,6 +315,7 @@ int main(void) {
       cmocka_unit_test(set_limits_new_ttl_applies_to_present_entries),
       cmocka_unit_test(cost_cap_evicts_oldest),
       cmocka_unit_test(cost_cap_shared_program_evicts_on),
+      cmocka_unit_test(cost_total_does_not_wrap),
       cmocka_unit_test(zero_bounds_rejected),
       cmocka_unit_test(close_busy_with_lease_out),
   };
