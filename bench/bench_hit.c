@@ -31,93 +31,30 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "bench_util.h"
+#include "bench_tables.h"
 
 #define KEY_SALT 1u
 #define NPROGRAMS 16u
 
-/* The closure pointers stored are fake (never dereferenced, no destroy
- * callback): i-th closure = CLOSURE_BASE + 16 i, all below 2^60, so
- * (value >> 60) is a zero the compiler cannot see. */
-#define CLOSURE_BASE 0x10000u
-static inline void *closure_of(uint64_t i) { return (void *)(uintptr_t)(CLOSURE_BASE + 16u * i); }
 
 /* ------------------------------------------------------------ tables */
 
-/* A bare uthash entry, laid out as the library's (handle, key, value). */
-typedef struct uh_entry {
-  UT_hash_handle hh;
-  ccache_key key;
-  void *value;
-} uh_entry;
 
-/* fold: hashed with the library's fold (find with HASH_FIND_BYHASHVALUE and
- * bench_fold_hash); otherwise uthash's default hash (plain HASH_FIND). */
-static uh_entry *uh_build(uint64_t n, bool fold) {
-  uh_entry *head = NULL;
-  for (uint64_t i = 0; i < n; i++) {
-    uh_entry *e = calloc(1, sizeof *e);
-    BENCH_CHECK(e != NULL, "out of memory");
-    e->key = bench_key(KEY_SALT, i);
-    e->value = closure_of(i);
-    if (fold)
-      HASH_ADD_BYHASHVALUE(hh, head, key, sizeof e->key, bench_fold_hash(e->key), e);
-    else
-      HASH_ADD(hh, head, key, sizeof e->key, e);
-  }
-  BENCH_CHECK(HASH_COUNT(head) == n, "uthash holds %u of %llu", HASH_COUNT(head),
-              (unsigned long long)n);
-  return head;
-}
-
-static void uh_free(uh_entry **head) {
-  uh_entry *e, *tmp;
-  HASH_ITER(hh, *head, e, tmp) {
-    HASH_DELETE(hh, *head, e);
-    free(e);
-  }
-}
-
-static ccache *cc_build(uint64_t n) {
-  ccache_config cfg;
-  ccache_config_init(&cfg);
-  cfg.sweeper_thread = 0;
-  ccache *c;
-  BENCH_OK(ccache_open(&cfg, &c));
-  ccache_program *p[NPROGRAMS];
-  for (unsigned j = 0; j < NPROGRAMS; j++)
-    BENCH_OK(ccache_program_intern(c, bench_key(99, j), (void *)(uintptr_t)(0x1000u + j), 4096,
-                                   &p[j]));
-  for (uint64_t i = 0; i < n; i++)
-    BENCH_OK(ccache_put(c, bench_key(KEY_SALT, i), closure_of(i), p[i % NPROGRAMS]));
-  for (unsigned j = 0; j < NPROGRAMS; j++) ccache_program_release(c, p[j]);
-  ccache_stats st = {.size = sizeof st};
-  ccache_stats_get(c, &st);
-  BENCH_CHECK(st.items == n, "cache holds %llu of %llu", (unsigned long long)st.items,
-              (unsigned long long)n);
-  return c;
-}
-
-static uint64_t cc_hits(ccache *c) {
-  ccache_stats st = {.size = sizeof st};
-  ccache_stats_get(c, &st);
-  return st.hits;
-}
 
 /* The naive cache: one mutex, one uthash table, cleared when full. */
 typedef struct naive {
   pthread_mutex_t mu;
-  uh_entry *head;
+  bench_uh_entry *head;
   uint64_t count, cap;
 } naive;
 
 static void naive_put(naive *t, ccache_key key, void *value) {
   pthread_mutex_lock(&t->mu);
   if (t->count >= t->cap) { /* full: forget everything */
-    uh_free(&t->head);
+    bench_uh_free(&t->head);
     t->count = 0;
   }
-  uh_entry *e = calloc(1, sizeof *e);
+  bench_uh_entry *e = calloc(1, sizeof *e);
   BENCH_CHECK(e != NULL, "out of memory");
   e->key = key;
   e->value = value;
@@ -127,7 +64,7 @@ static void naive_put(naive *t, ccache_key key, void *value) {
 }
 
 static void *naive_get(naive *t, ccache_key key) {
-  uh_entry *e;
+  bench_uh_entry *e;
   pthread_mutex_lock(&t->mu);
   HASH_FIND(hh, t->head, &key, sizeof key, e);
   void *v = e ? e->value : NULL;
@@ -148,7 +85,7 @@ typedef struct emlx_server {
   pthread_cond_t cv;
   emlx_req *head, *tail;
   int stop;
-  uh_entry *table; /* touched only by the server thread */
+  bench_uh_entry *table; /* touched only by the server thread */
   pthread_t th;
   uint64_t served;
 } emlx_server;
@@ -166,7 +103,7 @@ static void *emlx_main(void *arg) {
     s->head = r->next;
     if (!s->head) s->tail = NULL;
     pthread_mutex_unlock(&s->mu);
-    uh_entry *e;
+    bench_uh_entry *e;
     HASH_FIND(hh, s->table, &r->key, sizeof r->key, e);
     r->result = e ? e->value : NULL;
     s->served++;
@@ -207,11 +144,11 @@ __attribute__((noipa)) uint64_t cg_loop_empty(const uint32_t *order, size_t n) {
 }
 
 /* The P1 baseline: the library's table and hash, nothing around them. */
-__attribute__((noipa)) uint64_t cg_loop_uthash(uh_entry *head, const uint32_t *order, size_t n) {
+__attribute__((noipa)) uint64_t cg_loop_uthash(bench_uh_entry *head, const uint32_t *order, size_t n) {
   uint64_t dep = 0, sum = 0;
   for (size_t i = 0; i < n; i++) {
     ccache_key k = bench_key(KEY_SALT, order[i] + dep);
-    uh_entry *e;
+    bench_uh_entry *e;
     HASH_FIND_BYHASHVALUE(hh, head, &k, sizeof k, bench_fold_hash(k), e);
     if (!e) return UINT64_MAX;
     uintptr_t v = (uintptr_t)e->value;
@@ -222,12 +159,12 @@ __attribute__((noipa)) uint64_t cg_loop_uthash(uh_entry *head, const uint32_t *o
 }
 
 /* Plain HASH_FIND: uthash's default (Jenkins) hash of the 16 key bytes. */
-__attribute__((noipa)) uint64_t cg_loop_uthash_jen(uh_entry *head, const uint32_t *order,
+__attribute__((noipa)) uint64_t cg_loop_uthash_jen(bench_uh_entry *head, const uint32_t *order,
                                                    size_t n) {
   uint64_t dep = 0, sum = 0;
   for (size_t i = 0; i < n; i++) {
     ccache_key k = bench_key(KEY_SALT, order[i] + dep);
-    uh_entry *e;
+    bench_uh_entry *e;
     HASH_FIND(hh, head, &k, sizeof k, e);
     if (!e) return UINT64_MAX;
     uintptr_t v = (uintptr_t)e->value;
@@ -275,7 +212,7 @@ static uint64_t loop_emlx(emlx_server *s, emlx_req *r, const uint32_t *order, si
 
 static uint64_t expected_sum(const uint32_t *order, size_t n) {
   uint64_t s = 0;
-  for (size_t i = 0; i < n; i++) s += (uintptr_t)closure_of(order[i]);
+  for (size_t i = 0; i < n; i++) s += (uintptr_t)bench_closure_of(order[i]);
   return s;
 }
 
@@ -343,11 +280,11 @@ static uint64_t run_threads(subject what, int nthreads, ccache *c, naive *nv, em
 
 static void p1_size(bench_report *rep, const bench_opts *o, uint64_t n, const char *label,
                     int reps, size_t lookups, bool target) {
-  ccache *c = cc_build(n);
-  uh_entry *uh = uh_build(n, true), *uj = uh_build(n, false);
+  ccache *c = bench_cc_build(KEY_SALT, n, NPROGRAMS);
+  bench_uh_entry *uh = bench_uh_build(KEY_SALT, n, true), *uj = bench_uh_build(KEY_SALT, n, false);
   uint32_t *order = bench_random_order(lookups, (uint32_t)n, 1000 + n);
   uint64_t want = expected_sum(order, lookups);
-  uint64_t hits0 = cc_hits(c);
+  uint64_t hits0 = bench_cc_hits(c);
   double *rc = malloc(sizeof(double) * (size_t)reps), *ru = malloc(sizeof(double) * (size_t)reps),
          *ratio = malloc(sizeof(double) * (size_t)reps),
          *ratio_j = malloc(sizeof(double) * (size_t)reps);
@@ -374,8 +311,8 @@ static void p1_size(bench_report *rep, const bench_opts *o, uint64_t n, const ch
     ratio[r] = rc[r] / ru[r];
     ratio_j[r] = (double)t[0] / (double)t[2];
   }
-  BENCH_CHECK(cc_hits(c) - hits0 == (uint64_t)(reps + 1) * lookups, "hit counter: %llu, want %llu",
-              (unsigned long long)(cc_hits(c) - hits0),
+  BENCH_CHECK(bench_cc_hits(c) - hits0 == (uint64_t)(reps + 1) * lookups, "hit counter: %llu, want %llu",
+              (unsigned long long)(bench_cc_hits(c) - hits0),
               (unsigned long long)((uint64_t)(reps + 1) * lookups));
   char fig[96];
   snprintf(fig, sizeof fig, "P1 hit latency, %s entries", label);
@@ -391,8 +328,8 @@ static void p1_size(bench_report *rep, const bench_opts *o, uint64_t n, const ch
   free(ratio);
   free(ratio_j);
   free(order);
-  uh_free(&uh);
-  uh_free(&uj);
+  bench_uh_free(&uh);
+  bench_uh_free(&uj);
   BENCH_OK(ccache_close(c));
   bench_trim();
 }
@@ -405,12 +342,12 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
   int reps = o->quick ? 3 : 9;
   size_t n_emlx = o->quick ? 2000 : 20000;
   size_t n_fast = o->quick ? 30000 : 200000;
-  ccache *c = cc_build(n);
+  ccache *c = bench_cc_build(KEY_SALT, n, NPROGRAMS);
   naive nv = {.cap = 1u << 20};
   pthread_mutex_init(&nv.mu, NULL);
-  for (uint64_t i = 0; i < n; i++) naive_put(&nv, bench_key(KEY_SALT, i), closure_of(i));
+  for (uint64_t i = 0; i < n; i++) naive_put(&nv, bench_key(KEY_SALT, i), bench_closure_of(i));
   BENCH_CHECK(nv.count == n, "naive table count");
-  emlx_server srv = {.table = uh_build(n, false)};
+  emlx_server srv = {.table = bench_uh_build(KEY_SALT, n, false)};
   pthread_mutex_init(&srv.mu, NULL);
   pthread_cond_init(&srv.cv, NULL);
   BENCH_CHECK(pthread_create(&srv.th, NULL, emlx_main, &srv) == 0, "pthread_create");
@@ -476,8 +413,8 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
   pthread_cond_signal(&srv.cv);
   pthread_mutex_unlock(&srv.mu);
   pthread_join(srv.th, NULL);
-  uh_free(&srv.table);
-  uh_free(&nv.head);
+  bench_uh_free(&srv.table);
+  bench_uh_free(&nv.head);
   pthread_mutex_destroy(&nv.mu);
   for (int t = 0; t < 2; t++) free(orders[t]);
   BENCH_OK(ccache_close(c));
@@ -488,8 +425,8 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
 
 static int callgrind_mode(size_t n) {
   const uint64_t size = 100000;
-  ccache *c = cc_build(size);
-  uh_entry *uh = uh_build(size, true), *uj = uh_build(size, false);
+  ccache *c = bench_cc_build(KEY_SALT, size, NPROGRAMS);
+  bench_uh_entry *uh = bench_uh_build(KEY_SALT, size, true), *uj = bench_uh_build(KEY_SALT, size, false);
   uint32_t *order = bench_random_order(n ? n : 1, (uint32_t)size, 3000);
   uint64_t want = expected_sum(order, n);
   /* The four loops, each once, in their own (never inlined) functions. */
@@ -501,8 +438,8 @@ static int callgrind_mode(size_t n) {
   printf("callgrind mode: %zu lookups at %llu entries done (%llu)\n", n,
          (unsigned long long)size, (unsigned long long)(e & 1));
   free(order);
-  uh_free(&uh);
-  uh_free(&uj);
+  bench_uh_free(&uh);
+  bench_uh_free(&uj);
   BENCH_OK(ccache_close(c));
   return 0;
 }

@@ -28,51 +28,12 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "bench_util.h"
+#include "bench_tables.h"
 
 #define KEY_SALT 2u
 #define NTHREADS 2
-#define CLOSURE_BASE 0x10000u
-static inline void *closure_of(uint64_t i) { return (void *)(uintptr_t)(CLOSURE_BASE + 16u * i); }
 
-typedef struct uh_entry {
-  UT_hash_handle hh;
-  ccache_key key;
-  void *value;
-} uh_entry;
 
-static ccache *cc_build(uint64_t n) {
-  ccache_config cfg;
-  ccache_config_init(&cfg);
-  cfg.sweeper_thread = 0;
-  ccache *c;
-  BENCH_OK(ccache_open(&cfg, &c));
-  ccache_program *p;
-  BENCH_OK(ccache_program_intern(c, bench_key(99, 0), (void *)(uintptr_t)0x1000u, 4096, &p));
-  for (uint64_t i = 0; i < n; i++) BENCH_OK(ccache_put(c, bench_key(KEY_SALT, i), closure_of(i), p));
-  ccache_program_release(c, p);
-  return c;
-}
-
-static uh_entry *uh_build(uint64_t n) {
-  uh_entry *head = NULL;
-  for (uint64_t i = 0; i < n; i++) {
-    uh_entry *e = calloc(1, sizeof *e);
-    BENCH_CHECK(e != NULL, "out of memory");
-    e->key = bench_key(KEY_SALT, i);
-    e->value = closure_of(i);
-    HASH_ADD_BYHASHVALUE(hh, head, key, sizeof e->key, bench_fold_hash(e->key), e);
-  }
-  return head;
-}
-
-static void uh_free(uh_entry **head) {
-  uh_entry *e, *tmp;
-  HASH_ITER(hh, *head, e, tmp) {
-    HASH_DELETE(hh, *head, e);
-    free(e);
-  }
-}
 
 static uint64_t loop_ccache(ccache *c, const uint32_t *order, size_t n) {
   uint64_t dep = 0, sum = 0;
@@ -87,11 +48,11 @@ static uint64_t loop_ccache(ccache *c, const uint32_t *order, size_t n) {
   return sum;
 }
 
-static uint64_t loop_uthash(uh_entry *head, const uint32_t *order, size_t n) {
+static uint64_t loop_uthash(bench_uh_entry *head, const uint32_t *order, size_t n) {
   uint64_t dep = 0, sum = 0;
   for (size_t i = 0; i < n; i++) {
     ccache_key k = bench_key(KEY_SALT, order[i] + dep);
-    uh_entry *e;
+    bench_uh_entry *e;
     HASH_FIND_BYHASHVALUE(hh, head, &k, sizeof k, bench_fold_hash(k), e);
     if (!e) return UINT64_MAX;
     uintptr_t v = (uintptr_t)e->value;
@@ -104,7 +65,7 @@ static uint64_t loop_uthash(uh_entry *head, const uint32_t *order, size_t n) {
 typedef struct worker {
   int cpu;
   ccache *c;      /* or */
-  uh_entry *uh;
+  bench_uh_entry *uh;
   const uint32_t *order;
   size_t n;
   uint64_t want, sum;
@@ -123,7 +84,7 @@ static void *worker_main(void *arg) {
 }
 
 /* Hits per second of nt threads, thread t on orders[t]. */
-static double run(int nt, ccache *c, uh_entry *uh, uint32_t *const *orders, const uint64_t *want,
+static double run(int nt, ccache *c, bench_uh_entry *uh, uint32_t *const *orders, const uint64_t *want,
                   size_t n) {
   pthread_t th[NTHREADS];
   worker w[NTHREADS];
@@ -149,11 +110,6 @@ static double run(int nt, ccache *c, uh_entry *uh, uint32_t *const *orders, cons
   return (double)nt * (double)n * 1e9 / (double)dt;
 }
 
-static uint64_t hits_of(ccache *c) {
-  ccache_stats st = {.size = sizeof st};
-  ccache_stats_get(c, &st);
-  return st.hits;
-}
 
 typedef enum { KM_DISTINCT, KM_HOT, KM_HALVES } keymode;
 
@@ -173,8 +129,8 @@ static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const ch
                     keymode km, bool target) {
   const uint64_t half = n / NTHREADS;
   int reps = o->quick ? 3 : 15;
-  ccache *c = cc_build(n);
-  uh_entry *uh = uh_build(n);
+  ccache *c = bench_cc_build(KEY_SALT, n, 1);
+  bench_uh_entry *uh = bench_uh_build(KEY_SALT, n, true);
   uint32_t *orders[NTHREADS];
   uint64_t want[NTHREADS];
   /* Lookups per thread: enough for ~25 ms (quick) / ~120 ms (full) on one
@@ -186,7 +142,7 @@ static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const ch
       want[t] = 0;
       for (size_t i = 0; i < per; i++) {
         orders[t][i] = pick(km, orders[t][i], t, half);
-        want[t] += (uintptr_t)closure_of(orders[t][i]);
+        want[t] += (uintptr_t)bench_closure_of(orders[t][i]);
       }
     }
     if (pass == 1) break;
@@ -201,7 +157,7 @@ static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const ch
          *one = malloc(sizeof(double) * (size_t)reps), *two = malloc(sizeof(double) * (size_t)reps),
          *one_u = malloc(sizeof(double) * (size_t)reps), *two_u = malloc(sizeof(double) * (size_t)reps);
   BENCH_CHECK(r_cc && r_uh && one && two && one_u && two_u, "out of memory");
-  uint64_t h0 = hits_of(c);
+  uint64_t h0 = bench_cc_hits(c);
   run(1, c, NULL, orders, want, per); /* warm-up (and the hit count starts here) */
   run(NTHREADS, c, NULL, orders, want, per);
   run(1, NULL, uh, orders, want, per);
@@ -214,8 +170,8 @@ static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const ch
     r_uh[r] = two_u[r] / one_u[r];
   }
   uint64_t lookups = (uint64_t)per * (uint64_t)(reps + 1) * (1 + NTHREADS);
-  BENCH_CHECK(hits_of(c) - h0 == lookups, "hit counter %llu, want %llu",
-              (unsigned long long)(hits_of(c) - h0), (unsigned long long)lookups);
+  BENCH_CHECK(bench_cc_hits(c) - h0 == lookups, "hit counter %llu, want %llu",
+              (unsigned long long)(bench_cc_hits(c) - h0), (unsigned long long)lookups);
   char fig[96];
   snprintf(fig, sizeof fig, "P2 scaling, %d threads / 1, %s, %s entries", NTHREADS,
            km == KM_HOT      ? "one hot key"
@@ -237,7 +193,7 @@ static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const ch
   free(one_u);
   free(two_u);
   for (int t = 0; t < NTHREADS; t++) free(orders[t]);
-  uh_free(&uh);
+  bench_uh_free(&uh);
   BENCH_OK(ccache_close(c));
   bench_trim();
 }

@@ -1,6 +1,7 @@
 /* bench_util.c - see bench_util.h. */
 #define _GNU_SOURCE 1 /* pthread_setaffinity_np, CPU_SET */
 #include "bench_util.h"
+#include "bench_tables.h"
 
 #include <math.h>
 #ifdef __GLIBC__
@@ -332,4 +333,59 @@ int bench_report_print(const bench_report *r, const bench_opts *o) {
   printf("\n");
   fflush(stdout);
   return 0;
+}
+
+/* ------------------------------------------------------------ hit tables */
+
+bench_uh_entry *bench_uh_build(uint64_t salt, uint64_t n, bool fold) {
+  bench_uh_entry *head = NULL;
+  for (uint64_t i = 0; i < n; i++) {
+    bench_uh_entry *e = calloc(1, sizeof *e);
+    BENCH_CHECK(e != NULL, "out of memory");
+    e->key = bench_key(salt, i);
+    e->value = bench_closure_of(i);
+    if (fold)
+      HASH_ADD_BYHASHVALUE(hh, head, key, sizeof e->key, bench_fold_hash(e->key), e);
+    else
+      HASH_ADD(hh, head, key, sizeof e->key, e);
+  }
+  BENCH_CHECK(HASH_COUNT(head) == n, "uthash holds %u of %llu", HASH_COUNT(head),
+              (unsigned long long)n);
+  return head;
+}
+
+void bench_uh_free(bench_uh_entry **head) {
+  bench_uh_entry *e, *tmp;
+  HASH_ITER(hh, *head, e, tmp) {
+    HASH_DELETE(hh, *head, e);
+    free(e);
+  }
+}
+
+ccache *bench_cc_build(uint64_t salt, uint64_t n, unsigned nprograms) {
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.sweeper_thread = 0;
+  ccache *c;
+  BENCH_OK(ccache_open(&cfg, &c));
+  ccache_program **p = calloc(nprograms, sizeof *p);
+  BENCH_CHECK(p != NULL, "out of memory");
+  for (unsigned j = 0; j < nprograms; j++)
+    BENCH_OK(ccache_program_intern(c, bench_key(99, j), (void *)(uintptr_t)(0x1000u + j), 4096,
+                                   &p[j]));
+  for (uint64_t i = 0; i < n; i++)
+    BENCH_OK(ccache_put(c, bench_key(salt, i), bench_closure_of(i), p[i % nprograms]));
+  for (unsigned j = 0; j < nprograms; j++) ccache_program_release(c, p[j]);
+  free(p);
+  ccache_stats st = {.size = sizeof st};
+  ccache_stats_get(c, &st);
+  BENCH_CHECK(st.items == n, "cache holds %llu of %llu", (unsigned long long)st.items,
+              (unsigned long long)n);
+  return c;
+}
+
+uint64_t bench_cc_hits(ccache *c) {
+  ccache_stats st = {.size = sizeof st};
+  ccache_stats_get(c, &st);
+  return st.hits;
 }
