@@ -4,7 +4,7 @@
  * The model is plain arrays indexed by small integers: a key table
  * (tab[key] = entry slot or -1), a program table (ptab[pkey] = program slot
  * or -1), entry and program pools, and the expected statistics.  It knows
- * nothing of shards, hashes or locks.  Its rules are the documented ones:
+ * nothing of stripes, hashes or locks.  Its rules are the documented ones:
  *
  *  - an insert (put or compile) takes the next insert index and the time
  *    max(now, previous insert time); a key already present is replaced

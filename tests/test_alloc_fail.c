@@ -243,7 +243,7 @@ typedef struct wl {
   ccache_lease lease[16]; /* one slot per call that takes a lease */
   uint64_t made_closures, made_natives;
   int inner_enomem;      /* a nested call inside a compile got ENOMEM */
-  uint64_t shard_keys[12], bucket_pkeys[12];
+  uint64_t bucket_keys[12], bucket_pkeys[12];
   void *reput;           /* closure for the nested-put compile */
 } wl;
 
@@ -437,7 +437,7 @@ static void find_colliding_keys(wl *w) {
   size_t n = 0, m = 0;
   for (uint64_t k = 1000; n < 12 || m < 12; k++) {
     unsigned hv = ccache__key_hash(K(k));
-    if (n < 12 && (hv & 31) == 5) w->shard_keys[n++] = k;
+    if (n < 12 && (hv & 31) == 5) w->bucket_keys[n++] = k;
     hv = ccache__key_hash(PK(k));
     if (m < 12 && (hv & 31) == 9) w->bucket_pkeys[m++] = k;
   }
@@ -487,10 +487,10 @@ static int workload(wl *w) {
    * put adds the ninth and whose own insert (added before the replaced entry
    * leaves) the tenth, which makes uthash expand: an insert that can fail
    * while the entry in the table holds the very closure being inserted. */
-  for (int i = 0; i < 8; i++) STEP(S_PUT, st_put(w, w->shard_keys[i], 0));
-  STEP(S_GOC_PUT, st_goc(w, w->shard_keys[8], 2, 7, 8));
-  assert_closure_alive(w, w->shard_keys[8]);
-  for (int i = 9; i < 12; i++) STEP(S_PUT, st_put(w, w->shard_keys[i], 0));
+  for (int i = 0; i < 8; i++) STEP(S_PUT, st_put(w, w->bucket_keys[i], 0));
+  STEP(S_GOC_PUT, st_goc(w, w->bucket_keys[8], 2, 7, 8));
+  assert_closure_alive(w, w->bucket_keys[8]);
+  for (int i = 9; i < 12; i++) STEP(S_PUT, st_put(w, w->bucket_keys[i], 0));
   for (int i = 0; i < 12; i++)
     STEP(S_INTERN, st_intern(w, 10 + i, w->bucket_pkeys[i], 1)); /* program table expansion */
   for (int i = 0; i < 12; i++) STEP(S_PUT, st_put(w, 100 + (uint64_t)i, 10 + i));
