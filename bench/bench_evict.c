@@ -15,7 +15,7 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "bench_util.h"
+#include "bench_tables.h"
 
 /* The memory floor: the same O(1) work on a bare uthash table kept in
  * insertion order (uthash's app-order list is a FIFO): a put is a find
@@ -95,9 +95,6 @@ static bench_stat fifo_ratio(fifo *big, fifo *small, void (*op)(fifo *, uint64_t
   return st;
 }
 
-#define CLOSURE_BASE 0x10000u
-static inline void *closure_of(uint64_t i) { return (void *)(uintptr_t)(CLOSURE_BASE + 16u * i); }
-
 typedef struct fake_clock {
   uint64_t now_ms;
 } fake_clock;
@@ -134,7 +131,7 @@ static void close_cache(sized *s) {
 
 static void put_fresh(sized *s, uint64_t n) {
   for (uint64_t i = 0; i < n; i++, s->next++)
-    BENCH_OK(ccache_put(s->c, bench_key(s->salt, s->next), closure_of(s->next), s->p));
+    BENCH_OK(ccache_put(s->c, bench_key(s->salt, s->next), bench_closure_of(s->next), s->p));
 }
 
 /* The timed batches, in their own functions so that callgrind can count
@@ -149,6 +146,21 @@ static ccache_stats stats_of(ccache *c) {
 }
 
 /* --------------------------------------------------------------- P4 */
+
+/* Adds a big-vs-small row (target: big / small <= 1.3), then frees the
+ * samples and both caches and gives the memory back before the floor runs. */
+static void report_big_small(bench_report *rep, const char *fig, const char *unit,
+                             const char *small_name, double *tb, double *ts, double *ratio,
+                             int reps, sized *big, sized *small) {
+  bench_add(rep, fig, bench_stats(tb, reps).med, unit, bench_stats(ts, reps).med, small_name,
+            bench_stats(ratio, reps), "big / small", BENCH_RATIO_LE, 1.3);
+  free(tb);
+  free(ts);
+  free(ratio);
+  close_cache(big);
+  close_cache(small);
+  bench_trim();
+}
 
 static void p4(bench_report *rep, const bench_opts *o) {
   const uint64_t big_n = o->quick ? 100000 : 1000000, small_n = 1000;
@@ -192,14 +204,7 @@ static void p4(bench_report *rep, const bench_opts *o) {
               (unsigned long long)ss.items, (unsigned long long)ss.evicted_capacity);
   char fig[96];
   snprintf(fig, sizeof fig, "P4 put that evicts, max_items %s vs 1k", o->quick ? "100k" : "1M");
-  bench_add(rep, fig, bench_stats(tb, reps).med, "ns/put", bench_stats(ts, reps).med,
-            "max_items 1k", bench_stats(ratio, reps), "big / small", BENCH_RATIO_LE, 1.3);
-  free(tb);
-  free(ts);
-  free(ratio);
-  close_cache(&big);
-  close_cache(&small);
-  bench_trim();
+  report_big_small(rep, fig, "ns/put", "max_items 1k", tb, ts, ratio, reps, &big, &small);
 
   /* The floor: a bare uthash FIFO doing the same O(1) work. */
   fifo fb = {.salt = 13}, fs = {.salt = 14};
@@ -272,14 +277,7 @@ static void sweep(bench_report *rep, const bench_opts *o) {
   BENCH_CHECK(stats_of(big.c).evicted_ttl == SWEEP_BATCH * (uint64_t)rounds, "evicted_ttl");
   char fig[96];
   snprintf(fig, sizeof fig, "sweep removing 10 expired of %s vs 10 of 1k", o->quick ? "100k" : "1M");
-  bench_add(rep, fig, bench_stats(tb, reps).med, "ns/sweep", bench_stats(ts, reps).med,
-            "10 of 1k", bench_stats(ratio, reps), "big / small", BENCH_RATIO_LE, 1.3);
-  free(tb);
-  free(ts);
-  free(ratio);
-  close_cache(&big);
-  close_cache(&small);
-  bench_trim();
+  report_big_small(rep, fig, "ns/sweep", "10 of 1k", tb, ts, ratio, reps, &big, &small);
 
   /* The floor: deleting the 10 oldest of a bare uthash FIFO (10 fresh ones
    * added back after each, untimed). */
