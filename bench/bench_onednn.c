@@ -243,7 +243,7 @@ __attribute__((noipa)) static int pass_ccache(ccache *c, const model *m, bool (*
       closure_key(s, &ck);
     ccache_lease l;
     BENCH_OK(ccache_get_or_compile(c, ck, no_compile, NULL, &l));
-    BENCH_CHECK(((closure *)l.closure)->site == s && l.program, "wrong closure for %s",
+    BENCH_CHECK(((closure *)l.closure)->site == s && l.native, "wrong closure for %s",
                 s->where.name);
     ccache_lease_release(c, &l);
     n++;

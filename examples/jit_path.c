@@ -163,7 +163,7 @@ static int explicit_path(ccache *c, ccache_key pkey, const float *x, float *y) {
     rc = ccache_fetch(c, key, &lease);
   }
   if (rc != CCACHE_OK) return rc;
-  run(lease.closure, lease.program, x, y);
+  run(lease.closure, lease.native, x, y);
   ccache_lease_release(c, &lease);
   return CCACHE_OK;
 }
@@ -192,7 +192,7 @@ int main(void) {
       ccache_lease lease;
       rc = ccache_get_or_compile(c, site_key(pkey, layer), compile_closure, &s, &lease);
       if (rc != CCACHE_OK) break;
-      run(lease.closure, lease.program, y, y);
+      run(lease.closure, lease.native, y, y);
       ccache_lease_release(c, &lease);
     }
   }

@@ -64,7 +64,7 @@ extern "C" {
  *  CCACHE_VERSION_NUMBER is MAJOR*10000 + MINOR*100 + PATCH.
  *  @{ */
 #define CCACHE_VERSION_MAJOR 0
-#define CCACHE_VERSION_MINOR 1
+#define CCACHE_VERSION_MINOR 2
 #define CCACHE_VERSION_PATCH 0
 #define CCACHE_VERSION_NUMBER \
   (CCACHE_VERSION_MAJOR * 10000 + CCACHE_VERSION_MINOR * 100 + CCACHE_VERSION_PATCH)
@@ -148,7 +148,9 @@ typedef struct ccache_program ccache_program;
  */
 typedef struct ccache_lease {
   void *closure; /**< the runtime's closure, as given to ccache_put() */
-  void *program; /**< the native program (ccache_program_native()) */
+  void *native;  /**< the native program pointer the closure runs (what
+                      ccache_program_native() returns for its program;
+                      named `program` before 0.2) */
   void *internal_[2]; /**< private; do not touch */
 } ccache_lease;
 
@@ -436,9 +438,11 @@ CCACHE_API int ccache_remove(ccache *c, ccache_key key);
 /**
  * @brief Remove every closure entry (counts `cleared`).  Programs held by
  * caller handles stay interned.  Destroys run on this thread before return.
- * @param c the cache; NULL is a no-op.  Thread-safe.
+ * @param c the cache.
+ * @return CCACHE_OK (also when the table was already empty); CCACHE_EINVAL
+ *         (NULL c); CCACHE_EFORKED.  Thread-safe.  (Returned void before 0.2.)
  */
-CCACHE_API void ccache_clear(ccache *c);
+CCACHE_API int ccache_clear(ccache *c);
 
 /**
  * @brief Remove every entry that has expired by now (cause ttl).  Costs

@@ -85,7 +85,7 @@ void ccache__entry_unref(ccache *c, ccache__entry *e) {
 
 void ccache__lease_fill(ccache_lease *out, ccache__entry *e) {
   out->closure = ccache__entry_closure(e);
-  out->program = e->program->native;
+  out->native = e->program->native;
   out->internal_[0] = e;
 }
 
@@ -307,8 +307,9 @@ int ccache_remove(ccache *c, ccache_key key) {
   return e ? CCACHE_OK : CCACHE_MISS;
 }
 
-void ccache_clear(ccache *c) {
-  if (!c || ccache__forked(c)) return;
+int ccache_clear(ccache *c) {
+  if (!c) return CCACHE_EINVAL;
+  if (ccache__forked(c)) return CCACHE_EFORKED;
   ccache__graveyard gy = {NULL, NULL};
   pthread_mutex_lock(&c->wlock);
   ccache__readers_lock(c);
@@ -316,4 +317,5 @@ void ccache_clear(ccache *c) {
   ccache__readers_unlock(c);
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
+  return CCACHE_OK;
 }

@@ -439,7 +439,7 @@ static void release_lease_at(m_world *w, int i) {
   if (hl.l.closure != e->closure || (e->cid && t_id(hl.l.closure) != e->cid))
     mfail(w, "leased closure changed or freed");
   m_prog *p = &w->progs[e->pi];
-  if (hl.l.program != p->native || (p->nid && t_id(hl.l.program) != p->nid))
+  if (hl.l.native != p->native || (p->nid && t_id(hl.l.native) != p->nid))
     mfail(w, "leased program changed or freed");
   trace(w, "lease_release K%llu", (unsigned long long)e->key);
   w->r->calls++;
@@ -461,7 +461,7 @@ static void hold_lease(m_world *w, ccache_lease *l, int ei) {
   m_ent *e = &w->ents[ei];
   if (l->closure != e->closure) mfail(w, "lease closure is not the model's (K%llu)",
                                       (unsigned long long)e->key);
-  if (l->program != w->progs[e->pi].native) mfail(w, "lease program is not the model's");
+  if (l->native != w->progs[e->pi].native) mfail(w, "lease program is not the model's");
   w->leases[w->nleases].l = *l;
   w->leases[w->nleases].ei = ei;
   w->nleases++;
@@ -694,7 +694,7 @@ static void do_fetch(m_world *w, uint64_t key) {
   }
   w->exp.misses++;
   expect_rc(w, "fetch (miss)", rc, CCACHE_MISS);
-  if (l.closure || l.program || l.internal_[0]) mfail(w, "fetch miss left a lease");
+  if (l.closure || l.native || l.internal_[0]) mfail(w, "fetch miss left a lease");
   if (rc == CCACHE_OK) ccache_lease_release(w->c, &l);
   if (ei >= 0) { /* expired: removed by this fetch */
     m_gy gy = {.n = 0};
@@ -827,7 +827,7 @@ static void do_goc(m_world *w, uint64_t key) {
   memset(&l, 0x5A, sizeof l);
   w->r->calls++;
   int rc = ccache_get_or_compile(w->c, K(key), compile_cb, w, &l);
-  int zeroed = !l.closure && !l.program && !l.internal_[0];
+  int zeroed = !l.closure && !l.native && !l.internal_[0];
   if (mode == 0) {
     expect_rc(w, "get_or_compile (hit)", rc, CCACHE_OK);
     if (rc == CCACHE_OK) add_lease(w, &l, ei);

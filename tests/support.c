@@ -104,7 +104,7 @@ int t_fetch_id(ccache *c, uint64_t key) {
   }
   assert_int_equal(rc, CCACHE_OK);
   int id = t_id(l.closure);
-  assert_non_null(l.program);
+  assert_non_null(l.native);
   ccache_lease_release(c, &l);
   assert_null(l.closure);
   return id;

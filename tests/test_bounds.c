@@ -114,7 +114,7 @@ static void lease_pins_evicted_entry(void **state) {
   assert_int_equal(t.closures_destroyed, 0);
   assert_int_equal(t.programs_destroyed, 0);
   assert_int_equal(t_id(l.closure), 1);
-  assert_int_equal(t_id(l.program), 100);
+  assert_int_equal(t_id(l.native), 100);
   ccache_lease_release(c, &l);
   assert_int_equal(t.closures_destroyed, 1);
   assert_int_equal(t.programs_destroyed, 1);

@@ -97,6 +97,7 @@ static int sc_fork_gets_a_new_instance(void) {
     if (child == parent) _exit(3);
     ccache_lease l;
     if (ccache_fetch(parent, PK(1), &l) != CCACHE_EFORKED) _exit(4);
+    if (ccache_clear(parent) != CCACHE_EFORKED) _exit(4);
     ccache_program *p = NULL;
     if (ccache_program_intern(child, PK(1), NULL, 1, &p) != CCACHE_OK) _exit(5);
     if (ccache_put(child, K(1), NULL, p) != CCACHE_OK) _exit(6);

@@ -65,7 +65,7 @@ int main(void) {
   for (int round = 0; round < 2; round++) { /* miss + compile, then hit */
     ccache_lease lease = {0};
     CHECK(ccache_get_or_compile(c, key, compile, &pkey, &lease) == CCACHE_OK);
-    CHECK(lease.closure == &closure_object && lease.program == &native_program);
+    CHECK(lease.closure == &closure_object && lease.native == &native_program);
     ccache_lease_release(c, &lease);
   }
   CHECK(compiles == 1);

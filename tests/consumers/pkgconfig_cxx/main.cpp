@@ -98,7 +98,7 @@ int main() {
     ccache_lease lease{};
     CHECK(ccache_get_or_compile(c, key, compile, &site, &lease) == CCACHE_OK);
     Closure *closure = static_cast<Closure *>(lease.closure);
-    CHECK(closure->layer == 5 && closure->program == lease.program);
+    CHECK(closure->layer == 5 && closure->program == lease.native);
     if (round == 0) first = closure->program;
     CHECK(closure->program == first);
     ccache_lease_release(c, &lease);
