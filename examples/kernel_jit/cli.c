@@ -1,0 +1,86 @@
+/* cli.c: option parsing; every error is one line on stderr. */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec.h"
+
+void kj_usage(FILE *f) {
+  fprintf(f,
+          "usage: kernel_jit [options]\n"
+          "A small JIT for SmolLM2-135M's element-wise kernels (RMSNorm, SiLU-gated multiply,\n"
+          "RoPE, residual add, causal softmax), specialised to decode and prefill shapes:\n"
+          "it generates C, compiles it with the system `cc` into a shared object, loads it\n"
+          "from a memfd, checks every kernel against a plain C reference, and obtains each\n"
+          "kernel through ccache.\n\n"
+          "  --kernels N        distinct kernels the run needs, 1..%u (default %u)\n"
+          "  --seed N           seed of the kernels' inputs (default 1)\n"
+          "  --runtime-tag S    appended to the runtime tag (compiler, flags, target)\n"
+          "  --json             one JSON object on stdout\n"
+          "  --verbose          one line per kernel on stderr\n"
+          "  --help             this text\n"
+          "Exit status: 0 every kernel matched its reference; 1 a failure; 2 a bad option.\n",
+          KJ_MAX_KERNELS, KJ_DEFAULT_KERNELS);
+}
+
+/* A decimal integer in [lo, hi], nothing else (no sign, no spaces). */
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
+  if (!s || *s < '0' || *s > '9') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int bad(const char *what, const char *a) {
+  fprintf(stderr, "kernel_jit: %s %s (see --help)\n", what, a);
+  return -1;
+}
+
+/* --name VALUE options: returns 1 if a matched (and consumed its value),
+ * 0 if not, -1 on a bad value. */
+static int valued(kj_options *o, const char *a, const char *val) {
+  uint64_t v;
+  if (strcmp(a, "--kernels") == 0) {
+    if (parse_u64(val, 1, KJ_MAX_KERNELS, &v) != 0) return -1;
+    o->kernels = (uint32_t)v;
+  } else if (strcmp(a, "--seed") == 0) {
+    if (parse_u64(val, 0, UINT64_MAX, &v) != 0) return -1;
+    o->seed = v;
+  } else if (strcmp(a, "--runtime-tag") == 0) {
+    if (!val) return -1;
+    o->runtime_tag = val;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+int kj_parse_args(int argc, char **argv, kj_options *o) {
+  *o = (kj_options){.kernels = KJ_DEFAULT_KERNELS, .seed = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int m = valued(o, a, i + 1 < argc ? argv[i + 1] : NULL);
+    if (m < 0) return bad("bad or missing value for", a);
+    if (m > 0) {
+      i++;
+      continue;
+    }
+    if (strcmp(a, "--json") == 0) {
+      o->json = 1;
+    } else if (strcmp(a, "--verbose") == 0) {
+      o->verbose = 1;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      kj_usage(stdout);
+      return 1;
+    } else {
+      return bad("unknown option", a);
+    }
+  }
+  return 0;
+}

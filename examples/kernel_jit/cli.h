@@ -1,0 +1,25 @@
+/* cli.h: kernel_jit's command line. */
+#ifndef KJ_CLI_H
+#define KJ_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Kernels a run needs by default: about 3 s of cold compiles on 2 cores. */
+#define KJ_DEFAULT_KERNELS 40u
+
+typedef struct kj_options {
+  uint32_t kernels;          /* --kernels N */
+  uint64_t seed;             /* --seed N (inputs only) */
+  const char *runtime_tag;   /* --runtime-tag S, or NULL */
+  int json;                  /* --json */
+  int verbose;               /* --verbose: one line per kernel on stderr */
+} kj_options;
+
+/* 0: run; 1: --help was printed (exit 0); -1: one line was printed to
+ * stderr (exit 2). */
+int kj_parse_args(int argc, char **argv, kj_options *o);
+
+void kj_usage(FILE *f);
+
+#endif

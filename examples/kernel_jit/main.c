@@ -1,0 +1,90 @@
+/* main.c: kernel_jit - obtain --kernels N specialised kernels through
+ * ccache, run each on deterministic inputs, check it against the reference,
+ * and report. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <ccache.h>
+
+#include "cli.h"
+#include "jit.h"
+#include "report.h"
+#include "runner.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void verbose_line(const kj_options *o, uint32_t i, kj_spec s, const kj_result *res) {
+  if (!o->verbose) return;
+  fprintf(stderr, "kernel %" PRIu32 "/%" PRIu32 ": %s q_len %" PRIu32 " kv_len %" PRIu32 ": %s\n",
+          i + 1, o->kernels, kj_op_name(s.op), s.q_len, s.kv_len,
+          res->ok ? "matches the reference" : "DIFFERS from the reference");
+  fflush(stderr);
+}
+
+/* Obtain, run and check every kernel; the handles stay held (a runtime keeps
+ * its kernels) until the end of the run.  0, or -1 after a message. */
+static int run_all(const kj_options *o, kj_jit *j, ccache_program **progs, kj_report *r) {
+  ccache_fp sum;
+  ccache_fp_init(&sum);
+  for (uint32_t i = 0; i < o->kernels; i++) {
+    kj_spec s = kj_spec_nth(i);
+    int rc = kj_jit_get(j, s, &progs[i]);
+    if (rc != CCACHE_OK) {
+      fprintf(stderr, "kernel_jit: %s q_len %" PRIu32 ": %s%s%s\n", kj_op_name(s.op), s.q_len,
+              ccache_strerror(rc), j->err[0] ? ": " : "", j->err);
+      return -1;
+    }
+    kj_result res;
+    if (kj_run_checked(s, kj_program_fn(progs[i]), o->seed, i, &sum, &res) != 0) {
+      fprintf(stderr, "kernel_jit: out of memory for the buffers of kernel %" PRIu32 "\n", i);
+      return -1;
+    }
+    r->mismatches += !res.ok;
+    if (res.max_abs_err > r->max_abs_err || isnan(res.max_abs_err)) r->max_abs_err = res.max_abs_err;
+    verbose_line(o, i, s, &res);
+  }
+  ccache_key k;
+  ccache_fp_final(&sum, &k);
+  snprintf(r->checksum, sizeof r->checksum, "%016" PRIx64 "%016" PRIx64, k.hi, k.lo);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  double t0 = now_ms();
+  kj_options o;
+  int parsed = kj_parse_args(argc, argv, &o);
+  if (parsed != 0) return parsed > 0 ? 0 : 2;
+
+  kj_jit j;
+  char err[512];
+  kj_jit_options jo = {.runtime_tag_extra = o.runtime_tag};
+  if (kj_jit_open(&j, &jo, err, sizeof err) != 0) {
+    fprintf(stderr, "kernel_jit: %s\n", err);
+    return 1;
+  }
+  ccache_program **progs = calloc(o.kernels, sizeof *progs);
+  kj_report r = {.distinct_kernels = o.kernels, .seed = o.seed, .runtime_tag = j.runtime_tag};
+  int rc = progs ? run_all(&o, &j, progs, &r) : -1;
+  r.stats.size = sizeof r.stats;
+  ccache_stats_get(j.cache, &r.stats);
+  for (uint32_t i = 0; progs && i < o.kernels; i++) ccache_program_release(j.cache, progs[i]);
+  free(progs);
+  r.compile_ms_median = kj_median(j.compile_ms, j.n_compiles);
+  r.tier_load_us_median = kj_median(j.tier_us, j.n_tier_loads);
+  r.acquire_ms = j.acquire_ms;
+  kj_jit_close(&j);
+  r.wall_ms = now_ms() - t0;
+  if (rc != 0) return 1;
+  if (o.json)
+    kj_report_json(stdout, &r);
+  else
+    kj_report_human(stdout, &r);
+  return r.mismatches ? 1 : 0;
+}
