@@ -21,6 +21,8 @@ void kj_usage(FILE *f) {
           "  --runtime-tag S    appended to the runtime tag (compiler, flags, target)\n"
           "  --json             one JSON object on stdout\n"
           "  --verbose          one line per kernel on stderr\n"
+          "  --hold-after K     after K kernels, say so on stderr and wait for EOF on stdin\n"
+          "                     (for tests that change the tiers in the middle of a run)\n"
           "  --help             this text\n"
           "Exit status: 0 every kernel matched its reference; 1 a failure; 2 a bad option.\n",
           KJ_MAX_KERNELS, KJ_DEFAULT_KERNELS);
@@ -52,6 +54,9 @@ static int valued(kj_options *o, const char *a, const char *val) {
   } else if (strcmp(a, "--seed") == 0) {
     if (parse_u64(val, 0, UINT64_MAX, &v) != 0) return -1;
     o->seed = v;
+  } else if (strcmp(a, "--hold-after") == 0) {
+    if (parse_u64(val, 1, KJ_MAX_KERNELS, &v) != 0) return -1;
+    o->hold_after = (uint32_t)v;
   } else if (strcmp(a, "--runtime-tag") == 0) {
     if (!val) return -1;
     o->runtime_tag = val;
@@ -82,5 +87,6 @@ int kj_parse_args(int argc, char **argv, kj_options *o) {
       return bad("unknown option", a);
     }
   }
+  if (o->hold_after > o->kernels) return bad("--hold-after is past the last kernel:", "--kernels");
   return 0;
 }

@@ -14,6 +14,7 @@ typedef struct kj_options {
   const char *runtime_tag;   /* --runtime-tag S, or NULL */
   int json;                  /* --json */
   int verbose;               /* --verbose: one line per kernel on stderr */
+  uint32_t hold_after;       /* --hold-after K: pause after K kernels until EOF on stdin (0: never) */
 } kj_options;
 
 /* 0: run; 1: --help was printed (exit 0); -1: one line was printed to

@@ -1,11 +1,13 @@
 /* main.c: kernel_jit - obtain --kernels N specialised kernels through
  * ccache, run each on deterministic inputs, check it against the reference,
  * and report. */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ccache.h>
 
@@ -26,6 +28,19 @@ static void verbose_line(const kj_options *o, uint32_t i, kj_spec s, const kj_re
           i + 1, o->kernels, kj_op_name(s.op), s.q_len, s.kv_len,
           res->ok ? "matches the reference" : "DIFFERS from the reference");
   fflush(stderr);
+}
+
+/* --hold-after: tell the test we got here, then wait until it closes our
+ * stdin (it changes the world meanwhile, e.g. kills the Redis server). */
+static void hold(const kj_options *o, uint32_t done) {
+  if (done != o->hold_after) return;
+  fprintf(stderr, "kernel_jit: holding after %" PRIu32 " kernels\n", done);
+  fflush(stderr);
+  char buf[64];
+  for (;;) { /* until EOF (or an error other than EINTR) */
+    ssize_t r = read(STDIN_FILENO, buf, sizeof buf);
+    if (r == 0 || (r < 0 && errno != EINTR)) break;
+  }
 }
 
 /* Obtain, run and check every kernel; the handles stay held (a runtime keeps
@@ -49,6 +64,7 @@ static int run_all(const kj_options *o, kj_jit *j, ccache_program **progs, kj_re
     r->mismatches += !res.ok;
     if (res.max_abs_err > r->max_abs_err || isnan(res.max_abs_err)) r->max_abs_err = res.max_abs_err;
     verbose_line(o, i, s, &res);
+    hold(o, i + 1);
   }
   ccache_key k;
   ccache_fp_final(&sum, &k);

@@ -32,7 +32,7 @@ static void assert_usage_error(char *const argv[]) {
 
 static void bad_flags_exit_2(void **state) {
   (void)state;
-  char *cases[][5] = {
+  char *cases[][6] = {
       {EXE, "--bogus", NULL},
       {EXE, "--kernels", NULL},
       {EXE, "--kernels", "0", NULL},
@@ -44,6 +44,8 @@ static void bad_flags_exit_2(void **state) {
       {EXE, "--runtime-tag", NULL},
       {EXE, "--json", "--nope", NULL},
       {EXE, "json", NULL},
+      {EXE, "--hold-after", "0", NULL},
+      {EXE, "--kernels", "5", "--hold-after", "6", NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) assert_usage_error(cases[i]);
   /* --help is not an error: usage on stdout, exit 0. */
