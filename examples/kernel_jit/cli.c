@@ -18,7 +18,13 @@ void kj_usage(FILE *f) {
           "kernel through ccache.\n\n"
           "  --kernels N        distinct kernels the run needs, 1..%u (default %u)\n"
           "  --seed N           seed of the kernels' inputs (default 1)\n"
-          "  --runtime-tag S    appended to the runtime tag (compiler, flags, target)\n"
+          "  --cache-dir DIR    keep compiled kernels in DIR (ccache's disk tier; created\n"
+          "                     0700; shared by the processes of this machine)\n"
+          "  --cache-max-bytes N  cap DIR at N bytes (oldest entries go first)\n"
+          "  --redis HOST:PORT[,HOST:PORT...]  share compiled kernels through Redis\n"
+          "                     (ccache's Redis tier; below --cache-dir when both are given)\n"
+          "  --runtime-tag S    appended to the runtime tag (compiler, flags, target);\n"
+          "                     a different tag never loads another tag's kernels\n"
           "  --json             one JSON object on stdout\n"
           "  --verbose          one line per kernel on stderr\n"
           "  --hold-after K     after K kernels, say so on stderr and wait for EOF on stdin\n"
@@ -39,6 +45,31 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
   return 0;
 }
 
+/* "host:port" with a port in 1..65535, or "unix:/path". */
+static int server_ok(const char *s, size_t len) {
+  if (len > 6 && strncmp(s, "unix:/", 6) == 0) return 0;
+  const char *colon = NULL;
+  for (const char *p = s; p < s + len; p++)
+    if (*p == ':') colon = p;
+  if (!colon || colon == s || colon + 1 == s + len || s + len - colon > 6) return -1;
+  unsigned port = 0;
+  for (const char *p = colon + 1; p < s + len; p++) {
+    if (*p < '0' || *p > '9') return -1;
+    port = port * 10 + (unsigned)(*p - '0');
+  }
+  return port >= 1 && port <= 65535 ? 0 : -1;
+}
+
+/* A comma-separated list of servers, none empty. */
+static int servers_ok(const char *list) {
+  for (;;) {
+    size_t len = strcspn(list, ",");
+    if (server_ok(list, len) != 0) return -1;
+    if (!list[len]) return 0;
+    list += len + 1;
+  }
+}
+
 static int bad(const char *what, const char *a) {
   fprintf(stderr, "kernel_jit: %s %s (see --help)\n", what, a);
   return -1;
@@ -57,9 +88,18 @@ static int valued(kj_options *o, const char *a, const char *val) {
   } else if (strcmp(a, "--hold-after") == 0) {
     if (parse_u64(val, 1, KJ_MAX_KERNELS, &v) != 0) return -1;
     o->hold_after = (uint32_t)v;
+  } else if (strcmp(a, "--cache-max-bytes") == 0) {
+    if (parse_u64(val, 1, UINT64_MAX - 1, &v) != 0) return -1;
+    o->cache_max_bytes = v;
   } else if (strcmp(a, "--runtime-tag") == 0) {
     if (!val) return -1;
     o->runtime_tag = val;
+  } else if (strcmp(a, "--cache-dir") == 0) {
+    if (!val || !*val) return -1;
+    o->cache_dir = val;
+  } else if (strcmp(a, "--redis") == 0) {
+    if (!val || servers_ok(val) != 0) return -1;
+    o->redis = val;
   } else {
     return 0;
   }
@@ -88,5 +128,6 @@ int kj_parse_args(int argc, char **argv, kj_options *o) {
     }
   }
   if (o->hold_after > o->kernels) return bad("--hold-after is past the last kernel:", "--kernels");
+  if (o->cache_max_bytes && !o->cache_dir) return bad("--cache-max-bytes needs", "--cache-dir");
   return 0;
 }

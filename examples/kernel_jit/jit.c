@@ -35,39 +35,94 @@ static int compile_kernel(void *ud, ccache *c, ccache_key pkey, void **native_ou
   char *src = kj_codegen(job->spec, pkey);
   void *bytes = NULL;
   size_t len = 0;
-  kj_native *n = NULL;
+  int rc = -1;
   if (!src)
     snprintf(j->err, sizeof j->err, "out of memory generating %s", kj_op_name(job->spec.op));
-  else if (kj_compile(&j->cc, src, &bytes, &len, j->err, sizeof j->err) == 0)
-    n = kj_load(bytes, len, pkey, j->err, sizeof j->err);
+  else if (kj_compile(&j->cc, src, &bytes, &len, j->err, sizeof j->err) == 0 &&
+           (rc = j->codec.decode(j->codec.ctx, pkey, bytes, len, native_out, cost_out)) != 0)
+    snprintf(j->err, sizeof j->err, "%s", j->codec_state.err);
   free(src);
   free(bytes);
-  if (!n) return -1;
-  j->compile_ms[j->n_compiles++] = now_ms() - t0;
-  *native_out = n;
-  *cost_out = n->len;
+  if (rc == 0 && j->n_compiles < KJ_MAX_KERNELS) j->compile_ms[j->n_compiles++] = now_ms() - t0;
+  return rc;
+}
+
+static void free_tiers(ccache_tier **t, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) ccache_tier_free(t[i]);
+}
+
+/* The library's status and its detail line, for a tier it refused. */
+static int tier_error(int rc, const char *flag, const char *value, char *err, size_t errlen) {
+  const char *detail = ccache_error_detail();
+  snprintf(err, errlen, "%s %s: %s%s%s", flag, value, ccache_strerror(rc), *detail ? ": " : "",
+           detail);
+  return rc == CCACHE_EINVAL ? KJ_JIT_EUSAGE : KJ_JIT_EFAIL;
+}
+
+/* tiers[0] is asked first: the local directory, then the fleet's Redis. */
+static int open_tiers(const kj_jit_options *o, ccache_tier **t, uint32_t *n, char *err,
+                      size_t errlen) {
+  *n = 0;
+  if (o->cache_dir) {
+    ccache_disk_options d;
+    ccache_disk_options_init(&d);
+    d.dir = o->cache_dir;
+    if (o->cache_max_bytes) d.max_bytes = o->cache_max_bytes;
+    int rc = ccache_tier_disk(&d, &t[*n]);
+    if (rc != CCACHE_OK) return tier_error(rc, "--cache-dir", o->cache_dir, err, errlen);
+    (*n)++;
+  }
+  if (o->redis) {
+    ccache_redis_options r;
+    ccache_redis_options_init(&r);
+    r.servers = o->redis;
+    int rc = ccache_tier_redis(&r, &t[*n]);
+    if (rc != CCACHE_OK) {
+      free_tiers(t, *n);
+      return tier_error(rc, "--redis", o->redis, err, errlen);
+    }
+    (*n)++;
+  }
   return 0;
+}
+
+/* The cache, its codec and its tiers; 0, KJ_JIT_EFAIL or KJ_JIT_EUSAGE. */
+static int open_cache(kj_jit *j, const kj_jit_options *o, char *err, size_t errlen) {
+  ccache_tier *tiers[2];
+  uint32_t n_tiers = 0;
+  int rc = open_tiers(o, tiers, &n_tiers, err, errlen);
+  if (rc != 0) return rc;
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.destroy_program = destroy_native;
+  cfg.codec = &j->codec;
+  cfg.runtime_tag = j->runtime_tag;
+  cfg.tiers = tiers;
+  cfg.n_tiers = n_tiers;
+  rc = ccache_open(&cfg, &j->cache);
+  if (rc == CCACHE_OK) return 0;
+  free_tiers(tiers, n_tiers); /* still ours when the open fails */
+  snprintf(err, errlen, "ccache_open: %s", ccache_strerror(rc));
+  return KJ_JIT_EFAIL;
 }
 
 int kj_jit_open(kj_jit *j, const kj_jit_options *o, char *err, size_t errlen) {
   memset(j, 0, sizeof *j);
-  if (kj_compiler_open(&j->cc, err, errlen) != 0) return -1;
+  if (kj_compiler_open(&j->cc, err, errlen) != 0) return KJ_JIT_EFAIL;
   char cc_tag[512];
   kj_compiler_tag(&j->cc, cc_tag, sizeof cc_tag);
   snprintf(j->runtime_tag, sizeof j->runtime_tag, "%s%s%s", cc_tag,
            o->runtime_tag_extra ? "; " : "", o->runtime_tag_extra ? o->runtime_tag_extra : "");
+  j->codec = kj_codec(&j->codec_state);
   j->compile_ms = calloc(KJ_MAX_KERNELS, sizeof *j->compile_ms);
   j->tier_us = calloc(KJ_MAX_KERNELS, sizeof *j->tier_us);
-  ccache_config cfg;
-  ccache_config_init(&cfg);
-  cfg.destroy_program = destroy_native;
-  int rc = j->compile_ms && j->tier_us ? ccache_open(&cfg, &j->cache) : CCACHE_ENOMEM;
-  if (rc != CCACHE_OK) {
-    snprintf(err, errlen, "ccache_open: %s", ccache_strerror(rc));
-    kj_jit_close(j);
-    return -1;
-  }
-  return 0;
+  int rc = KJ_JIT_EFAIL;
+  if (!j->compile_ms || !j->tier_us)
+    snprintf(err, errlen, "out of memory");
+  else
+    rc = open_cache(j, o, err, errlen);
+  if (rc != 0) kj_jit_close(j);
+  return rc;
 }
 
 void kj_jit_close(kj_jit *j) {
@@ -79,7 +134,14 @@ void kj_jit_close(kj_jit *j) {
   j->compile_ms = j->tier_us = NULL;
 }
 
+static uint64_t tier_hits(ccache *c) {
+  ccache_stats st = {.size = sizeof st};
+  ccache_stats_get(c, &st);
+  return st.tier_hits;
+}
+
 int kj_jit_get(kj_jit *j, kj_spec s, ccache_program **out) {
+  uint64_t hits_before = tier_hits(j->cache);
   double t0 = now_ms();
   ccache_key pkey;
   int rc = kj_program_key(s, &j->cc, &pkey);
@@ -87,6 +149,11 @@ int kj_jit_get(kj_jit *j, kj_spec s, ccache_program **out) {
     compile_job job = {j, s};
     rc = ccache_program_get_or_compile(j->cache, pkey, compile_kernel, &job, out);
   }
-  j->acquire_ms += now_ms() - t0;
+  double ms = now_ms() - t0;
+  j->acquire_ms += ms;
+  /* A get whose program a tier supplied: its whole time is fetch + verify +
+   * load (+ filling the tiers above), what the tier saves a compile for. */
+  if (tier_hits(j->cache) > hits_before && j->n_tier_loads < KJ_MAX_KERNELS)
+    j->tier_us[j->n_tier_loads++] = ms * 1e3;
   return rc;
 }

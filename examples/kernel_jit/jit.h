@@ -7,17 +7,28 @@
 
 #include <ccache.h>
 
+#include "codec.h"
 #include "compiler.h"
 #include "loader.h"
 #include "spec.h"
 
 typedef struct kj_jit_options {
   const char *runtime_tag_extra; /* appended to the compiler's tag (--runtime-tag), or NULL */
+  const char *cache_dir;         /* the disk tier's directory (--cache-dir), or NULL */
+  uint64_t cache_max_bytes;      /* its cap (--cache-max-bytes); 0 means CCACHE_UNBOUNDED */
+  const char *redis;             /* the Redis tier's servers (--redis), or NULL */
 } kj_jit_options;
+
+/* What kj_jit_open returns besides 0: a run-time failure (exit 1), or a
+ * configuration the library refused as invalid (exit 2). */
+#define KJ_JIT_EFAIL (-1)
+#define KJ_JIT_EUSAGE (-2)
 
 typedef struct kj_jit {
   ccache *cache;
   kj_compiler cc;
+  kj_codec_state codec_state;
+  ccache_codec codec; /* loads fresh compiles and tier hits alike */
   char runtime_tag[640];
   /* Measurements, one sample per event (sized for every kernel of a run). */
   double *compile_ms; /* each compile callback: codegen + cc + load */
@@ -28,7 +39,8 @@ typedef struct kj_jit {
   char err[512];     /* the last compile or load failure */
 } kj_jit;
 
-/* 0, or -1 with one line in err. */
+/* The cache with its tiers (disk above Redis, each when asked for).
+ * 0, or KJ_JIT_EFAIL / KJ_JIT_EUSAGE with one line in err. */
 int kj_jit_open(kj_jit *j, const kj_jit_options *o, char *err, size_t errlen);
 /* Release every handle first. */
 void kj_jit_close(kj_jit *j);

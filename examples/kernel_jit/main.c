@@ -80,13 +80,16 @@ int main(int argc, char **argv) {
 
   kj_jit j;
   char err[512];
-  kj_jit_options jo = {.runtime_tag_extra = o.runtime_tag};
-  if (kj_jit_open(&j, &jo, err, sizeof err) != 0) {
+  kj_jit_options jo = {.runtime_tag_extra = o.runtime_tag, .cache_dir = o.cache_dir,
+                       .cache_max_bytes = o.cache_max_bytes, .redis = o.redis};
+  int opened = kj_jit_open(&j, &jo, err, sizeof err);
+  if (opened != 0) {
     fprintf(stderr, "kernel_jit: %s\n", err);
-    return 1;
+    return opened == KJ_JIT_EUSAGE ? 2 : 1;
   }
   ccache_program **progs = calloc(o.kernels, sizeof *progs);
-  kj_report r = {.distinct_kernels = o.kernels, .seed = o.seed, .runtime_tag = j.runtime_tag};
+  kj_report r = {.distinct_kernels = o.kernels, .seed = o.seed, .runtime_tag = j.runtime_tag,
+                 .cache_dir = o.cache_dir, .redis = o.redis};
   int rc = progs ? run_all(&o, &j, progs, &r) : -1;
   r.stats.size = sizeof r.stats;
   ccache_stats_get(j.cache, &r.stats);

@@ -43,6 +43,15 @@ void kj_report_json(FILE *f, const kj_report *r) {
   fprintf(f, "{\"distinct_kernels\": %" PRIu32 ", ", r->distinct_kernels);
   fprintf(f, "\"compiles\": %" PRIu64 ", ", s->program_compiles);
   fprintf(f, "\"program_misses\": %" PRIu64 ", ", s->program_misses);
+  fprintf(f, "\"tier_hits\": %" PRIu64 ", ", s->tier_hits);
+  fprintf(f, "\"tier_misses\": %" PRIu64 ", ", s->tier_misses);
+  fprintf(f, "\"tier_writes\": %" PRIu64 ", ", s->tier_writes);
+  fprintf(f, "\"tier_errors\": %" PRIu64 ", ", s->tier_errors);
+  fprintf(f, "\"tier_corrupt\": %" PRIu64 ", ", s->tier_corrupt);
+  fprintf(f, "\"tier_bytes_read\": %" PRIu64 ", ", s->tier_bytes_read);
+  fprintf(f, "\"tier_bytes_written\": %" PRIu64 ", ", s->tier_bytes_written);
+  fprintf(f, "\"lock_waits\": %" PRIu64 ", ", s->tier_lock_waits);
+  fprintf(f, "\"wait_ms_max\": %" PRIu64 ", ", s->tier_wait_ms_max);
   json_num(f, "compile_ms_median", r->compile_ms_median, ", ");
   json_num(f, "tier_load_us_median", r->tier_load_us_median, ", ");
   fprintf(f, "\"checksum\": \"%s\", ", r->checksum);
@@ -66,9 +75,20 @@ void kj_report_human(FILE *f, const kj_report *r) {
   const ccache_stats *s = &r->stats;
   fprintf(f, "kernel_jit: %" PRIu32 " distinct kernels of SmolLM2-135M, input seed %" PRIu64 "\n",
           r->distinct_kernels, r->seed);
-  fprintf(f, "runtime tag: %s\n\n", r->runtime_tag);
+  fprintf(f, "runtime tag: %s\n", r->runtime_tag);
+  fprintf(f, "tiers: %s%s%s%s%s\n\n", r->cache_dir ? "disk " : "", r->cache_dir ? r->cache_dir : "",
+          r->cache_dir && r->redis ? ", then " : "", r->redis ? "redis " : "",
+          r->redis ? r->redis : (r->cache_dir ? "" : "none"));
   fprintf(f, "%-30s %" PRIu64 "\n", "compiled here", s->program_compiles);
+  fprintf(f, "%-30s %" PRIu64 "\n", "loaded from a tier", s->tier_hits);
+  fprintf(f, "%-30s %" PRIu64 " (%" PRIu64 " bytes)\n", "written to a tier", s->tier_writes,
+          s->tier_bytes_written);
+  fprintf(f, "%-30s %" PRIu64 " errors, %" PRIu64 " corrupt entries\n", "tier faults",
+          s->tier_errors, s->tier_corrupt);
+  fprintf(f, "%-30s %" PRIu64 " (longest %" PRIu64 " ms)\n", "waits for another process",
+          s->tier_lock_waits, s->tier_wait_ms_max);
   ms_or_dash(f, "compile time, median", r->compile_ms_median, "ms");
+  ms_or_dash(f, "tier fetch + load, median", r->tier_load_us_median, "us");
   ms_or_dash(f, "time obtaining kernels", r->acquire_ms, "ms");
   ms_or_dash(f, "wall time", r->wall_ms, "ms");
   fprintf(f, "\n");

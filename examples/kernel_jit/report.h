@@ -11,6 +11,7 @@ typedef struct kj_report {
   uint32_t distinct_kernels;
   uint64_t seed;
   const char *runtime_tag;
+  const char *cache_dir, *redis; /* the tiers (NULL: none) */
   ccache_stats stats;
   double compile_ms_median;   /* NAN: nothing compiled */
   double tier_load_us_median; /* NAN: nothing came from a tier */

@@ -1,0 +1,34 @@
+/* codec.c: ccache_codec over loader.c. */
+#include "codec.h"
+
+#include <stdlib.h>
+
+#include "loader.h"
+
+static int encode(void *ctx, ccache_key pkey, void *native, void **bytes, size_t *len) {
+  (void)ctx, (void)pkey;
+  return kj_native_bytes(native, bytes, len) == 0 ? 0 : -1;
+}
+
+static void free_bytes(void *ctx, void *bytes, size_t len) {
+  (void)ctx, (void)len;
+  free(bytes);
+}
+
+/* The bytes belong to the caller and live only during the call: kj_load
+ * copies them into the memfd. */
+static int decode(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
+                  uint64_t *cost_out) {
+  kj_codec_state *st = ctx;
+  kj_native *n = kj_load(bytes, len, pkey, st->err, sizeof st->err);
+  if (!n) return -1;
+  st->loads++;
+  *native_out = n;
+  *cost_out = n->len;
+  return 0;
+}
+
+ccache_codec kj_codec(kj_codec_state *st) {
+  ccache_codec c = {encode, free_bytes, decode, st};
+  return c;
+}
