@@ -215,12 +215,162 @@ static void foreign_runtime_tag_compiles_again(void **state) {
   kj_scratch_remove(dir);
 }
 
+/* ------------------------------------------------------------ Redis */
+
+#ifdef KJ_REDIS_SERVER
+
+/* Each Redis test gets its own redis-server, stopped (killed if need be) in
+ * the teardown, which cmocka runs even when the test fails. */
+static int redis_setup(void **state) {
+  kj_redis *r = calloc(1, sizeof *r);
+  if (!r || kj_redis_start(r, KJ_REDIS_SERVER) != 0) {
+    free(r);
+    return -1;
+  }
+  *state = r;
+  return 0;
+}
+
+static int redis_teardown(void **state) {
+  kj_redis *r = *state;
+  if (r) {
+    kj_redis_stop(r);
+    kj_redis_free(r);
+    free(r);
+  }
+  return 0;
+}
+
+/* 4 processes released together against one Redis, no disk tier: each
+ * kernel compiled exactly once in the fleet; a fifth process compiles 0. */
+static void redis_four_processes_then_fifth(void **state) {
+  kj_redis *srv = *state;
+  char ref[40];
+  reference_checksum(ref);
+  char *argv[12];
+  argv_for(argv, "--redis", srv->addr, NULL, NULL);
+  kj_child c[4];
+  assert_int_equal(kj_run_together(c, 4, argv), 0);
+  uint64_t compiles = 0;
+  for (int i = 0; i < 4; i++) {
+    jit_out r;
+    parse(&c[i], &r);
+    fprintf(stderr, "process %d: %" PRIu64 " compiles, %" PRIu64 " tier hits, %" PRIu64
+            " lock waits\n", i, r.compiles, r.tier_hits, r.lock_waits);
+    assert_int_equal(r.compiles + r.tier_hits, K);
+    assert_int_equal(r.tier_errors, 0);
+    assert_int_equal(r.tier_corrupt, 0);
+    assert_string_equal(r.checksum, ref);
+    compiles += r.compiles;
+    kj_child_free(&c[i]);
+  }
+  assert_int_equal(compiles, K);
+  jit_out fifth;
+  run_jit(&fifth, "--redis", srv->addr, NULL, NULL);
+  assert_warm(&fifth, ref);
+}
+
+/* A run whose Redis is killed after 3 kernels (the run holds there until the
+ * server is dead): the first 3 came from Redis, the other 7 are compiled
+ * locally; the tier errors are counted, the process neither crashes nor
+ * dies of SIGPIPE (it runs with SIGPIPE at its default action), and the
+ * outputs are the same. */
+static void redis_killed_mid_run(void **state) {
+  kj_redis *srv = *state;
+  char ref[40];
+  reference_checksum(ref);
+  jit_out r;
+  run_jit(&r, "--redis", srv->addr, NULL, NULL);
+  assert_cold(&r, ref);
+
+  char *argv[14];
+  argv_for(argv, "--redis", srv->addr, "--hold-after", "3");
+  kj_child c;
+  assert_int_equal(kj_child_start(&c, argv, NULL), 0);
+  assert_int_equal(kj_child_wait_output(&c, 2, "holding after 3 kernels"), 0);
+  kj_redis_kill(srv);
+  kj_child_close_stdin(&c);
+  kj_child_finish(&c);
+  parse(&c, &r); /* exit 0 */
+  assert_int_equal(r.tier_hits, 3);
+  assert_int_equal(r.compiles, K - 3);
+  assert_true(r.tier_errors >= 1); /* how many ops fail per miss depends on the backend's retries */
+  assert_int_equal(r.tier_corrupt, 0);
+  assert_string_equal(r.checksum, ref);
+  kj_child_free(&c);
+}
+
+/* Nothing listens at the address: every kernel compiles, the errors are
+ * counted, the answer is the same; with a disk tier above it the disk tier
+ * still works (and a warm run never needs Redis). */
+static void redis_absent_at_start(void **state) {
+  (void)state;
+  char ref[40], addr[64], dir[256];
+  reference_checksum(ref);
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", kj_free_port());
+  jit_out r;
+  run_jit(&r, "--redis", addr, NULL, NULL);
+  assert_int_equal(r.compiles, K);
+  assert_int_equal(r.tier_hits, 0);
+  assert_int_equal(r.tier_writes, 0);
+  assert_true(r.tier_errors >= 1);
+  assert_string_equal(r.checksum, ref);
+
+  assert_int_equal(kj_scratch(dir, sizeof dir, "absent"), 0);
+  run_jit(&r, "--cache-dir", dir, "--redis", addr);
+  assert_int_equal(r.compiles, K);
+  assert_int_equal(r.tier_writes, K); /* the disk tier's; Redis's puts fail */
+  assert_true(r.tier_errors >= 1);
+  assert_string_equal(r.checksum, ref);
+  run_jit(&r, "--cache-dir", dir, "--redis", addr);
+  assert_warm(&r, ref); /* served by the disk tier: Redis never asked, no error */
+  kj_scratch_remove(dir);
+}
+
+/* Disk above Redis: a machine with an empty directory loads from Redis and
+ * fills its directory, after which the directory alone serves it. */
+static void redis_fills_disk_tier_above(void **state) {
+  kj_redis *srv = *state;
+  char ref[40], one[256], two[256];
+  reference_checksum(ref);
+  assert_int_equal(kj_scratch(one, sizeof one, "fill1"), 0);
+  assert_int_equal(kj_scratch(two, sizeof two, "fill2"), 0);
+  jit_out r;
+  run_jit(&r, "--cache-dir", one, "--redis", srv->addr);
+  assert_int_equal(r.compiles, K);
+  assert_int_equal(r.tier_misses, K);
+  assert_int_equal(r.tier_writes, 2 * K); /* both tiers */
+  assert_int_equal(r.tier_errors, 0);
+  run_jit(&r, "--cache-dir", two, "--redis", srv->addr);
+  assert_int_equal(r.compiles, 0);
+  assert_int_equal(r.tier_hits, K);
+  assert_int_equal(r.tier_writes, K); /* the fills of the directory above */
+  assert_int_equal(r.tier_errors, 0);
+  assert_string_equal(r.checksum, ref);
+  run_jit(&r, "--cache-dir", two, NULL, NULL);
+  assert_warm(&r, ref);
+  kj_scratch_remove(one);
+  kj_scratch_remove(two);
+}
+
+#define REDIS_TESTS                                                                    \
+  cmocka_unit_test_setup_teardown(redis_four_processes_then_fifth, redis_setup,        \
+                                  redis_teardown),                                     \
+      cmocka_unit_test_setup_teardown(redis_killed_mid_run, redis_setup, redis_teardown), \
+      cmocka_unit_test(redis_absent_at_start),                                         \
+      cmocka_unit_test_setup_teardown(redis_fills_disk_tier_above, redis_setup,        \
+                                      redis_teardown),
+#else
+#define REDIS_TESTS
+#endif
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bad_flags_exit_2),
       cmocka_unit_test(warm_restart_same_checksum),
       cmocka_unit_test(four_processes_compile_once),
       cmocka_unit_test(foreign_runtime_tag_compiles_again),
+      REDIS_TESTS
   };
   return KJ_RUN("kernel_jit_procs", tests, argc, argv);
 }
