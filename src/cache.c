@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tier.h"
 
 /* Bumped in every child after fork(); a cache remembers the value it was
  * created under.  The child has none of the parent's other threads (the
@@ -21,8 +22,11 @@ static void register_atfork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 
 void ccache__register_atfork(void) { pthread_once(&atfork_once, register_atfork); }
 
-static int config_valid(const ccache_config *cfg) {
-  if (cfg->size < sizeof(ccache_config)) return 0;
+int ccache__config_valid(const ccache_config *cfg) {
+  /* Fields appended later (the tiers) take their defaults when a caller's
+   * struct ends before them. */
+  if (cfg->size < CCACHE__CONFIG_MIN_SIZE) return 0;
+  if (ccache__tiers_check(cfg) != CCACHE_OK) return 0;
   if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) return 0;
   if (!cfg->alloc != !cfg->free) return 0; /* both or neither, as zstd's customMem */
   return 1;
@@ -36,6 +40,7 @@ void ccache_config_init(ccache_config *cfg) {
   cfg->max_items = CCACHE_UNBOUNDED;
   cfg->ttl_ms = CCACHE_UNBOUNDED;
   cfg->max_cost_bytes = CCACHE_UNBOUNDED;
+  cfg->tier_min_compile_us = 1000;
 }
 
 /* Locks and condition variables; on failure everything made is undone. */
@@ -72,7 +77,7 @@ static void destroy_sync(ccache *c) {
 }
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
-  if (!cfg || !out || !config_valid(cfg)) return CCACHE_EINVAL;
+  if (!cfg || !out || !ccache__config_valid(cfg)) return CCACHE_EINVAL;
   ccache__register_atfork();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
   /* The allocator promises only malloc's alignment; place the cache on a
@@ -96,7 +101,13 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   int rc = init_sync(c);
   if (rc == CCACHE_OK) {
     rc = ccache__sweeper_kick(c, cfg->ttl_ms);
-    if (rc != CCACHE_OK) destroy_sync(c);
+    /* Tiers last: from here on nothing fails, so the caller's tiers are
+     * either all the cache's or all still the caller's. */
+    if (rc == CCACHE_OK) rc = ccache__tiers_open(c, cfg);
+    if (rc != CCACHE_OK) {
+      ccache__sweeper_stop(c);
+      destroy_sync(c);
+    }
   }
   if (rc != CCACHE_OK) {
     ccache__free(&mem, raw);
@@ -145,6 +156,7 @@ int ccache_close(ccache *c) {
   pthread_mutex_unlock(&c->wlock);
   ccache__graveyard_drain(c, &gy);
   ccache__assert(c->programs == NULL && c->items == 0);
+  ccache__tiers_close(c);
   destroy_sync(c);
   ccache__mem mem = c->mem;
   ccache__free(&mem, c->raw);

@@ -14,6 +14,12 @@ static pthread_mutex_t default_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(ccache *) default_cache;
 static ccache_config default_cfg;
 static int default_cfg_set;
+/* What default_cfg's tier pointers point to: ccache_default_init() copies
+ * the caller's codec, tag and tier array, and owns the tiers until the
+ * default instance takes them. */
+static ccache_codec default_codec;
+static char *default_tag;
+static ccache_tier *default_tiers[CCACHE_MAX_TIERS];
 
 /* Accepted: a decimal integer >= 1 with no sign, space or suffix, below
  * UINT64_MAX; or "unbounded" / "infinity".  Unset keeps *v. */
@@ -37,19 +43,43 @@ static int parse_bound(const char *name, uint64_t *v) {
   return CCACHE_OK;
 }
 
+/* Copy cfg (of any accepted size) into default_cfg with deep copies of its
+ * tier fields; tiers of a replaced configuration that the new one does not
+ * list are freed.  default_mu held. */
+static int keep_config(const ccache_config *cfg) {
+  ccache_config k;
+  ccache_config_init(&k);
+  memcpy(&k, cfg, cfg->size < sizeof k ? cfg->size : sizeof k);
+  k.size = sizeof k;
+  char *tag = NULL;
+  if (k.runtime_tag && !(tag = strdup(k.runtime_tag))) return CCACHE_ENOMEM;
+  for (unsigned i = 0; default_cfg_set && i < default_cfg.n_tiers; i++) {
+    bool again = false;
+    for (unsigned j = 0; j < k.n_tiers; j++) again = again || k.tiers[j] == default_tiers[i];
+    if (!again) ccache_tier_free(default_tiers[i]);
+  }
+  for (unsigned j = 0; j < k.n_tiers; j++) default_tiers[j] = k.tiers[j];
+  k.tiers = k.n_tiers ? default_tiers : NULL;
+  if (k.codec) {
+    default_codec = *k.codec;
+    k.codec = &default_codec;
+  }
+  free(default_tag);
+  default_tag = tag;
+  k.runtime_tag = tag;
+  default_cfg = k;
+  default_cfg_set = 1;
+  return CCACHE_OK;
+}
+
 int ccache_default_init(const ccache_config *cfg) {
-  if (!cfg || cfg->size < sizeof(ccache_config) || !cfg->alloc != !cfg->free ||
-      cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0)
-    return CCACHE_EINVAL;
+  if (!cfg || !ccache__config_valid(cfg)) return CCACHE_EINVAL;
   int rc = CCACHE_OK;
   pthread_mutex_lock(&default_mu);
-  if (atomic_load(&default_cache)) {
+  if (atomic_load(&default_cache))
     rc = CCACHE_EBUSY;
-  } else {
-    memcpy(&default_cfg, cfg, sizeof default_cfg);
-    default_cfg.size = sizeof default_cfg;
-    default_cfg_set = 1;
-  }
+  else
+    rc = keep_config(cfg);
   pthread_mutex_unlock(&default_mu);
   return rc;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tier.h"
 
 static ccache__flight *flight_new(ccache *c, ccache_key key) {
   ccache__flight *f = ccache__calloc(&c->mem, sizeof *f);
@@ -210,21 +211,20 @@ static int join_program_flight(ccache *c, ccache__flight *f, ccache_program **ou
   return rc;
 }
 
+/* The tiers (tier.c) run the compile only when none of them has the
+ * program; either way the native program is interned here. */
 static int run_program_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn compile,
                                void *ud, ccache_program **out) {
   void *native = NULL;
   uint64_t cost = 0;
-  ccache__frame fr;
-  uint64_t t0 = ccache__mono_ns();
-  ccache__frame_push(&fr, c);
-  int crc = compile(ud, c, f->key, &native, &cost);
-  ccache__frame_pop(&fr);
-  add_compile_time(c, t0);
+  bool compiled = false;
+  int crc = ccache__tier_obtain(c, f->key, compile, ud, &native, &cost, &compiled);
   ccache_program *p = NULL;
   int rc = crc != 0 ? CCACHE_ECOMPILE : ccache__program_intern(c, f->key, native, cost, &p, false);
   if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
 
   pthread_mutex_lock(&c->pmu);
+  if (compiled) c->program_compiles++;
   if (rc == CCACHE_OK) { /* one handle per waiter, before anyone wakes */
     p->refs += f->waiters;
     c->handles_out += f->waiters;
@@ -261,10 +261,7 @@ int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_com
     if (f && uh_oom) ccache__free(&c->mem, f);
   }
   c->program_misses++;
-  if (rc == CCACHE_OK) {
-    c->program_compiles++;
-    atomic_fetch_add(&c->inflight, 1);
-  }
+  if (rc == CCACHE_OK) atomic_fetch_add(&c->inflight, 1);
   pthread_mutex_unlock(&c->pmu);
   return rc == CCACHE_OK ? run_program_compile(c, f, compile, ud, out) : rc;
 }

@@ -170,6 +170,8 @@ struct ccache {
 
   int is_default;
   void *raw; /* what the allocator returned; the cache is aligned inside it */
+
+  struct ccache__tiers *tiers; /* persistent tiers (tier.c), NULL if none */
 };
 
 /* A list of detached entries waiting for their table reference to be
@@ -199,6 +201,10 @@ static inline int ccache__gate(ccache *c) {
   return CCACHE_OK;
 }
 void ccache__register_atfork(void);
+/* Every ccache_config accepted by ccache_open() is at least this long (the
+ * struct as of 0.1: the fields before the tier fields). */
+#define CCACHE__CONFIG_MIN_SIZE offsetof(ccache_config, codec)
+int ccache__config_valid(const ccache_config *cfg); /* 1 if ccache_open would accept it */
 /* default.c: in a fork child, forget the parent's default instance (it
  * refuses every call there) so the child's first ccache_default() makes its
  * own. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tier.h"
 
 void ccache_stats_get(ccache *c, ccache_stats *out) {
   if (!out) return;
@@ -43,6 +44,7 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
     s.program_compiles = c->program_compiles;
     pthread_mutex_unlock(&c->pmu);
     pthread_mutex_unlock(&c->wlock);
+    ccache__tier_stats(c, &s);
     s.closures_destroyed = atomic_load(&c->closures_destroyed);
     s.programs_destroyed = atomic_load(&c->programs_destroyed);
   }
