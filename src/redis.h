@@ -23,8 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "ccache.h"
-#include "tier_draft.h"
+#include "tier.h"
 
 struct redisContext;
 struct redisReply;

@@ -54,23 +54,6 @@ typedef struct rlock {
   char key[];
 } rlock;
 
-void ccache_redis_options_init(ccache_redis_options *o) {
-  if (!o) return;
-  memset(o, 0, sizeof *o);
-  o->size = sizeof *o;
-  o->servers = NULL;
-  o->prefix = "ccache";
-  o->connect_timeout_ms = 200;
-  o->command_timeout_ms = 1000;
-  o->entry_ttl_ms = CCACHE_UNBOUNDED;
-  o->lease_ms = 10000;
-  o->poll_ms = 5;
-  o->poll_max_ms = 200;
-  o->wait_ms = 120000;
-  o->reconnect_min_ms = 100;
-  o->reconnect_max_ms = 5000;
-}
-
 /* ------------------------------------------------------------------ keys */
 static void set_kprefix(ccache__redis *r, const char *ns) {
   size_t n = (size_t)snprintf(r->kprefix, sizeof r->kprefix, "%s:", r->prefix);
@@ -353,4 +336,17 @@ int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccach
   ops->wait_ms = o->wait_ms;
   *out = r;
   return CCACHE_OK;
+}
+
+int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out) {
+  if (!o || !out) return CCACHE_EINVAL;
+  char why[256];
+  ccache_tier_ops ops;
+  ccache__redis *r = NULL;
+  int rc = ccache__redis_new(o, &ops, &r, why, sizeof why);
+  if (rc == CCACHE_EINVAL) ccache__detail("ccache_tier_redis: %s", why);
+  if (rc != CCACHE_OK) return rc;
+  rc = ccache_tier_custom(&ops, r, out);
+  if (rc != CCACHE_OK) op_close(r);
+  return rc;
 }
