@@ -23,6 +23,15 @@
 static void child_exec(char *const argv[], const int in[2], const int out[2], const int err[2],
                        const int *barrier) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  /* SIGPIPE at its default action (kill) and unblocked, whatever ctest or
+   * the shell gave us: a child that writes to a dead socket without
+   * guarding against it dies of it, and the tests see that. */
+  struct sigaction dfl = {.sa_handler = SIG_DFL};
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigaction(SIGPIPE, &dfl, NULL);
+  sigprocmask(SIG_UNBLOCK, &pipe_set, NULL);
   if (barrier) {
     char b;
     close(barrier[1]);

@@ -95,6 +95,42 @@ static void assert_warm(const jit_out *r, const char *ref) {
   assert_string_equal(r->checksum, ref);
 }
 
+/* Each test's scratch directory (and Redis server, for the Redis tests),
+ * removed in the teardown, which cmocka runs even when the test fails. */
+typedef struct fixture {
+  char dir[256];
+  int has_redis;
+  kj_redis redis;
+} fixture;
+
+static int dir_setup(void **state) {
+  fixture *fx = calloc(1, sizeof *fx);
+  if (!fx || kj_scratch(fx->dir, sizeof fx->dir, "test") != 0) {
+    free(fx);
+    return -1;
+  }
+  *state = fx;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *fx = *state;
+  if (!fx) return 0;
+  if (fx->has_redis) {
+    kj_redis_stop(&fx->redis);
+    kj_redis_free(&fx->redis);
+  }
+  kj_scratch_remove(fx->dir);
+  free(fx);
+  return 0;
+}
+
+/* path = the fixture's directory + "/" + name (not created). */
+static const char *sub(const fixture *fx, const char *name, char *path, size_t n) {
+  snprintf(path, n, "%s/%s", fx->dir, name);
+  return path;
+}
+
 /* Exit 2, nothing on stdout, exactly one line on stderr. */
 static void assert_usage_error(char *const argv[]) {
   kj_child c;
@@ -152,27 +188,23 @@ static void bad_flags_exit_2(void **state) {
 /* A second process with the same directory compiles nothing and computes
  * the same outputs. */
 static void warm_restart_same_checksum(void **state) {
-  (void)state;
-  char ref[40], dir[256];
+  char ref[40], dir[300];
   reference_checksum(ref);
-  assert_int_equal(kj_scratch(dir, sizeof dir, "warm"), 0);
+  sub(*state, "cache", dir, sizeof dir);
   jit_out cold, warm;
   run_jit(&cold, "--cache-dir", dir, NULL, NULL);
   assert_cold(&cold, ref);
   run_jit(&warm, "--cache-dir", dir, NULL, NULL);
   assert_warm(&warm, ref);
-  kj_scratch_remove(dir);
 }
 
 /* 4 processes released together on a directory that does not exist yet:
  * each kernel is compiled by exactly one of them; the others wait for its
  * compile lock and load what it wrote. */
 static void four_processes_compile_once(void **state) {
-  (void)state;
-  char ref[40], dir[256], cache[300];
+  char ref[40], cache[300];
   reference_checksum(ref);
-  assert_int_equal(kj_scratch(dir, sizeof dir, "four"), 0);
-  snprintf(cache, sizeof cache, "%s/cache", dir);
+  sub(*state, "cache", cache, sizeof cache);
   char *argv[12];
   argv_for(argv, "--cache-dir", cache, NULL, NULL);
   kj_child c[4];
@@ -193,16 +225,14 @@ static void four_processes_compile_once(void **state) {
   }
   assert_int_equal(compiles, K);
   (void)waits; /* how many waited depends on timing: reported above, not asserted */
-  kj_scratch_remove(dir);
 }
 
 /* Another runtime tag lives in its own namespace: a miss (compiled again,
  * never a load, never "corrupt"), and it does not overwrite the first. */
 static void foreign_runtime_tag_compiles_again(void **state) {
-  (void)state;
-  char ref[40], dir[256];
+  char ref[40], dir[300];
   reference_checksum(ref);
-  assert_int_equal(kj_scratch(dir, sizeof dir, "foreign"), 0);
+  sub(*state, "cache", dir, sizeof dir);
   jit_out r;
   run_jit(&r, "--cache-dir", dir, NULL, NULL);
   assert_cold(&r, ref);
@@ -212,39 +242,29 @@ static void foreign_runtime_tag_compiles_again(void **state) {
   assert_warm(&r, ref);
   run_jit(&r, "--cache-dir", dir, "--runtime-tag", "another-runtime");
   assert_warm(&r, ref);
-  kj_scratch_remove(dir);
 }
 
 /* ------------------------------------------------------------ Redis */
 
 #ifdef KJ_REDIS_SERVER
 
-/* Each Redis test gets its own redis-server, stopped (killed if need be) in
- * the teardown, which cmocka runs even when the test fails. */
+/* A Redis test's own redis-server, on a free port of 127.0.0.1, stopped
+ * (killed if need be) in the teardown. */
 static int redis_setup(void **state) {
-  kj_redis *r = calloc(1, sizeof *r);
-  if (!r || kj_redis_start(r, KJ_REDIS_SERVER) != 0) {
-    free(r);
+  if (dir_setup(state) != 0) return -1;
+  fixture *fx = *state;
+  if (kj_redis_start(&fx->redis, KJ_REDIS_SERVER) != 0) {
+    teardown(state);
     return -1;
   }
-  *state = r;
-  return 0;
-}
-
-static int redis_teardown(void **state) {
-  kj_redis *r = *state;
-  if (r) {
-    kj_redis_stop(r);
-    kj_redis_free(r);
-    free(r);
-  }
+  fx->has_redis = 1;
   return 0;
 }
 
 /* 4 processes released together against one Redis, no disk tier: each
  * kernel compiled exactly once in the fleet; a fifth process compiles 0. */
 static void redis_four_processes_then_fifth(void **state) {
-  kj_redis *srv = *state;
+  kj_redis *srv = &((fixture *)*state)->redis;
   char ref[40];
   reference_checksum(ref);
   char *argv[12];
@@ -276,7 +296,7 @@ static void redis_four_processes_then_fifth(void **state) {
  * dies of SIGPIPE (it runs with SIGPIPE at its default action), and the
  * outputs are the same. */
 static void redis_killed_mid_run(void **state) {
-  kj_redis *srv = *state;
+  kj_redis *srv = &((fixture *)*state)->redis;
   char ref[40];
   reference_checksum(ref);
   jit_out r;
@@ -304,8 +324,7 @@ static void redis_killed_mid_run(void **state) {
  * counted, the answer is the same; with a disk tier above it the disk tier
  * still works (and a warm run never needs Redis). */
 static void redis_absent_at_start(void **state) {
-  (void)state;
-  char ref[40], addr[64], dir[256];
+  char ref[40], addr[64], dir[300];
   reference_checksum(ref);
   snprintf(addr, sizeof addr, "127.0.0.1:%d", kj_free_port());
   jit_out r;
@@ -316,7 +335,7 @@ static void redis_absent_at_start(void **state) {
   assert_true(r.tier_errors >= 1);
   assert_string_equal(r.checksum, ref);
 
-  assert_int_equal(kj_scratch(dir, sizeof dir, "absent"), 0);
+  sub(*state, "cache", dir, sizeof dir);
   run_jit(&r, "--cache-dir", dir, "--redis", addr);
   assert_int_equal(r.compiles, K);
   assert_int_equal(r.tier_writes, K); /* the disk tier's; Redis's puts fail */
@@ -324,17 +343,16 @@ static void redis_absent_at_start(void **state) {
   assert_string_equal(r.checksum, ref);
   run_jit(&r, "--cache-dir", dir, "--redis", addr);
   assert_warm(&r, ref); /* served by the disk tier: Redis never asked, no error */
-  kj_scratch_remove(dir);
 }
 
 /* Disk above Redis: a machine with an empty directory loads from Redis and
  * fills its directory, after which the directory alone serves it. */
 static void redis_fills_disk_tier_above(void **state) {
-  kj_redis *srv = *state;
-  char ref[40], one[256], two[256];
+  kj_redis *srv = &((fixture *)*state)->redis;
+  char ref[40], one[300], two[300];
   reference_checksum(ref);
-  assert_int_equal(kj_scratch(one, sizeof one, "fill1"), 0);
-  assert_int_equal(kj_scratch(two, sizeof two, "fill2"), 0);
+  sub(*state, "one", one, sizeof one);
+  sub(*state, "two", two, sizeof two);
   jit_out r;
   run_jit(&r, "--cache-dir", one, "--redis", srv->addr);
   assert_int_equal(r.compiles, K);
@@ -349,17 +367,13 @@ static void redis_fills_disk_tier_above(void **state) {
   assert_string_equal(r.checksum, ref);
   run_jit(&r, "--cache-dir", two, NULL, NULL);
   assert_warm(&r, ref);
-  kj_scratch_remove(one);
-  kj_scratch_remove(two);
 }
 
-#define REDIS_TESTS                                                                    \
-  cmocka_unit_test_setup_teardown(redis_four_processes_then_fifth, redis_setup,        \
-                                  redis_teardown),                                     \
-      cmocka_unit_test_setup_teardown(redis_killed_mid_run, redis_setup, redis_teardown), \
-      cmocka_unit_test(redis_absent_at_start),                                         \
-      cmocka_unit_test_setup_teardown(redis_fills_disk_tier_above, redis_setup,        \
-                                      redis_teardown),
+#define REDIS_TESTS                                                                 \
+  cmocka_unit_test_setup_teardown(redis_four_processes_then_fifth, redis_setup, teardown), \
+      cmocka_unit_test_setup_teardown(redis_killed_mid_run, redis_setup, teardown),       \
+      cmocka_unit_test_setup_teardown(redis_absent_at_start, dir_setup, teardown),        \
+      cmocka_unit_test_setup_teardown(redis_fills_disk_tier_above, redis_setup, teardown),
 #else
 #define REDIS_TESTS
 #endif
@@ -367,9 +381,9 @@ static void redis_fills_disk_tier_above(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bad_flags_exit_2),
-      cmocka_unit_test(warm_restart_same_checksum),
-      cmocka_unit_test(four_processes_compile_once),
-      cmocka_unit_test(foreign_runtime_tag_compiles_again),
+      cmocka_unit_test_setup_teardown(warm_restart_same_checksum, dir_setup, teardown),
+      cmocka_unit_test_setup_teardown(four_processes_compile_once, dir_setup, teardown),
+      cmocka_unit_test_setup_teardown(foreign_runtime_tag_compiles_again, dir_setup, teardown),
       REDIS_TESTS
   };
   return KJ_RUN("kernel_jit_procs", tests, argc, argv);
