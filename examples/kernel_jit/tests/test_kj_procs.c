@@ -4,8 +4,10 @@
  * why it cannot be. */
 #include "kj_test.h"
 
+#include <ftw.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 
@@ -244,6 +246,51 @@ static void foreign_runtime_tag_compiles_again(void **state) {
   assert_warm(&r, ref);
 }
 
+/* Entry files under a disk tier's directory: their count, total and
+ * largest size (the "lock" and "size" files are not entries). */
+static size_t entries_n, entries_bytes, entries_max;
+
+static int count_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  const char *name = path + ftw->base;
+  if (flag == FTW_F && strlen(name) == 32 && strspn(name, "0123456789abcdef") == 32) {
+    entries_n++;
+    entries_bytes += (size_t)st->st_size;
+    if ((size_t)st->st_size > entries_max) entries_max = (size_t)st->st_size;
+  }
+  return 0;
+}
+
+static void count_entries(const char *dir) {
+  entries_n = entries_bytes = entries_max = 0;
+  assert_int_equal(nftw(dir, count_entry, 16, FTW_PHYS), 0);
+}
+
+/* --cache-max-bytes reaches the disk tier: 10 kernels of ~15 KB each under
+ * a 60,000-byte cap leave at most the cap plus one entry, and a warm run
+ * recompiles what was evicted, with the same outputs. */
+static void cache_max_bytes_caps_directory(void **state) {
+  char ref[40], dir[300];
+  reference_checksum(ref);
+  sub(*state, "cache", dir, sizeof dir);
+  jit_out r;
+  run_jit(&r, "--cache-dir", dir, "--cache-max-bytes", "60000");
+  assert_int_equal(r.compiles, K);
+  assert_int_equal(r.tier_writes, K);
+  count_entries(dir);
+  fprintf(stderr, "after the cold run: %zu entries, %zu bytes (largest %zu)\n", entries_n,
+          entries_bytes, entries_max);
+  assert_true(entries_n >= 1); /* the cap is above one entry: the newest stay */
+  assert_true(entries_bytes <= 60000 + entries_max);
+  assert_true(entries_n < K);
+  size_t kept = entries_n;
+  run_jit(&r, "--cache-dir", dir, "--cache-max-bytes", "60000");
+  assert_int_equal(r.compiles + r.tier_hits, K);
+  assert_true(r.compiles >= K - kept); /* kept entries may be evicted by this run's writes */
+  assert_string_equal(r.checksum, ref);
+  count_entries(dir);
+  assert_true(entries_bytes <= 60000 + entries_max);
+}
+
 /* ------------------------------------------------------------ Redis */
 
 #ifdef KJ_REDIS_SERVER
@@ -384,6 +431,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(warm_restart_same_checksum, dir_setup, teardown),
       cmocka_unit_test_setup_teardown(four_processes_compile_once, dir_setup, teardown),
       cmocka_unit_test_setup_teardown(foreign_runtime_tag_compiles_again, dir_setup, teardown),
+      cmocka_unit_test_setup_teardown(cache_max_bytes_caps_directory, dir_setup, teardown),
       REDIS_TESTS
   };
   return KJ_RUN("kernel_jit_procs", tests, argc, argv);
