@@ -1304,6 +1304,7 @@ static void waiter_child(const char *servers, int out_fd) {
   o.lease_ms = HOLDER_LEASE_MS;
   o.poll_ms = 5;
   o.poll_max_ms = HOLDER_POLL_MAX_MS;
+  o.wait_ms = 10000; /* a lease that never lapsed would end in a local compile */
   t_ctx ctx = {0};
   ccache *c = e2e_open(&ctx, &o, E2E_TAG);
   int id = e2e_get(c, HOLDER_KEY);
