@@ -1048,13 +1048,23 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  * unknown CCACHE_* variables as errors.  Accepted forms: a decimal integer
  * >= 1 (no sign, no spaces, no suffix, at most UINT64_MAX - 1), or
  * "unbounded" / "infinity".  Anything else makes this call return
- * CCACHE_EINVAL every time.  The instance lives until the process exits;
+ * CCACHE_EINVAL every time.  CLOSURE_CACHE_REDIS=host:port[,host:port...]
+ * (or unix:/path; the server list of ccache_redis_options) adds a Redis tier
+ * with the default options below the configured tiers, if
+ * ccache_default_init() supplied a codec (without one it is ignored); a bad
+ * list makes this call return CCACHE_EINVAL, a build without hiredis
+ * CCACHE_ENOTSUP, each with ccache_error_detail() naming the variable.  A
+ * server that is down is not an error here (see ccache_tier_redis()).
+ * The instance lives until the process exits;
  * ccache_close() on it returns CCACHE_EINVAL.  In a child process after
  * fork(), the parent's instance refuses every call (CCACHE_EFORKED) and the
  * child's first ccache_default() creates the child's own instance.
  * @param out receives the cache (not owned by the caller).
- * @return CCACHE_OK; CCACHE_EINVAL (NULL out or a bad variable);
- *         CCACHE_ENOMEM / CCACHE_ETHREAD (creation failed; retried next call).
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL out or a bad variable, or
+ *         CLOSURE_CACHE_REDIS with ccache_default_init()'s config already at
+ *         CCACHE_MAX_TIERS tiers); CCACHE_ENOTSUP (CLOSURE_CACHE_REDIS in a
+ *         build without hiredis); CCACHE_ENOMEM / CCACHE_ETHREAD (creation
+ *         failed; retried next call).
  */
 CCACHE_API int ccache_default(ccache **out);
 

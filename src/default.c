@@ -5,10 +5,12 @@
  * not CCACHE_*: the ccache compiler cache reads every CCACHE_* variable and
  * rejects the ones it does not know, which would break users' builds.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "tier.h"
 
 static pthread_mutex_t default_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(ccache *) default_cache;
@@ -91,17 +93,49 @@ void ccache__default_after_fork(void) {
   atomic_store(&default_cache, NULL);
 }
 
+/* CLOSURE_CACHE_REDIS=host:port[,...]: a Redis tier below the configured
+ * ones (default options otherwise), only when a codec was supplied (without
+ * one tiers are never used).  *made is the new tier, freed by the caller
+ * unless the cache took it. */
+static int env_redis_tier(ccache_config *cfg, ccache_tier **tiers, ccache_tier **made) {
+  const char *servers = getenv("CLOSURE_CACHE_REDIS");
+  *made = NULL;
+  if (!servers || !*servers || !cfg->codec) return CCACHE_OK;
+  if (cfg->n_tiers >= CCACHE_MAX_TIERS) {
+    ccache__detail("CLOSURE_CACHE_REDIS: already %u tiers", (unsigned)cfg->n_tiers);
+    return CCACHE_EINVAL;
+  }
+  ccache_redis_options o;
+  ccache_redis_options_init(&o);
+  o.servers = servers;
+  int rc = ccache_tier_redis(&o, made);
+  if (rc != CCACHE_OK) {
+    char why[256]; /* the detail buffer is the one being rewritten */
+    snprintf(why, sizeof why, "%s", ccache_error_detail());
+    ccache__detail("CLOSURE_CACHE_REDIS=%s: %s", servers, why);
+    return rc;
+  }
+  for (uint32_t i = 0; i < cfg->n_tiers; i++) tiers[i] = cfg->tiers[i];
+  tiers[cfg->n_tiers] = *made;
+  cfg->tiers = tiers;
+  cfg->n_tiers++;
+  return CCACHE_OK;
+}
+
 static int create_default(ccache **out) {
   ccache_config cfg;
   if (default_cfg_set)
     cfg = default_cfg;
   else
     ccache_config_init(&cfg);
+  ccache_tier *tiers[CCACHE_MAX_TIERS], *redis = NULL;
   int rc = parse_bound("CLOSURE_CACHE_MAX_ITEMS", &cfg.max_items);
   if (rc == CCACHE_OK) rc = parse_bound("CLOSURE_CACHE_TTL_MS", &cfg.ttl_ms);
   if (rc == CCACHE_OK) rc = parse_bound("CLOSURE_CACHE_MAX_COST", &cfg.max_cost_bytes);
+  if (rc == CCACHE_OK) rc = env_redis_tier(&cfg, tiers, &redis);
   if (rc == CCACHE_OK) rc = ccache_open(&cfg, out);
   if (rc == CCACHE_OK) (*out)->is_default = 1;
+  if (rc != CCACHE_OK) ccache_tier_free(redis); /* the configured tiers stay default_cfg's */
   return rc;
 }
 

@@ -976,6 +976,466 @@ static void redis_fork_child_refuses(void **state) {
   rf_stop(s);
 }
 
+/* ------------------------------------------------ through a cache (core) */
+#define E2E_PAYLOAD 3000
+#define E2E_TAG "test-runtime 1.0"
+
+static _Atomic uint64_t e2e_compiles; /* compile callbacks run in this process */
+
+/* The codec: a native program is a t_obj; its bytes are payload(pkey.lo). */
+static int e2e_encode(void *ctx, ccache_key pkey, void *native, void **bytes, size_t *len) {
+  (void)ctx, (void)native;
+  *bytes = payload(pkey.lo, E2E_PAYLOAD);
+  *len = E2E_PAYLOAD;
+  return 0;
+}
+static void e2e_free_bytes(void *ctx, void *bytes, size_t len) {
+  (void)ctx, (void)len;
+  free(bytes);
+}
+static int e2e_decode(void *ctx, ccache_key pkey, const void *bytes, size_t len,
+                      void **native_out, uint64_t *cost_out) {
+  (void)ctx;
+  unsigned char *want = payload(pkey.lo, E2E_PAYLOAD);
+  int same = len == E2E_PAYLOAD && memcmp(bytes, want, len) == 0;
+  free(want);
+  if (!same) return -1;
+  *native_out = t_native((int)pkey.lo + 100000); /* loaded, not compiled */
+  *cost_out = len;
+  return 0;
+}
+static const ccache_codec e2e_codec = {e2e_encode, e2e_free_bytes, e2e_decode, NULL};
+
+/* A compile that does some real work (no sleeping). */
+static int e2e_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                       uint64_t *cost_out) {
+  (void)ud, (void)c;
+  atomic_fetch_add(&e2e_compiles, 1);
+  unsigned char *p = payload(pkey.lo, 1 << 16);
+  uint64_t h = 0;
+  for (int round = 0; round < 8; round++)
+    for (size_t i = 0; i < (1 << 16); i++) h = h * 31 + p[i];
+  free(p);
+  *native_out = t_native((int)pkey.lo + (int)(h & 1) * 0); /* id = key */
+  *cost_out = 1;
+  return 0;
+}
+
+/* A cache over one Redis tier (options o), the codec and E2E_TAG. */
+static ccache *e2e_open(t_ctx *ctx, const ccache_redis_options *o, const char *tag) {
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(o, &t), CCACHE_OK);
+  ccache_config cfg;
+  t_config(&cfg, ctx);
+  cfg.codec = &e2e_codec;
+  cfg.runtime_tag = tag;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = &t;
+  cfg.n_tiers = 1;
+  ccache *c = NULL;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);
+  return c;
+}
+
+/* get-or-compile PK(n): the native's id (n: compiled, n+100000: loaded). */
+static int e2e_get(ccache *c, uint64_t n) {
+  ccache_program *p = NULL;
+  int rc = ccache_program_get_or_compile(c, PK(n), e2e_compile, NULL, &p);
+  if (rc != CCACHE_OK) return -1;
+  int id = t_id(ccache_program_native(p));
+  ccache_program_release(c, p);
+  return id;
+}
+
+static void e2e_entry_key(char *buf, size_t len, const char *tag, uint64_t n) {
+  char ns[CCACHE__TIER_NS_MAX];
+  ccache__tier_ns(ccache__tier_tag_hash(tag), ns);
+  for (char *q = ns; *q; q++)
+    if (*q == '/') *q = ':';
+  entry_key(buf, len, "ccache", ns, n);
+}
+
+static void redis_e2e_hit_is_a_tier_hit_not_a_compile(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *a = e2e_open(&ctx, &o, E2E_TAG);
+  assert_int_equal(e2e_get(a, 1), 1); /* compiled */
+  ccache_stats st = t_stats(a);
+  assert_int_equal(st.program_compiles, 1);
+  assert_int_equal(st.tier_misses, 1);
+  assert_int_equal(st.tier_writes, 1);
+  assert_int_equal(st.tier_hits + st.tier_errors + st.tier_corrupt, 0);
+  /* Stored under <prefix>:v1:<tag hash>:<key>, lease released. */
+  char key[256];
+  e2e_entry_key(key, sizeof key, E2E_TAG, 1);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 1);
+  assert_int_equal(rf_int(s, "DBSIZE"), 1);
+  long long entry_len = rf_int(s, "STRLEN %s", key);
+  assert_true(entry_len > E2E_PAYLOAD);
+  t_close(a);
+
+  /* Another cache (another process would do the same): a tier hit. */
+  ccache *b = e2e_open(&ctx, &o, E2E_TAG);
+  assert_int_equal(e2e_get(b, 1), 100001); /* loaded from Redis */
+  st = t_stats(b);
+  assert_int_equal(st.program_misses, 1);
+  assert_int_equal(st.tier_hits, 1);
+  assert_int_equal(st.program_compiles, 0);
+  assert_int_equal(st.tier_misses + st.tier_errors + st.tier_writes, 0);
+  assert_int_equal(st.tier_bytes_read, entry_len);
+  assert_int_equal(atomic_load(&e2e_compiles), 1);
+  t_close(b);
+
+  /* Another runtime tag lives in another namespace: a miss, a compile. */
+  ccache *other = e2e_open(&ctx, &o, "test-runtime 2.0");
+  assert_int_equal(e2e_get(other, 1), 1);
+  st = t_stats(other);
+  assert_int_equal(st.tier_misses, 1);
+  assert_int_equal(st.tier_corrupt, 0);
+  assert_int_equal(rf_int(s, "DBSIZE"), 2);
+  t_close(other);
+
+  /* A damaged entry: tier_corrupt, removed, compiled and stored again. */
+  redisReply *r = rf_cmd(s, "SETRANGE %s 100 XYZ", key);
+  assert_non_null(r);
+  freeReplyObject(r);
+  ccache *d = e2e_open(&ctx, &o, E2E_TAG);
+  assert_int_equal(e2e_get(d, 1), 1);
+  st = t_stats(d);
+  assert_int_equal(st.tier_corrupt, 1);
+  assert_int_equal(st.tier_writes, 1);
+  assert_int_equal(st.tier_hits, 0);
+  t_close(d);
+  assert_int_equal(atomic_load(&e2e_compiles), 3);
+  rf_stop(s);
+}
+
+/* Redis down: every miss compiles; each failed op counts once. */
+static void redis_e2e_server_down_never_fails_a_fetch(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  rf_kill(s);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  for (uint64_t k = 1; k <= 5; k++) assert_int_equal(e2e_get(c, k), (int)k);
+  ccache_stats st = t_stats(c);
+  assert_int_equal(st.program_compiles, 5);
+  assert_int_equal(st.tier_misses, 5);
+  /* Per miss: get, lock, the get after the lock step, put. */
+  assert_int_equal(st.tier_errors, 20);
+  assert_int_equal(st.tier_writes + st.tier_hits, 0);
+  assert_int_equal(atomic_load(&e2e_compiles), 5);
+  t_close(c);
+  rf_stop(s);
+}
+
+/* One child of the fleet tests: its counts, through a pipe. */
+typedef struct fleet_report {
+  int ok;
+  uint64_t compiles, tier_hits, tier_misses, tier_errors, lock_waits, wait_ms_max;
+} fleet_report;
+
+static void fleet_send(int fd, ccache *c, int ok) {
+  fleet_report rep;
+  memset(&rep, 0, sizeof rep);
+  ccache_stats st;
+  st.size = sizeof st;
+  ccache_stats_get(c, &st);
+  rep.ok = ok;
+  rep.compiles = atomic_load(&e2e_compiles);
+  rep.tier_hits = st.tier_hits;
+  rep.tier_misses = st.tier_misses;
+  rep.tier_errors = st.tier_errors;
+  rep.lock_waits = st.tier_lock_waits;
+  rep.wait_ms_max = st.tier_wait_ms_max;
+  if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep) _exit(3);
+}
+
+static int fleet_recv(int fd, fleet_report *rep) {
+  size_t got = 0;
+  while (got < sizeof *rep) {
+    ssize_t n = read(fd, (char *)rep + got, sizeof *rep - got);
+    if (n <= 0) return -1;
+    got += (size_t)n;
+  }
+  return 0;
+}
+
+#define FLEET_KEYS 24
+
+/* Child: wait for the start signal, then get every key, starting at
+ * offset `first` (so the processes collide on different keys). */
+static void fleet_child(const char *servers, int go_fd, int out_fd, int first) {
+  atomic_store(&e2e_compiles, 0);
+  ccache_redis_options o;
+  opts(&o, servers);
+  o.poll_ms = 1;
+  o.poll_max_ms = 20;
+  t_ctx ctx = {0};
+  ccache_tier *t = NULL;
+  if (ccache_tier_redis(&o, &t) != CCACHE_OK) _exit(4);
+  ccache_config cfg;
+  t_config(&cfg, &ctx);
+  cfg.codec = &e2e_codec;
+  cfg.runtime_tag = E2E_TAG;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = &t;
+  cfg.n_tiers = 1;
+  ccache *c = NULL;
+  if (ccache_open(&cfg, &c) != CCACHE_OK) _exit(5);
+  char go;
+  if (go_fd >= 0 && read(go_fd, &go, 1) != 1) _exit(6);
+  int ok = 1;
+  for (int i = 0; i < FLEET_KEYS; i++) {
+    uint64_t k = (uint64_t)((first + i) % FLEET_KEYS) + 1;
+    int id = e2e_get(c, k);
+    ok = ok && (id == (int)k || id == (int)k + 100000);
+  }
+  fleet_send(out_fd, c, ok);
+  ccache_close(c);
+  _exit(0);
+}
+
+static void redis_e2e_four_processes_compile_each_key_once(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  int go[2], out[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(out), 0);
+  fflush(NULL);
+  pid_t pid[5];
+  for (int i = 0; i < 4; i++) {
+    pid[i] = fork();
+    assert_true(pid[i] >= 0);
+    if (pid[i] == 0) {
+      close(go[1]);
+      close(out[0]);
+      fleet_child(s->addr, go[0], out[1], i * (FLEET_KEYS / 8));
+    }
+  }
+  close(go[0]);
+  assert_int_equal(write(go[1], "GGGG", 4), 4); /* all four start together */
+  close(go[1]);
+  fleet_report rep[5];
+  uint64_t compiles = 0, hits = 0, errors = 0;
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(fleet_recv(out[0], &rep[i]), 0);
+    assert_true(rep[i].ok);
+    compiles += rep[i].compiles;
+    hits += rep[i].tier_hits;
+    errors += rep[i].tier_errors;
+    assert_int_equal(rep[i].tier_hits + rep[i].tier_misses, FLEET_KEYS);
+    assert_int_equal(rep[i].compiles, rep[i].tier_misses);
+  }
+  for (int i = 0; i < 4; i++) {
+    int st = 0;
+    assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  print_message("4 processes, %d keys: %llu compiles, %llu tier hits\n", FLEET_KEYS,
+                (unsigned long long)compiles, (unsigned long long)hits);
+  assert_int_equal(compiles, FLEET_KEYS); /* exactly once per key, fleet-wide */
+  assert_int_equal(hits, 4 * FLEET_KEYS - FLEET_KEYS);
+  assert_int_equal(errors, 0);
+  assert_int_equal(rf_int(s, "DBSIZE"), FLEET_KEYS); /* entries only: no lease left */
+
+  /* A fifth process, afterwards: everything from Redis. */
+  pid[4] = fork();
+  assert_true(pid[4] >= 0);
+  if (pid[4] == 0) fleet_child(s->addr, -1, out[1], 0);
+  assert_int_equal(fleet_recv(out[0], &rep[4]), 0);
+  int st = 0;
+  assert_int_equal(waitpid(pid[4], &st, 0), pid[4]);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_true(rep[4].ok);
+  assert_int_equal(rep[4].compiles, 0);
+  assert_int_equal(rep[4].tier_hits, FLEET_KEYS);
+  assert_int_equal(rep[4].tier_errors, 0);
+  close(out[0]);
+  close(out[1]);
+  rf_stop(s);
+}
+
+#define HOLDER_LEASE_MS 600
+#define HOLDER_POLL_MAX_MS 50
+#define HOLDER_KEY 77
+
+static int holder_block_fd = -1, holder_note_fd = -1;
+
+/* The holder's compile: announce, then block until killed. */
+static int holder_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                          uint64_t *cost_out) {
+  (void)ud, (void)c, (void)pkey, (void)native_out, (void)cost_out;
+  if (write(holder_note_fd, "H", 1) != 1) _exit(7);
+  char x;
+  while (read(holder_block_fd, &x, 1) != 0) {
+  }
+  _exit(8); /* never reached: killed first */
+}
+
+static void holder_child(const char *servers) {
+  ccache_redis_options o;
+  opts(&o, servers);
+  o.lease_ms = HOLDER_LEASE_MS;
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  ccache_program *p = NULL;
+  ccache_program_get_or_compile(c, PK(HOLDER_KEY), holder_compile, NULL, &p);
+  _exit(9);
+}
+
+static void waiter_child(const char *servers, int out_fd) {
+  atomic_store(&e2e_compiles, 0);
+  ccache_redis_options o;
+  opts(&o, servers);
+  o.lease_ms = HOLDER_LEASE_MS;
+  o.poll_ms = 5;
+  o.poll_max_ms = HOLDER_POLL_MAX_MS;
+  o.wait_ms = 10000; /* a lease that never lapsed would end in a local compile */
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  int id = e2e_get(c, HOLDER_KEY);
+  fleet_send(out_fd, c, id == HOLDER_KEY || id == HOLDER_KEY + 100000);
+  ccache_close(c);
+  _exit(0);
+}
+
+/* The lease holder dies mid-compile: its lease runs out (no renewals), one
+ * waiter takes over and compiles, the others load its result; nobody waits
+ * much past the lease plus one backoff step. */
+static void redis_e2e_lease_holder_killed_mid_compile(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  int note[2], block[2], out[2];
+  assert_int_equal(pipe(note), 0);
+  assert_int_equal(pipe(block), 0);
+  assert_int_equal(pipe(out), 0);
+  fflush(NULL);
+  pid_t holder = fork();
+  assert_true(holder >= 0);
+  if (holder == 0) {
+    holder_note_fd = note[1];
+    holder_block_fd = block[0];
+    close(block[1]);
+    holder_child(s->addr);
+  }
+  close(note[1]);
+  close(block[0]);
+  char h = 0;
+  assert_int_equal(read(note[0], &h, 1), 1); /* compiling, lease held */
+  assert_int_equal(h, 'H');
+  char lkey[256];
+  e2e_entry_key(lkey, sizeof lkey, E2E_TAG, HOLDER_KEY);
+  strcat(lkey, ":lease");
+  assert_int_equal(rf_int(s, "EXISTS %s", lkey), 1);
+  pid_t w[3];
+  for (int i = 0; i < 3; i++) {
+    w[i] = fork();
+    assert_true(w[i] >= 0);
+    if (w[i] == 0) waiter_child(s->addr, out[1]);
+  }
+  kill(holder, SIGKILL);
+  unsigned long long killed_at = rf_now_ms();
+  int st = 0;
+  assert_int_equal(waitpid(holder, &st, 0), holder);
+  assert_true(WIFSIGNALED(st));
+  uint64_t compiles = 0, hits = 0;
+  for (int i = 0; i < 3; i++) {
+    fleet_report rep;
+    assert_int_equal(fleet_recv(out[0], &rep), 0);
+    assert_true(rep.ok);
+    compiles += rep.compiles;
+    hits += rep.tier_hits;
+    assert_int_equal(rep.tier_errors, 0);
+    assert_int_equal(rep.lock_waits, 1);
+    print_message("waiter: compiles %llu, tier hits %llu, waited %llu ms (lease %d + step %d)\n",
+                  (unsigned long long)rep.compiles, (unsigned long long)rep.tier_hits,
+                  (unsigned long long)rep.wait_ms_max, HOLDER_LEASE_MS, HOLDER_POLL_MAX_MS);
+    /* The lease plus one backoff step, with room for two busy shared cores
+     * (a waiter polling until wait_ms would take 120 s). */
+    assert_true(rep.wait_ms_max <= HOLDER_LEASE_MS + HOLDER_POLL_MAX_MS + 400);
+  }
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(waitpid(w[i], &st, 0), w[i]);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  print_message("all waiters done %llu ms after the kill\n", rf_now_ms() - killed_at);
+  assert_int_equal(compiles, 1); /* at most one extra compile: exactly the takeover */
+  assert_int_equal(hits, 2);
+  assert_int_equal(rf_int(s, "EXISTS %s", lkey), 0);
+  close(note[0]);
+  close(block[1]);
+  close(out[0]);
+  close(out[1]);
+  rf_stop(s);
+}
+
+/* CLOSURE_CACHE_REDIS adds a Redis tier to the default instance (which
+ * exists once per process: each scenario runs in a child). */
+static int env_child(const char *value, int use_codec, int expect_id, int expect_rc) {
+  if (value)
+    setenv("CLOSURE_CACHE_REDIS", value, 1);
+  else
+    unsetenv("CLOSURE_CACHE_REDIS");
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.sweeper_thread = 0;
+  cfg.destroy_program = t_destroy_program;
+  t_ctx ctx = {0};
+  cfg.ctx = &ctx;
+  cfg.codec = use_codec ? &e2e_codec : NULL;
+  cfg.runtime_tag = E2E_TAG;
+  cfg.tier_min_compile_us = 0;
+  if (ccache_default_init(&cfg) != CCACHE_OK) return 20;
+  ccache *c = NULL;
+  int rc = ccache_default(&c);
+  if (rc != expect_rc) return 21;
+  if (rc != CCACHE_OK) return strstr(ccache_error_detail(), "CLOSURE_CACHE_REDIS") ? 0 : 22;
+  if (e2e_get(c, 5) != expect_id) return 23;
+  return 0;
+}
+
+static void run_env_child(const char *value, int use_codec, int expect_id, int expect_rc) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) _exit(env_child(value, use_codec, expect_id, expect_rc));
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void redis_default_instance_from_environment(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  run_env_child(s->addr, 1, 5, CCACHE_OK);      /* compiled, stored */
+  assert_int_equal(rf_int(s, "DBSIZE"), 1);
+  run_env_child(s->addr, 1, 100005, CCACHE_OK); /* another process: from Redis */
+  run_env_child(NULL, 1, 5, CCACHE_OK);         /* unset: no tier */
+  run_env_child(s->addr, 0, 5, CCACHE_OK);      /* no codec: ignored */
+  run_env_child("not-a-server-list", 1, 0, CCACHE_EINVAL);
+  assert_int_equal(rf_int(s, "DBSIZE"), 1);
+  rf_stop(s);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
@@ -997,6 +1457,11 @@ int main(void) {
       cmocka_unit_test_teardown(redis_sigpipe_default_disposition, stop_all),
       cmocka_unit_test_teardown(redis_concurrent_misses_do_not_queue, stop_all),
       cmocka_unit_test_teardown(redis_fork_child_refuses, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_hit_is_a_tier_hit_not_a_compile, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_server_down_never_fails_a_fetch, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_four_processes_compile_each_key_once, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_lease_holder_killed_mid_compile, stop_all),
+      cmocka_unit_test_teardown(redis_default_instance_from_environment, stop_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
