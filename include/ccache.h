@@ -669,7 +669,8 @@ CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
  * process that uses it a program to run (the checksum detects accidents, not
  * attacks).  The directory tier therefore refuses a directory that is not
  * private to the user (see ccache_tier_disk()); a Redis server must be
- * reachable only by parties you trust.
+ * writable only by parties you trust, over a network path you trust (no TLS:
+ * see ccache_redis_options).
  *
  * **Lock order.**  Tier ops and codec callbacks are never called while the
  * cache holds any of its own locks; they may call into the cache (except
@@ -914,40 +915,140 @@ CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
 CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out);
 
 /**
- * Options of the Redis tier (issue 15).  Initialise with
- * ccache_redis_options_init().
+ * Options of the Redis tier (a fleet shares compiled programs through one or
+ * more Redis servers).  Initialise with ccache_redis_options_init(), then
+ * set servers.  Built only with hiredis (Debian: libhiredis-dev); otherwise
+ * ccache_tier_redis() returns CCACHE_ENOTSUP.
+ *
+ * **What is sent.**  Every key lives under
+ * `<prefix>:<namespace>:`, the namespace being the one attach() receives
+ * with '/' written as ':' (e.g. "ccache:v1:3f2a9c0d11e2b4a7:"), followed by
+ * the program key as 32 lowercase hex digits, key.hi then key.lo.  The
+ * commands, all with binary-safe arguments:
+ *  - `GET <k>` (lookup), `SET <k> <entry> [PX entry_ttl_ms]` (store),
+ *    `DEL <k>` (an entry that failed verification).  The value is the
+ *    core's checksummed entry (see "Entry format" above): the codec's bytes,
+ *    framed; nothing else of the process is sent.
+ *  - the compile lease, under `<k>:lease`: `SET <k>:lease <token> NX PX
+ *    lease_ms` takes it (the token is 16 bytes from getrandom(), as 32 hex
+ *    digits); `EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return
+ *    redis.call('pexpire', KEYS[1], ARGV[2]) end return 0" 1 <k>:lease
+ *    <token> lease_ms` renews it; the same script with `del` instead of
+ *    `pexpire` (and no ARGV[2]) releases it.  Both scripts act only while the
+ *    lease still holds this holder's token, so a process whose lease lapsed
+ *    can neither extend nor delete the lease another process took since.
+ *  - `AUTH [user] password` on each new connection when a password is set.
+ * The server needs GET, SET, DEL, EVAL and, inside the scripts, PEXPIRE
+ * (AUTH is always allowed) on keys matching `<prefix>:*`; an ACL user can
+ * be limited to exactly that, e.g.
+ * `user ccache on >secret ~ccache:* +get +set +del +eval +pexpire`.
+ *
+ * **One compile per fleet.**  A process that misses everywhere takes the
+ * lease, compiles, stores the entry, then releases the lease.  The library's
+ * renewal thread renews it every lease_ms/3 on a connection of its own, so
+ * a long compile keeps it however busy the other connections are.  Others
+ * find it taken (CCACHE_EBUSY), poll the entry with a backoff from poll_ms
+ * doubling to poll_max_ms, and load the entry when it appears; if the
+ * holder dies its lease lapses within lease_ms and one waiter takes over;
+ * after wait_ms a waiter compiles locally.
+ *
+ * **Several servers.**  Each key goes to one server by rendezvous
+ * (highest-random-weight) hashing: the largest XXH3-64 of the key seeded
+ * with the XXH3-64 of the server's name as written ("host:port" or
+ * "unix:/path").  Every process given the same names, in any order, picks
+ * the same server; a server that is down loses only its own share of the
+ * keys (those fetches compile locally: there is no fail-over, so a key's
+ * lease never moves between servers).
+ *
+ * **Connections.**  Blocking hiredis connections, made on first use (never
+ * by ccache_tier_redis()).  Each server keeps up to 8 idle connections; a
+ * thread that misses takes an idle one or connects a new one, so misses on
+ * different threads never wait for each other's round trips.  Connect time
+ * is bounded by connect_timeout_ms, each read or write of a command by
+ * command_timeout_ms.
+ *
+ * **Faults never fail a fetch.**  A server absent at start, killed, slow
+ * past the timeouts, a dropped connection, an error reply (`OOM command not
+ * allowed` under maxmemory, NOAUTH, WRONGPASS, ...) each fail that one op
+ * (tier_errors +1; the program compiles).  A failed connect or a connection
+ * that breaks puts the server in reconnect backoff: no new connection is
+ * tried for reconnect_min_ms, doubling on each further failure up to
+ * reconnect_max_ms, and ops on its keys fail at once meanwhile; the first
+ * successful connect ends it.  An error reply does not (the connection is
+ * fine).
+ *
+ * **Signals.**  hiredis writes with write(2), which raises SIGPIPE on a
+ * connection the server has reset.  The library never changes the process's
+ * signal disposition: it blocks SIGPIPE in the calling thread around each
+ * command (pthread_sigmask), consumes a SIGPIPE raised meanwhile
+ * (sigtimedwait with a zero timeout) and restores the thread's mask; a
+ * SIGPIPE already pending before the call is left pending.
+ *
+ * **fork().**  A tier made before fork() never uses the parent's
+ * connections in the child: its ops return CCACHE_EFORKED there (and a
+ * cache from before the fork is unusable in the child anyway).
+ *
+ * **Trust and transport.**  A shared Redis is trusted: anyone who can write
+ * to it (or to the network path to it) can hand every process that uses it a
+ * program to run; the checksum catches accidents, not attacks.  hiredis 0.14
+ * has no TLS: traffic, passwords included, is plain text.  Use it on
+ * loopback, a unix socket, or a private network you trust (or a TLS tunnel
+ * such as stunnel to a local port).
  */
 typedef struct ccache_redis_options {
   uint32_t size;               /**< sizeof, set by ccache_redis_options_init() */
-  const char *servers;         /**< "host:port[,host:port...]" or "unix:/path"; copied */
-  const char *prefix;          /**< key prefix, default "ccache"; copied */
-  const char *user;            /**< ACL user, or NULL; copied */
-  const char *password;        /**< password, or NULL; copied */
-  uint64_t connect_timeout_ms; /**< ms, default 200 */
-  uint64_t command_timeout_ms; /**< ms, default 1000 */
-  uint64_t entry_ttl_ms;       /**< PX on entries, ms; CCACHE_UNBOUNDED (default): none */
-  uint64_t lease_ms;           /**< compile lease, ms, default 10000; renewed every lease/3 */
-  uint64_t poll_ms;            /**< waiter backoff start, ms, default 5 */
-  uint64_t poll_max_ms;        /**< waiter backoff cap, ms, default 200 */
-  uint64_t wait_ms;            /**< total wait before compiling locally, ms, default 120000 */
-  uint64_t reconnect_min_ms;   /**< reconnect backoff start, ms, default 100 */
-  uint64_t reconnect_max_ms;   /**< reconnect backoff cap, ms, default 5000 */
+  /** "host:port[,host:port...]" (port 1..65535; IPv6 as "[addr]:port") or
+   *  "unix:/absolute/path" entries, comma-separated, at most 64, no
+   *  duplicates, no spaces; copied.  Required (the default NULL is
+   *  CCACHE_EINVAL). */
+  const char *servers;
+  /** Key prefix, 1..256 bytes, default "ccache"; NULL means the default;
+   *  copied.  Caches (or applications) sharing a server are kept apart by
+   *  it; runtime tags are kept apart by the namespace anyway. */
+  const char *prefix;
+  /** ACL user (AUTH user password; needs a password), or NULL; copied. */
+  const char *user;
+  /** Password (AUTH password, or AUTH user password), or NULL; copied and
+   *  wiped from memory when the tier is freed. */
+  const char *password;
+  uint64_t connect_timeout_ms; /**< bound on one connect, ms (>= 1; default 200) */
+  uint64_t command_timeout_ms; /**< bound on each read/write of a command, ms (>= 1;
+                                    default 1000) */
+  uint64_t entry_ttl_ms;       /**< PX on stored entries, ms: CCACHE_UNBOUNDED (default:
+                                    entries stay until evicted by the server's own
+                                    maxmemory policy) or >= 1 */
+  uint64_t lease_ms;           /**< compile lease, ms (3 .. 2^50; default 10000);
+                                    renewed every lease_ms/3 while the compile runs */
+  uint64_t poll_ms;            /**< waiter backoff start, ms (>= 1; default 5) */
+  uint64_t poll_max_ms;        /**< waiter backoff cap, ms (>= poll_ms; default 200) */
+  uint64_t wait_ms;            /**< total wait for another process's compile before
+                                    compiling locally, ms (default 120000; 0: never wait) */
+  uint64_t reconnect_min_ms;   /**< reconnect backoff start, ms (>= 1; default 100) */
+  uint64_t reconnect_max_ms;   /**< reconnect backoff cap, ms (>= reconnect_min_ms;
+                                    default 5000) */
 } ccache_redis_options;
 
 /**
- * @brief Fill @p o with the defaults (servers NULL: set it).
+ * @brief Fill @p o with the defaults listed with each field (servers NULL:
+ * set it).
  * @param o caller-owned; NULL is a no-op.  Thread-safe.
  */
 CCACHE_API void ccache_redis_options_init(ccache_redis_options *o);
 
 /**
- * @brief Make a Redis tier.  No connection is made here: a server absent at
- * start is a tier error at the first miss, never a failure of this call.
- * @param o options (copied).
+ * @brief Make a Redis tier (see ccache_redis_options for what it sends and
+ * how it behaves).  No connection is made here: a server absent at start is
+ * a tier error at the first miss, never a failure of this call.
+ * @param o options (copied, strings included: none need outlive the call).
  * @param out receives the tier (owned as with ccache_tier_custom()).
- * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, bad server list: the
- *         detail says why); CCACHE_ENOTSUP (built without hiredis: install
- *         libhiredis-dev and rebuild); CCACHE_ENOMEM.  Thread-safe.
+ *        Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, o->size too small, a bad
+ *         server list, an empty or over-long prefix, a user without a
+ *         password, a timeout or reconnect bound of 0, entry_ttl_ms 0,
+ *         lease_ms outside 3..2^50, bad poll or reconnect bounds: the
+ *         detail, ccache_error_detail(), says which); CCACHE_ENOTSUP (built
+ *         without hiredis: install libhiredis-dev and rebuild);
+ *         CCACHE_ENOMEM.  Thread-safe.
  */
 CCACHE_API int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out);
 

@@ -85,6 +85,8 @@ static void close_admin(rf_server *s) {
   s->admin = NULL;
 }
 
+void rf_forget_admin(rf_server *s) { close_admin(s); }
+
 /* Fork + exec the server; then wait until it answers PING on its port and
  * INFO names its own pid (so we never talk to someone else's server). */
 static int spawn(rf_server *s) {
@@ -172,7 +174,13 @@ int rf_start(rf_server *s, const char *const *extra) {
   memset(s, 0, sizeof *s);
   s->admin_user = user;
   s->admin_pass = pass;
-  for (int i = 0; extra && extra[i] && i < RF_MAX_ARGS; i++) s->args[s->nargs++] = extra[i];
+  for (int i = 0; extra && extra[i]; i++) {
+    if (i == RF_MAX_ARGS) {
+      fprintf(stderr, "redis fixture: more than %d extra arguments\n", RF_MAX_ARGS);
+      return -1;
+    }
+    s->args[s->nargs++] = extra[i];
+  }
   for (int i = 0; i < s->nargs; i++) {
     if (strcmp(s->args[i], "--requirepass") == 0 && i + 1 < s->nargs)
       s->admin_pass = s->args[i + 1];

@@ -18,7 +18,7 @@
 struct redisContext;
 struct redisReply;
 
-#define RF_MAX_ARGS 16
+#define RF_MAX_ARGS 32
 
 typedef struct rf_server {
   pid_t pid;          /* 0 while not running */
@@ -56,6 +56,10 @@ void rf_stop(rf_server *s);
 /* A command on the admin connection (made on first use, over the unix
  * socket).  The reply (free with freeReplyObject), or NULL on an I/O error. */
 struct redisReply *rf_cmd(rf_server *s, const char *fmt, ...);
+/* Close the admin connection (a fork child calls this before exiting, so
+ * the parent's connection is neither used nor reported as leaked; closing
+ * the child's copy of the socket leaves the parent's alone). */
+void rf_forget_admin(rf_server *s);
 /* rf_cmd for an integer reply: its value, or -1000000 on any other reply. */
 long long rf_int(rf_server *s, const char *fmt, ...);
 /* Milliseconds of CLOCK_MONOTONIC. */

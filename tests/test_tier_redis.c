@@ -46,6 +46,13 @@ static void start(rf_server *s, const char *const *extra) {
   assert_int_equal(rf_start(s, extra), 0);
 }
 
+/* A fork child's exit: nothing inherited from the test process stays
+ * allocated (valgrind checks each child as it exits). */
+static void child_exit(int code) {
+  for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++) rf_forget_admin(&servers[i]);
+  _exit(code);
+}
+
 static int stop_all(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++) rf_stop(&servers[i]);
@@ -206,6 +213,22 @@ static void redis_options_defaults_and_validation(void **state) {
   BAD((o.reconnect_min_ms = 10, o.reconnect_max_ms = 9));
 #undef BAD
   assert_int_equal(n_bad, 11);
+  /* The public call says why, in the thread's error detail. */
+  opts(&o, "127.0.0.1:6379,bad-entry");
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_EINVAL);
+  assert_null(t);
+  assert_non_null(strstr(ccache_error_detail(), "'bad-entry'"));
+  opts(&o, "127.0.0.1:6379");
+  o.user = "alice";
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_EINVAL);
+  assert_non_null(strstr(ccache_error_detail(), "password"));
+  assert_int_equal(ccache_tier_redis(NULL, &t), CCACHE_EINVAL);
+  assert_int_equal(ccache_tier_redis(&o, NULL), CCACHE_EINVAL);
+  o.user = NULL;
+  o.prefix = NULL; /* the default prefix */
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_OK);
+  ccache_tier_free(t);
   /* Good lists: parsed, no connection made (nothing listens on port 1). */
   static const char *good[] = {"127.0.0.1:1", "[::1]:1,127.0.0.1:2", "unix:/nonexistent/x.sock",
                                "localhost:65535"};
@@ -572,7 +595,10 @@ static void redis_auth_acl_user(void **state) {
   /* Each word a separate argument: redis-server joins them into the
    * config line "user alice on >wonderland ~* +@all". */
   static const char *const args[] = {"--user", "alice", "on", ">wonderland", "~*", "+@all",
-                                     "--user", "default", "off", NULL};
+                                     "--user", "default", "off",
+                                     /* the least a tier needs, as documented */
+                                     "--user", "ccache", "on", ">tier-pw", "~ccache:*", "+get",
+                                     "+set", "+del", "+eval", "+pexpire", NULL};
   start(s, args);
   ccache_redis_options o;
   opts(&o, s->addr);
@@ -595,6 +621,27 @@ static void redis_auth_acl_user(void **state) {
   assert_int_equal(get_check(&bad, 4, 1000), CCACHE_EIO);
   assert_non_null(strstr(last_error(&bad), "WRONGPASS"));
   assert_int_equal(cnt(&bad).connect_failures, 1);
+  /* The minimal ACL of the header's example runs every op. */
+  o.user = "ccache";
+  o.password = "tier-pw";
+  be least;
+  be_open(&least, &o, NS);
+  assert_int_equal(put_n(&least, 8, 100), CCACHE_OK);
+  assert_int_equal(get_check(&least, 8, 100), CCACHE_OK);
+  assert_int_equal(least.ops.lock(least.r, PK(8), &l), CCACHE_OK);
+  assert_int_equal(least.ops.renew(least.r, l), CCACHE_OK);
+  least.ops.unlock(least.r, l);
+  assert_int_equal(least.ops.remove(least.r, PK(8)), CCACHE_OK);
+  assert_int_equal(rf_int(s, "DBSIZE"), 1); /* alice's entry only: lease and entry 8 gone */
+  ccache__rcounters lc = cnt(&least);
+  assert_int_equal(lc.reply_errors + lc.io_errors + lc.connect_failures, 0);
+  be_close(&least);
+  /* Outside its key pattern it is refused (a reply error). */
+  o.prefix = "other";
+  be_open(&least, &o, NS);
+  assert_int_equal(put_n(&least, 8, 100), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&least), "NOPERM"));
+  be_close(&least);
   /* The default user is off: no access without credentials. */
   assert_int_equal(get_check(&anon, 4, 1000), CCACHE_EIO);
   assert_non_null(strstr(last_error(&anon), "NOAUTH"));
@@ -861,7 +908,7 @@ static void redis_sigpipe_default_disposition(void **state) {
   fflush(NULL);
   pid_t pid = fork();
   assert_true(pid >= 0);
-  if (pid == 0) _exit(sigpipe_child(s)); /* no admin connection yet to share */
+  if (pid == 0) child_exit(sigpipe_child(s)); /* no admin connection yet to share */
   int status = 0;
   assert_int_equal(waitpid(pid, &status, 0), pid);
   if (WIFSIGNALED(status)) fail_msg("the child died of signal %d", WTERMSIG(status));
@@ -961,7 +1008,8 @@ static void redis_fork_child_refuses(void **state) {
     void *blob;
     size_t len;
     int rc2 = b.ops.get(b.r, PK(1), &blob, &len);
-    _exit(rc == CCACHE_EFORKED && rc2 == CCACHE_EFORKED ? 0 : 1);
+    be_close(&b); /* frees the child's copy; the parent's sockets stay open */
+    child_exit(rc == CCACHE_EFORKED && rc2 == CCACHE_EFORKED ? 0 : 1);
   }
   int status = 0;
   assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -1204,7 +1252,7 @@ static void fleet_child(const char *servers, int go_fd, int out_fd, int first) {
   }
   fleet_send(out_fd, c, ok);
   ccache_close(c);
-  _exit(0);
+  child_exit(0);
 }
 
 static void redis_e2e_four_processes_compile_each_key_once(void **state) {
@@ -1310,7 +1358,7 @@ static void waiter_child(const char *servers, int out_fd) {
   int id = e2e_get(c, HOLDER_KEY);
   fleet_send(out_fd, c, id == HOLDER_KEY || id == HOLDER_KEY + 100000);
   ccache_close(c);
-  _exit(0);
+  child_exit(0);
 }
 
 /* The lease holder dies mid-compile: its lease runs out (no renewals), one
@@ -1414,7 +1462,7 @@ static void run_env_child(const char *value, int use_codec, int expect_id, int e
   fflush(NULL);
   pid_t pid = fork();
   assert_true(pid >= 0);
-  if (pid == 0) _exit(env_child(value, use_codec, expect_id, expect_rc));
+  if (pid == 0) child_exit(env_child(value, use_codec, expect_id, expect_rc));
   int st = 0;
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_true(WIFEXITED(st));
