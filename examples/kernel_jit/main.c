@@ -91,6 +91,7 @@ int main(int argc, char **argv) {
   kj_report r = {.distinct_kernels = o.kernels, .seed = o.seed, .runtime_tag = j.runtime_tag,
                  .cache_dir = o.cache_dir, .redis = o.redis};
   int rc = progs ? run_all(&o, &j, progs, &r) : -1;
+  if (!progs) fprintf(stderr, "kernel_jit: out of memory\n");
   r.stats.size = sizeof r.stats;
   ccache_stats_get(j.cache, &r.stats);
   for (uint32_t i = 0; progs && i < o.kernels; i++) ccache_program_release(j.cache, progs[i]);
