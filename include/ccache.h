@@ -965,7 +965,8 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * thread that misses takes an idle one or connects a new one, so misses on
  * different threads never wait for each other's round trips.  Connect time
  * is bounded by connect_timeout_ms, each read or write of a command by
- * command_timeout_ms.
+ * command_timeout_ms.  A host name is resolved (getaddrinfo) at each
+ * connect, outside those bounds: give addresses for predictable timing.
  *
  * **Faults never fail a fetch.**  A server absent at start, killed, slow
  * past the timeouts, a dropped connection, an error reply (`OOM command not
