@@ -781,6 +781,20 @@ static void *fetch_thread(void *p) {
   return NULL;
 }
 
+/* Children this test started, killed by its teardown even if it failed
+ * half-way (a paused child would keep ctest's output pipe open forever). */
+static pid_t holder_pid, bystander_pid;
+static int kill_holders(void **state) {
+  (void)state;
+  if (holder_pid > 0) {
+    kill(holder_pid, SIGKILL);
+    waitpid(holder_pid, NULL, 0);
+  }
+  if (bystander_pid > 0) kill(bystander_pid, SIGKILL); /* init reaps it */
+  holder_pid = bystander_pid = 0;
+  return 0;
+}
+
 static void lock_holder_killed_mid_compile(void **state) {
   (void)state;
   char *dir = t_tempdir("killh");
@@ -807,11 +821,12 @@ static void lock_holder_killed_mid_compile(void **state) {
     ccache_program_get_or_compile(c, PK(5), t_compile, &comp, &p);
     _exit(11); /* not reached */
   }
+  holder_pid = pid;
   close(fds[1]);
   char msg[32] = "";
   assert_true(read(fds[0], msg, sizeof msg - 1) > 0); /* the child holds PK(5)'s lock */
   close(fds[0]);
-  pid_t by = (pid_t)atol(msg);
+  pid_t by = bystander_pid = (pid_t)atol(msg);
   assert_true(by > 0);
   assert_true(slot_locked(dir, (unsigned)(PK(5).lo % 4096))); /* still, after that close() */
 
@@ -836,8 +851,10 @@ static void lock_holder_killed_mid_compile(void **state) {
   kill(pid, SIGKILL);
   int st = 0;
   assert_int_equal(waitpid(pid, &st, 0), pid);
+  holder_pid = 0;
   pthread_join(th, NULL);
   kill(by, SIGKILL); /* (reparented to init, which reaps it) */
+  bystander_pid = 0;
   assert_true(busy >= 1);
   assert_true(WIFSIGNALED(st));
   /* The kernel released the dead holder's lock: the waiter took it and
@@ -1076,7 +1093,7 @@ int main(void) {
       cmocka_unit_test(read_only_directory),
       cmocka_unit_test(directory_removed_under_a_running_cache),
       cmocka_unit_test(writer_killed_between_write_and_rename),
-      cmocka_unit_test(lock_holder_killed_mid_compile),
+      cmocka_unit_test_teardown(lock_holder_killed_mid_compile, kill_holders),
       cmocka_unit_test(nested_compile_on_a_shared_slot_does_not_wait),
       cmocka_unit_test(four_processes_compile_each_key_once),
       cmocka_unit_test(cap_holds_under_many_puts),
