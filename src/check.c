@@ -60,10 +60,10 @@ int ccache__check(ccache *c, uint64_t now) {
   CCACHE__UTHASH_SCOPE(&plain); /* the scratch table bypasses the hook */
   int ok = 1;
   prog_count *counts = NULL;
-  pthread_mutex_lock(&c->wlock);
+  ccache__lock(&c->wlock);
   uint64_t ttl = atomic_load(&c->ttl_ms);
   uint64_t items = 0, prev_idx = 0, prev_ms = 0, oldest_live_idx = UINT64_MAX, newest_dead = 0;
-  ccache__readers_lock(c);
+  ccache__readers_block(c);
   for (ccache__entry *e = c->table; e; e = e->hh.next) {
     items++;
     if (e->idx <= prev_idx) FAIL("insert index not increasing along the FIFO");
@@ -93,19 +93,49 @@ int ccache__check(ccache *c, uint64_t now) {
     }
     pc->n++;
   }
-  ccache__readers_unlock(c);
+  ccache__readers_unblock(c);
   if (items != c->items) FAIL("items %llu, table %llu", (unsigned long long)c->items,
                               (unsigned long long)items);
   if (newest_dead > oldest_live_idx) FAIL("expired entries are not a prefix of the FIFO");
   if (c->items > c->max_items) FAIL("items over max_items");
-  pthread_mutex_lock(&c->pmu);
+  ccache__lock(&c->pmu);
   ok &= check_programs(c, counts);
-  pthread_mutex_unlock(&c->pmu);
-  pthread_mutex_unlock(&c->wlock);
+  ccache__unlock(&c->pmu);
+  ccache__unlock(&c->wlock);
   prog_count *pc, *tmp;
   HASH_ITER(hh, counts, pc, tmp) {
     HASH_DEL(counts, pc);
     ccache__free(&plain, pc);
   }
   return ok ? 0 : -1;
+}
+
+/* ------------------------------------------------ after every k-th write */
+
+/* Level 2's expensive check: with CCACHE_DEBUG_CHECK_EVERY=k (k >= 1) in the
+ * environment, the whole checker runs after every k-th writer section of
+ * every cache, and a failure aborts at once, next to the write that broke
+ * it.  The stress test and the TSan run set it. */
+static _Atomic uint64_t writes_seen;
+static uint64_t check_every;
+
+static void after_write(ccache *c) {
+  if (atomic_fetch_add_explicit(&writes_seen, 1, memory_order_relaxed) % check_every != 0) return;
+  if (ccache__check(c, UINT64_MAX) != 0) {
+    fprintf(stderr, "ccache__check failed after a writer section\n");
+    abort();
+  }
+}
+
+void ccache__debug_check_every(uint64_t k) {
+  check_every = k;
+  ccache__after_write_hook = k ? after_write : NULL;
+}
+
+__attribute__((constructor)) static void install_after_write(void) {
+  const char *s = getenv("CCACHE_DEBUG_CHECK_EVERY");
+  if (!s || !*s) return;
+  char *end;
+  unsigned long long k = strtoull(s, &end, 10);
+  if (*end == '\0') ccache__debug_check_every(k);
 }

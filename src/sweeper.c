@@ -31,7 +31,7 @@ static struct timespec deadline_after(uint64_t ms) {
 
 static void *sweeper_main(void *arg) {
   ccache *c = arg;
-  pthread_mutex_lock(&c->sw_mu);
+  ccache__lock(&c->sw_mu);
   uint64_t gen = c->sw_gen;
   struct timespec deadline = deadline_after(period_ms(atomic_load(&c->ttl_ms)));
   while (!c->sw_stop) {
@@ -41,65 +41,63 @@ static void *sweeper_main(void *arg) {
       deadline = deadline_after(period_ms(ttl));
     }
     if (ttl == CCACHE_UNBOUNDED) { /* parked until set_limits or close */
-      pthread_cond_wait(&c->sw_cv, &c->sw_mu);
+      ccache__cond_wait(&c->sw_cv, &c->sw_mu);
       continue;
     }
-    if (pthread_cond_timedwait(&c->sw_cv, &c->sw_mu, &deadline) != ETIMEDOUT || c->sw_stop)
+    if (ccache__cond_timedwait(&c->sw_cv, &c->sw_mu, &deadline) || c->sw_stop)
       continue; /* woken (or spurious): re-read the TTL and the generation */
-    pthread_mutex_unlock(&c->sw_mu);
+    ccache__unlock(&c->sw_mu);
     ccache__sweep(c, ccache__now_ms(c));
-    pthread_mutex_lock(&c->sw_mu);
+    ccache__lock(&c->sw_mu);
     deadline = deadline_after(period_ms(atomic_load(&c->ttl_ms)));
   }
-  pthread_mutex_unlock(&c->sw_mu);
+  ccache__unlock(&c->sw_mu);
   return NULL;
 }
 
 int ccache__sweeper_init(ccache *c) {
-  pthread_condattr_t ca;
-  if (pthread_condattr_init(&ca)) return CCACHE_ENOMEM;
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  int rc = pthread_cond_init(&c->sw_cv, &ca);
-  pthread_condattr_destroy(&ca);
-  if (rc) return CCACHE_ENOMEM;
-  if (pthread_mutex_init(&c->sw_mu, NULL)) {
-    pthread_cond_destroy(&c->sw_cv);
-    return CCACHE_ENOMEM;
-  }
-  return CCACHE_OK;
+  int rc = ccache__cond_init(&c->sw_cv, true);
+  if (rc != CCACHE_OK) return rc;
+  rc = ccache__mutex_init(&c->sw_mu);
+  if (rc != CCACHE_OK) ccache__cond_destroy(&c->sw_cv);
+  return rc;
 }
 
 int ccache__sweeper_kick(ccache *c, uint64_t ttl) {
   if (!c->sweeper_enabled) return CCACHE_OK;
   int rc = CCACHE_OK;
-  pthread_mutex_lock(&c->sw_mu);
+  ccache__lock(&c->sw_mu);
   /* Never a new thread once close has begun: it would outlive the cache. */
   if (!c->sw_started && ttl != CCACHE_UNBOUNDED && !atomic_load(&c->closing)) {
-    if (pthread_create(&c->sw_thread, NULL, sweeper_main, c) == 0)
+    int err = pthread_create(&c->sw_thread, NULL, sweeper_main, c);
+    if (err == 0)
       c->sw_started = 1;
     else
-      rc = CCACHE_ETHREAD;
+      rc = ccache__thread_status(err, "pthread_create");
   }
   c->sw_gen++;
-  pthread_cond_signal(&c->sw_cv);
-  pthread_mutex_unlock(&c->sw_mu);
+  ccache__cond_signal(&c->sw_cv);
+  ccache__unlock(&c->sw_mu);
   return rc;
 }
 
 void ccache__sweeper_stop(ccache *c) {
-  pthread_mutex_lock(&c->sw_mu);
+  ccache__lock(&c->sw_mu);
   int started = c->sw_started;
   c->sw_stop = 1;
-  pthread_cond_signal(&c->sw_cv);
-  pthread_mutex_unlock(&c->sw_mu);
-  if (started) pthread_join(c->sw_thread, NULL);
-  pthread_mutex_lock(&c->sw_mu);
+  ccache__cond_signal(&c->sw_cv);
+  ccache__unlock(&c->sw_mu);
+  if (started) {
+    int err = pthread_join(c->sw_thread, NULL);
+    if (err) ccache__panic("pthread_join", err);
+  }
+  ccache__lock(&c->sw_mu);
   c->sw_started = 0;
   c->sw_stop = 0;
-  pthread_mutex_unlock(&c->sw_mu);
+  ccache__unlock(&c->sw_mu);
 }
 
 void ccache__sweeper_destroy(ccache *c) {
-  pthread_cond_destroy(&c->sw_cv);
-  pthread_mutex_destroy(&c->sw_mu);
+  ccache__cond_destroy(&c->sw_cv);
+  ccache__mutex_destroy(&c->sw_mu);
 }
