@@ -91,13 +91,14 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
 }
 
 static bool busy(ccache *c) {
-  bool b = atomic_load(&c->inflight) > 0;
-  ccache__lock(&c->pmu);
-  b = b || c->handles_out > 0;
-  ccache__unlock(&c->pmu);
   uint64_t hits, misses, leases;
+  ccache__lock(&c->wlock);
   ccache__readers_sum(c, &hits, &misses, &leases);
-  return b || leases > 0;
+  ccache__lock(&c->pmu);
+  bool b = c->handles_out > 0;
+  ccache__unlock(&c->pmu);
+  ccache__unlock(&c->wlock);
+  return b || leases > 0 || atomic_load(&c->inflight) > 0;
 }
 
 int ccache_close(ccache *c) {

@@ -153,6 +153,8 @@ struct ccache {
   uint64_t nprograms, handles_out, program_hits, program_misses, program_compiles;
 
   _Atomic uint64_t closures_destroyed, programs_destroyed;
+  /* Counts no reader holds any more (readers.c), under wlock; tests seed them. */
+  uint64_t hits_retired, misses_retired;
 
   /* sweeper (sweeper.c) */
   ccache__mutex sw_mu;
@@ -327,6 +329,10 @@ void ccache__sweeper_destroy(ccache *c);
  * totals and that no expired entry is in reach at `now` (pass UINT64_MAX to
  * skip that).  Returns 0, or -1 after printing what is wrong to stderr. */
 CCACHE_API int ccache__check(ccache *c, uint64_t now);
+/* Set a counter to v (test-only: drives counters near 2^64 that calls could
+ * never reach).  field: "next_idx", "last_ins_ms", "hits", "misses", or a
+ * ccache_stats counter name.  Returns 0, or -1 for an unknown field. */
+CCACHE_API int ccache__seed(ccache *c, const char *field, uint64_t v);
 /* Run the checker after every k-th writer section of every cache (0: never);
  * a failure aborts.  Also set from CCACHE_DEBUG_CHECK_EVERY at start-up. */
 CCACHE_API void ccache__debug_check_every(uint64_t k);

@@ -81,7 +81,9 @@ void ccache__readers_unblock(ccache *c) {
   for (unsigned i = CCACHE__NSTRIPES; i-- > 0;) stripe_unlock(&c->stripes[i].s);
 }
 
+/* wlock held (the retired counts are under it). */
 void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *leases) {
+  ccache__assert_held(&c->wlock);
   uint64_t h = 0, m = 0, l = 0;
   for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) {
     ccache__stripe *s = &c->stripes[i].s;
@@ -91,7 +93,7 @@ void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *
     stripe_unlock(s);
     l += atomic_load_explicit(&s->leases_out, memory_order_relaxed);
   }
-  *hits = h;
-  *misses = m;
+  *hits = h + c->hits_retired;
+  *misses = m + c->misses_retired;
   *leases = l;
 }

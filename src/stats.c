@@ -29,6 +29,9 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
     s.waits = atomic_load(&c->waits);
     s.compile_ns = atomic_load(&c->compile_ns);
     ccache__readers_sum(c, &s.hits, &s.misses, &s.leases_out);
+    /* A gauge never wraps: a caller who released a lease twice (a caller
+     * error the checked build catches) sees 0, not 2^64 - 1. */
+    if (s.leases_out > INT64_MAX) s.leases_out = 0;
     ccache__lock(&c->pmu);
     s.programs = c->nprograms;
     s.program_hits = c->program_hits;

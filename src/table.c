@@ -214,14 +214,23 @@ void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause) {
   HASH_ITER(hh, c->table, e, tmp) ccache__detach_locked(c, w, e, cause);
 }
 
-static bool over_cost(const ccache *c) { return c->cost.hi || c->cost.lo > c->max_cost; }
+/* "Unbounded" (CCACHE_UNBOUNDED, i.e. UINT64_MAX) never evicts for that
+ * bound, however large the sum of costs grows: the 128-bit total may pass
+ * 2^64 and still no entry leaves for cost. */
+static bool over_items(const ccache *c) {
+  return c->max_items != CCACHE_UNBOUNDED && c->items > c->max_items;
+}
+
+static bool over_cost(const ccache *c) {
+  return c->max_cost != CCACHE_UNBOUNDED && (c->cost.hi || c->cost.lo > c->max_cost);
+}
 
 /* Items first (each insert evicts at most what it added), then cost: the
  * oldest entries (the table's head) leave until the charged total fits, but
  * never `keep`, the entry just inserted.  Evicting one of several entries that
  * share a program frees nothing, so the loop simply goes on.  O(evicted). */
 static void enforce_locked(ccache *c, ccache__wsec *w, const ccache__entry *keep) {
-  while (c->items > c->max_items && c->table && c->table != keep)
+  while (over_items(c) && c->table && c->table != keep)
     ccache__detach_locked(c, w, c->table, &c->n.evicted_capacity);
   while (over_cost(c) && c->table && c->table != keep)
     ccache__detach_locked(c, w, c->table, &c->n.evicted_cost);
