@@ -11,7 +11,7 @@ int64_t ccache_sweep(ccache *c) {
   if (!c) return CCACHE_EINVAL;
   if (ccache__forked(c)) return CCACHE_EFORKED;
   if (atomic_load(&c->ttl_ms) == CCACHE_UNBOUNDED) return 0;
-  return ccache__sweep(c, ccache__now_ms(c));
+  return ccache__sweep(c, ccache__now_ms(c), NULL);
 }
 
 int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms, uint64_t max_cost_bytes) {

@@ -31,7 +31,7 @@ static int init_sync(ccache *c) {
   if ((rc = ccache__mutex_init(&c->pmu)) != CCACHE_OK) goto fail_wlock;
   if ((rc = ccache__cond_init(&c->flight_cv, false)) != CCACHE_OK) goto fail_pmu;
   if ((rc = ccache__cond_init(&c->pflight_cv, false)) != CCACHE_OK) goto fail_fcv;
-  if ((rc = ccache__sweeper_init(c)) != CCACHE_OK) goto fail_pcv;
+  if ((rc = ccache__alarm_init(c)) != CCACHE_OK) goto fail_pcv;
   return CCACHE_OK;
 fail_pcv:
   ccache__cond_destroy(&c->pflight_cv);
@@ -47,7 +47,7 @@ fail_readers:
 }
 
 static void destroy_sync(ccache *c) {
-  ccache__sweeper_destroy(c);
+  ccache__alarm_destroy(c);
   ccache__cond_destroy(&c->pflight_cv);
   ccache__cond_destroy(&c->flight_cv);
   ccache__mutex_destroy(&c->pmu);

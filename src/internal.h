@@ -6,7 +6,7 @@
  * call each other in a circle; .ci/layers.py checks this against the call
  * graph, reading the table in docs/design.md):
  *   0  status.c mem.c sync.c fork.c      no cache logic
- *   1  callback.c flight.c               user callbacks; single-flight records
+ *   1  callback.c flight.c alarm.c       user callbacks; single-flight records; the sweeper's alarm
  *   2  program.c                         the program table (+ its get-or-compile)
  *   3  readers.c                         the closure table's reader side
  *   4  table.c                           the closure table: entries, writer sections
@@ -161,8 +161,9 @@ struct ccache {
   pthread_cond_t sw_cv;
   pthread_t sw_thread;
   int sw_started, sw_stop;
-  uint64_t sw_gen; /* bumped by set_limits to restart the tick */
+  uint64_t sw_gen; /* bumped by the alarm: the next deadline may be earlier */
   int sweeper_enabled;
+  _Atomic uint64_t sweeper_wakeups; /* waits that ended at their deadline */
 
   int is_default;
   void *raw; /* what the allocator returned; the cache is aligned inside it */
@@ -180,6 +181,8 @@ typedef struct ccache__graveyard {
 typedef struct ccache__wsec {
   ccache__graveyard gy;
   bool readers_blocked;
+  bool ring_alarm; /* an insert into an empty table: the sweeper's next
+                      deadline is now this entry's */
 } ccache__wsec;
 
 /* ================================================================ floor 0 */
@@ -221,6 +224,12 @@ typedef struct ccache__frame {
 void ccache__frame_push(ccache__frame *f, const ccache *c);
 void ccache__frame_pop(ccache__frame *f);
 bool ccache__in_callback(const ccache *c);
+
+/* ---------------------------------------------------------------- alarm.c */
+int ccache__alarm_init(ccache *c);
+void ccache__alarm_destroy(ccache *c);
+/* Wake the sweeper: its next deadline may have moved earlier. */
+void ccache__alarm_ring(ccache *c);
 
 /* --------------------------------------------------------------- flight.c */
 /* Single-flight records, for both levels; `mu` is the level's lock (held by
@@ -306,8 +315,10 @@ void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause);
 void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, uint64_t max_cost);
 /* Removes key if it is still there and expired at now (a fetch saw it). */
 void ccache__expire_key(ccache *c, ccache_key key, uint64_t now);
-/* Removes the expired prefix of the FIFO; returns how many left. */
-int64_t ccache__sweep(ccache *c, uint64_t now);
+/* Removes the expired prefix of the FIFO; returns how many left.  If next is
+ * not NULL it receives the new oldest entry's deadline on the cache's clock
+ * (insert time + ttl, saturated), or UINT64_MAX when there is none. */
+int64_t ccache__sweep(ccache *c, uint64_t now, uint64_t *next);
 #ifdef CCACHE_TESTING
 /* Called after every writer section when set (check.c sets it). */
 extern void (*ccache__after_write_hook)(ccache *c);
@@ -316,10 +327,8 @@ extern void (*ccache__after_write_hook)(ccache *c);
 /* ================================================================ floor 5 */
 
 /* -------------------------------------------------------------- sweeper.c */
-int ccache__sweeper_init(ccache *c);
-int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start or wake */
+int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start if needed, and ring */
 void ccache__sweeper_stop(ccache *c);
-void ccache__sweeper_destroy(ccache *c);
 
 /* ========================================================== test-only, top */
 

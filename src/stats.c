@@ -41,6 +41,7 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
     ccache__unlock(&c->wlock);
     s.closures_destroyed = atomic_load(&c->closures_destroyed);
     s.programs_destroyed = atomic_load(&c->programs_destroyed);
+    s.sweeper_wakeups = atomic_load(&c->sweeper_wakeups);
   }
   s.size = out->size;
   memcpy(out, &s, size);

@@ -107,6 +107,7 @@ void ccache__lease_drop(ccache *c, ccache__entry *e) {
 void ccache__wsec_begin(ccache *c, ccache__wsec *w) {
   w->gy.head = w->gy.tail = NULL;
   w->readers_blocked = false;
+  w->ring_alarm = false;
   ccache__lock(&c->wlock);
 }
 
@@ -140,6 +141,7 @@ static void graveyard_drain(ccache *c, ccache__graveyard *gy) {
 void ccache__wsec_end(ccache *c, ccache__wsec *w) {
   ccache__wsec_unblock(c, w);
   ccache__unlock(&c->wlock);
+  if (w->ring_alarm) ccache__alarm_ring(c);
 #ifdef CCACHE_TESTING
   if (ccache__after_write_hook) ccache__after_write_hook(c);
 #endif
@@ -276,7 +278,7 @@ int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_k
   c->next_idx++;
   c->last_ins_ms = e->ins_ms;
   c->n.inserts++;
-  c->items++;
+  if (c->items++ == 0) w->ring_alarm = true;
   charge_locked(c, p);
   if (old) {
     c->n.replaced++;
@@ -297,7 +299,7 @@ void ccache__expire_key(ccache *c, ccache_key key, uint64_t now) {
   ccache__wsec_end(c, &w);
 }
 
-int64_t ccache__sweep(ccache *c, uint64_t now) {
+int64_t ccache__sweep(ccache *c, uint64_t now, uint64_t *next) {
   ccache__wsec w;
   int64_t n = 0;
   ccache__wsec_begin(c, &w);
@@ -307,6 +309,11 @@ int64_t ccache__sweep(ccache *c, uint64_t now) {
   while (c->table && ccache__expired(c->table->ins_ms, now, ttl)) {
     ccache__detach_locked(c, &w, c->table, &c->n.evicted_ttl);
     n++;
+  }
+  if (next) {
+    uint64_t t = c->table ? c->table->ins_ms : UINT64_MAX;
+    *next = ttl == CCACHE_UNBOUNDED || t == UINT64_MAX || ttl > UINT64_MAX - t ? UINT64_MAX
+                                                                             : t + ttl;
   }
   ccache__wsec_end(c, &w);
   return n;
