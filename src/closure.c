@@ -26,8 +26,9 @@ int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
 void ccache_lease_release(ccache *c, ccache_lease *lease) {
   if (!c || !lease || !lease->internal_[0] || ccache__forked(c)) return;
   ccache__entry *e = lease->internal_[0];
+  void *slot = lease->internal_[1];
   memset(lease, 0, sizeof *lease);
-  ccache__lease_drop(c, e);
+  ccache__lease_drop(c, e, slot);
 }
 
 int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {

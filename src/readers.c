@@ -1,99 +1,267 @@
 /*
- * readers.c - the closure table's reader side: a big-reader lock split by
- * thread.
+ * readers.c - the closure table's reader side: one reader per (thread,
+ * cache), so a hit writes only memory its own thread owns.
  *
- * Each thread locks only its own stripe (assigned round-robin on first use),
- * so hits from different threads share no lock and no counter line; a writer
- * blocks every reader by taking every stripe, in index order, while it holds
- * wlock.  Hit, miss and lease counts live in the stripes and are summed on
- * demand.
+ * The problem.  Every serving thread fetches the same few hundred call sites.
+ * Any word that two threads' hits write - a lock, a counter, an entry's
+ * reference count - moves its cache line between cores on every hit, and
+ * two threads then do less than one.  uthash cannot be read while it
+ * changes, so readers must still exclude writers.
+ *
+ * The mechanism (as Linux's percpu-rw-semaphore, with threads for CPUs).  A
+ * reader announces itself in its own `active` word, issues one StoreLoad
+ * fence, and checks the cache's `writer_waiting` word, which only writers
+ * write.  A writer, holding wlock, sets writer_waiting, issues the same fence
+ * and waits until every reader's `active` is 0.  Either the writer sees the
+ * reader (and waits for it) or the reader sees the writer (and takes wlock
+ * instead): never neither.  Leases taken by hits sit in the reader's slots;
+ * the entry's shared count is untouched while the entry is in the table.
+ *
+ * The trade-off.  Writers pay: they read every reader's line (O(threads that
+ * ever used the cache and are alive)), and, when entries leave, look through
+ * the occupied slots.  Hits pay one fence, on the thread's own stack.  A lease
+ * released on another thread than its taker's, or taken when the reader's 64
+ * slots are full, counts on the entry's refs (a shared write), as before.
+ *
+ * Lifetime.  A reader is made on its thread's first call on a cache (one
+ * allocation, under the registry lock and wlock) and found again through a
+ * small initial-exec TLS array keyed by the cache's id.  When the thread
+ * exits, a pthread key destructor retires its readers: their counts move to
+ * the cache's retired counts, their slot leases to the entries' refs, and
+ * they are freed.  ccache_close() frees the readers of its cache and
+ * unlinks them from their threads.  Lock order: registry lock, then wlock.
  */
+#include <sched.h>
+
 #include "internal.h"
 
-static _Atomic unsigned next_stripe;
-static _Thread_local unsigned my_stripe = CCACHE__NSTRIPES;
+_Thread_local ccache__tls ccache__tls_readers __attribute__((tls_model("initial-exec")));
 
-static ccache__stripe *mine(ccache *c) {
-  if (CCACHE__UNLIKELY(my_stripe == CCACHE__NSTRIPES))
-    my_stripe = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % CCACHE__NSTRIPES;
-  return &c->stripes[my_stripe].s;
+/* The calling thread's readers (of every cache), under reg_mu. */
+static _Thread_local ccache__reader *tls_list;
+
+static ccache__mutex reg_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static pthread_key_t exit_key;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t next_id = 1;
+
+static void thread_exit(void *unused);
+
+/* In a fork child only this thread exists, and the caches made before the
+ * fork refuse every call: forget this thread's readers of them (never freed:
+ * the child abandons those caches' memory). */
+static void after_fork_child(void) {
+  (void)ccache__mutex_init(&reg_mu);
+  tls_list = NULL;
+  ccache__tls_readers = (ccache__tls){{0}, {0}, 0};
 }
 
-static void stripe_lock(ccache__stripe *s) {
-  int err = pthread_mutex_lock(&s->mu);
-  if (err) ccache__panic("pthread_mutex_lock", err);
+static void init_once(void) {
+  int err = pthread_key_create(&exit_key, thread_exit);
+  if (err) ccache__panic("pthread_key_create", err);
+  err = pthread_atfork(NULL, NULL, after_fork_child);
+  if (err) ccache__panic("pthread_atfork", err);
 }
 
-static void stripe_unlock(ccache__stripe *s) {
-  int err = pthread_mutex_unlock(&s->mu);
-  if (err) ccache__panic("pthread_mutex_unlock", err);
+void ccache__readers_init(ccache *c) {
+  int err = pthread_once(&once, init_once);
+  if (err) ccache__panic("pthread_once", err);
+  c->id = atomic_fetch_add(&next_id, 1);
+  c->readers = NULL;
+  atomic_init(&c->writer_waiting, 0);
 }
 
-int ccache__readers_init(ccache *c) {
-  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) {
-    int rc = ccache__thread_status(pthread_mutex_init(&c->stripes[i].s.mu, NULL),
-                                   "pthread_mutex_init");
-    if (rc != CCACHE_OK) {
-      while (i-- > 0) pthread_mutex_destroy(&c->stripes[i].s.mu);
-      return rc;
+/* ----------------------------------------------------------- registry */
+
+static void remember(ccache *c, ccache__reader *r) {
+  ccache__tls *t = &ccache__tls_readers;
+  unsigned i = t->next++ % CCACHE__TLS_READERS;
+  t->id[i] = c->id;
+  t->r[i] = r;
+}
+
+static void forget_tls(uint64_t id) {
+  ccache__tls *t = &ccache__tls_readers;
+  for (unsigned i = 0; i < CCACHE__TLS_READERS; i++)
+    if (t->id[i] == id) t->id[i] = 0;
+}
+
+static void link_thread(ccache__reader *r) {
+  r->tnext = tls_list;
+  r->tpprev = &tls_list;
+  if (tls_list) tls_list->tpprev = &r->tnext;
+  tls_list = r;
+}
+
+static void unlink_thread(ccache__reader *r) {
+  *r->tpprev = r->tnext;
+  if (r->tnext) r->tnext->tpprev = r->tpprev;
+}
+
+static void link_cache(ccache *c, ccache__reader *r) {
+  r->next = c->readers;
+  r->pprev = &c->readers;
+  if (c->readers) c->readers->pprev = &r->next;
+  c->readers = r;
+}
+
+static void unlink_cache(ccache__reader *r) {
+  *r->pprev = r->next;
+  if (r->next) r->next->pprev = r->pprev;
+}
+
+ccache__reader *ccache__reader_find(ccache *c) {
+  ccache__reader *r;
+  ccache__lock(&reg_mu);
+  for (r = tls_list; r && r->cache != c; r = r->tnext) {
+  }
+  if (!r) {
+    /* A reader is ~700 bytes; it lives as long as the thread (or the cache).
+     * Aligned by hand to its own pair of lines (the allocator promises only
+     * malloc's alignment). */
+    void *raw = ccache__calloc(&c->mem, sizeof *r + _Alignof(ccache__reader));
+    r = raw ? (ccache__reader *)(((uintptr_t)raw + _Alignof(ccache__reader) - 1) &
+                                 ~(uintptr_t)(_Alignof(ccache__reader) - 1))
+            : NULL;
+    if (r) {
+      r->raw = raw;
+      r->cache = c;
+      r->free = ~UINT64_C(0);
+      ccache__lock(&c->wlock); /* writers walk the cache's list */
+      link_cache(c, r);
+      ccache__unlock(&c->wlock);
+      link_thread(r);
+      int err = pthread_setspecific(exit_key, &tls_list); /* any non-NULL value */
+      if (err) ccache__panic("pthread_setspecific", err);
     }
   }
-  return CCACHE_OK;
+  ccache__unlock(&reg_mu);
+  if (r) remember(c, r);
+  return r;
+}
+
+/* Move what r holds to its cache (wlock held): counts to the retired ones,
+ * slot leases to their entries' refs. */
+static void retire_locked(ccache *c, ccache__reader *r) {
+  c->hits_retired += atomic_load_explicit(&r->hits, memory_order_relaxed);
+  c->misses_retired += atomic_load_explicit(&r->misses, memory_order_relaxed);
+  c->leases_retired += atomic_load_explicit(&r->leases, memory_order_relaxed);
+  for (uint64_t held = ~r->free; held; held &= held - 1) {
+    ccache__entry *e = r->slot[__builtin_ctzll(held)];
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+  }
+  unlink_cache(r);
+}
+
+static void thread_exit(void *unused) {
+  (void)unused;
+  ccache__lock(&reg_mu);
+  while (tls_list) {
+    ccache__reader *r = tls_list;
+    ccache *c = r->cache;
+    unlink_thread(r);
+    ccache__lock(&c->wlock);
+    retire_locked(c, r);
+    ccache__unlock(&c->wlock);
+    ccache__free(&c->mem, r->raw);
+  }
+  ccache__unlock(&reg_mu);
+  ccache__tls_readers = (ccache__tls){{0}, {0}, 0};
 }
 
 void ccache__readers_destroy(ccache *c) {
-  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) {
-    int err = pthread_mutex_destroy(&c->stripes[i].s.mu);
-    if (err) ccache__panic("pthread_mutex_destroy", err);
+  ccache__lock(&reg_mu);
+  for (ccache__reader *r = c->readers; r; r = r->next) unlink_thread(r);
+  ccache__unlock(&reg_mu);
+  forget_tls(c->id);
+  while (c->readers) {
+    ccache__reader *r = c->readers;
+    unlink_cache(r);
+    ccache__free(&c->mem, r->raw);
   }
 }
 
-ccache__stripe *ccache__reader_begin(ccache *c) {
-  ccache__stripe *s = mine(c);
-  stripe_lock(s);
-  return s;
-}
-
-void ccache__reader_end(ccache__stripe *r) { stripe_unlock(r); }
+/* ----------------------------------------------------------- counting */
 
 void ccache__reader_count(ccache *c, bool hit) {
-  ccache__stripe *s = ccache__reader_begin(c);
+  ccache__reader *r = ccache__reader_get(c);
+  if (CCACHE__LIKELY(r != NULL)) {
+    ccache__bump(hit ? &r->hits : &r->misses, 1);
+    return;
+  }
+  ccache__lock(&c->wlock);
   if (hit)
-    s->hits++;
+    c->hits_retired++;
   else
-    s->misses++;
-  ccache__reader_end(s);
+    c->misses_retired++;
+  ccache__unlock(&c->wlock);
 }
 
-/* Modular: a lease released on another thread than the one that took it
- * makes one stripe's count go "negative"; only the sum is meaningful. */
-void ccache__reader_leases(ccache *c, int64_t n) {
-  atomic_fetch_add_explicit(&mine(c)->leases_out, (uint64_t)n, memory_order_relaxed);
+void ccache__reader_leases_locked(ccache *c, int64_t n) {
+  ccache__assert_held(&c->wlock);
+  ccache__reader *r = ccache__reader_peek(c); /* registering would take reg_mu after wlock */
+  if (r)
+    ccache__bump(&r->leases, (uint64_t)n);
+  else
+    c->leases_retired += (uint64_t)n;
+}
+
+void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *leases) {
+  ccache__assert_held(&c->wlock);
+  uint64_t h = c->hits_retired, m = c->misses_retired, l = c->leases_retired;
+  for (ccache__reader *r = c->readers; r; r = r->next) {
+    h += atomic_load_explicit(&r->hits, memory_order_relaxed);
+    m += atomic_load_explicit(&r->misses, memory_order_relaxed);
+    l += atomic_load_explicit(&r->leases, memory_order_relaxed);
+  }
+  *hits = h;
+  *misses = m;
+  *leases = l;
+}
+
+/* ------------------------------------------------------------ writers */
+
+static void wait_quiet(ccache__reader *r) {
+  for (unsigned spins = 0; ccache__load_fenced(&r->active); spins++) {
+    if (spins < 128) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      sched_yield(); /* more threads than cores: the reader may be preempted */
+    }
+  }
 }
 
 void ccache__readers_block(ccache *c) {
   ccache__assert_held(&c->wlock);
-  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) stripe_lock(&c->stripes[i].s);
+  ccache__store_fence(&c->writer_waiting);
+  for (ccache__reader *r = c->readers; r; r = r->next) wait_quiet(r);
 }
 
 void ccache__readers_unblock(ccache *c) {
   ccache__assert_held(&c->wlock);
-  for (unsigned i = CCACHE__NSTRIPES; i-- > 0;) stripe_unlock(&c->stripes[i].s);
+  atomic_store_explicit(&c->writer_waiting, 0, memory_order_release);
 }
 
-/* wlock held (the retired counts are under it). */
-void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *leases) {
+void ccache__readers_fold_locked(ccache *c) {
   ccache__assert_held(&c->wlock);
-  uint64_t h = 0, m = 0, l = 0;
-  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) {
-    ccache__stripe *s = &c->stripes[i].s;
-    stripe_lock(s);
-    h += s->hits;
-    m += s->misses;
-    stripe_unlock(s);
-    l += atomic_load_explicit(&s->leases_out, memory_order_relaxed);
-  }
-  *hits = h + c->hits_retired;
-  *misses = m + c->misses_retired;
-  *leases = l;
+  for (ccache__reader *r = c->readers; r; r = r->next)
+    for (uint64_t held = ~r->free; held; held &= held - 1) {
+      unsigned i = (unsigned)__builtin_ctzll(held);
+      ccache__entry *e = r->slot[i];
+      if (e->flags & CCACHE__E_DETACHED) {
+        atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+        r->free |= UINT64_C(1) << i;
+      }
+    }
+}
+
+uint64_t ccache__readers_slots_of(ccache *c, const ccache__entry *e) {
+  ccache__assert_held(&c->wlock);
+  uint64_t n = 0;
+  for (ccache__reader *r = c->readers; r; r = r->next)
+    for (uint64_t held = ~r->free; held; held &= held - 1)
+      n += r->slot[__builtin_ctzll(held)] == e;
+  return n;
 }

@@ -66,6 +66,7 @@ void ccache__lease_fill(ccache_lease *out, ccache__entry *e) {
   out->closure = ccache__entry_closure(e);
   out->native = e->program->native;
   out->internal_[0] = e;
+  out->internal_[1] = NULL; /* counted in e->refs */
 }
 
 /* ------------------------------------------------------------ the hit path */
@@ -76,30 +77,112 @@ bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
   return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
 }
 
-/* No allocation, no program refcount, nothing written but the thread's own
- * reader and the entry's refs. */
+/* A lease on e, taken inside a read-side section or under wlock: in one of
+ * the reader's slots if one is free, else in e->refs.  The lease is filled
+ * here, while e's flags cannot change. */
+static void take_lease(ccache__reader *r, ccache__entry *e, ccache_lease *out) {
+  out->closure = ccache__entry_closure(e);
+  out->native = e->program->native;
+  out->internal_[0] = e;
+  if (CCACHE__LIKELY(r && r->free)) {
+    unsigned i = (unsigned)__builtin_ctzll(r->free);
+    r->free &= r->free - 1;
+    r->slot[i] = e;
+    out->internal_[1] = &r->slot[i];
+  } else {
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+    out->internal_[1] = NULL;
+  }
+}
+
+/* The slow path: a writer holds (or wants) the table, or this thread has no
+ * reader.  Same lookup under wlock; counts on the reader, or retired. */
+static int lookup_locked(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
+                         uint64_t ttl, bool count_miss, ccache_lease *out) {
+  ccache__entry *e;
+  ccache__lock(&c->wlock);
+  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
+  bool hit = e && !ccache__expired(e->ins_ms, now, ttl);
+  if (hit) {
+    take_lease(r, e, out);
+    ccache__reader_leases_locked(c, 1);
+  }
+  if (hit || count_miss) {
+    if (r)
+      ccache__bump(hit ? &r->hits : &r->misses, 1);
+    else if (hit)
+      c->hits_retired++;
+    else
+      c->misses_retired++;
+  }
+  ccache__unlock(&c->wlock);
+  return hit ? CCACHE_OK : e ? CCACHE__EXPIRED : CCACHE_MISS;
+}
+
+/* No allocation, no program refcount, no write to any line another thread
+ * writes: the reader's flag, counts and slot are its thread's own. */
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out) {
   unsigned hv = ccache__key_hash(key);
+  ccache__reader *r = ccache__reader_get(c);
+  if (CCACHE__UNLIKELY(!r || !ccache__reader_enter(c, r)))
+    return lookup_locked(c, r, key, hv, now, ttl, count_miss, out);
   ccache__entry *e;
-  ccache__stripe *r = ccache__reader_begin(c);
   HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
   if (CCACHE__LIKELY(e != NULL) && !ccache__expired(e->ins_ms, now, ttl)) {
-    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&r->leases_out, 1, memory_order_relaxed);
-    r->hits++;
-    ccache__reader_end(r);
-    ccache__lease_fill(out, e);
+    take_lease(r, e, out);
+    ccache__bump(&r->hits, 1);
+    ccache__bump(&r->leases, 1);
+    ccache__reader_exit(r);
     return CCACHE_OK;
   }
-  if (count_miss) r->misses++;
-  ccache__reader_end(r);
+  if (count_miss) ccache__bump(&r->misses, 1);
+  ccache__reader_exit(r);
   return e ? CCACHE__EXPIRED : CCACHE_MISS;
 }
 
-void ccache__lease_drop(ccache *c, ccache__entry *e) {
-  ccache__reader_leases(c, -1);
-  entry_unref(c, e);
+static bool slot_of(const ccache__reader *r, const void *slot, unsigned *i) {
+  uintptr_t a = (uintptr_t)slot, base = (uintptr_t)r->slot;
+  if (a < base || a >= base + sizeof r->slot) return false;
+  *i = (unsigned)((a - base) / sizeof r->slot[0]);
+  return true;
+}
+
+/* Inside a read-side section or under wlock.  Returns true when e has left
+ * the table: refs is then exact, and the caller drops the lease's reference
+ * there, outside (it may be the last). */
+static bool release_held(ccache *c, ccache__reader *r, ccache__entry *e, void *slot) {
+  unsigned i;
+  if (r)
+    ccache__bump(&r->leases, (uint64_t)-1);
+  else
+    c->leases_retired--;
+  if (CCACHE__LIKELY(r && slot && slot_of(r, slot, &i)) && r->slot[i] == e &&
+      !(r->free & (UINT64_C(1) << i))) {
+    r->free |= UINT64_C(1) << i; /* the taker's own slot: private */
+    return false;
+  }
+  /* In refs: taken under wlock, with no free slot, or by another thread
+   * (whose slot keeps its count until e leaves and it is folded). */
+  if (!(e->flags & CCACHE__E_DETACHED)) {
+    atomic_fetch_sub_explicit(&e->refs, 1, memory_order_relaxed); /* the table holds one */
+    return false;
+  }
+  return true;
+}
+
+void ccache__lease_drop(ccache *c, ccache__entry *e, void *slot) {
+  ccache__reader *r = ccache__reader_get(c);
+  bool left;
+  if (CCACHE__LIKELY(r && ccache__reader_enter(c, r))) {
+    left = release_held(c, r, e, slot);
+    ccache__reader_exit(r);
+  } else {
+    ccache__lock(&c->wlock);
+    left = release_held(c, r, e, slot);
+    ccache__unlock(&c->wlock);
+  }
+  if (left) entry_unref(c, e);
 }
 
 /* ------------------------------------------------------- writer sections */
@@ -139,6 +222,9 @@ static void graveyard_drain(ccache *c, ccache__graveyard *gy) {
 }
 
 void ccache__wsec_end(ccache *c, ccache__wsec *w) {
+  /* Entries that left: the leases in readers' slots move to their refs
+   * while the readers are still blocked. */
+  if (w->gy.head) ccache__readers_fold_locked(c);
   ccache__wsec_unblock(c, w);
   ccache__unlock(&c->wlock);
   if (w->ring_alarm) ccache__alarm_ring(c);
@@ -167,10 +253,12 @@ bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closur
   return cur && ccache__entry_closure(cur) == closure;
 }
 
+/* For a flight's owner and waiters: in refs, since the waiters' readers
+ * are theirs to write. */
 void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease *out) {
   ccache__assert_held(&c->wlock);
   atomic_fetch_add_explicit(&e->refs, n, memory_order_relaxed);
-  ccache__reader_leases(c, n);
+  ccache__reader_leases_locked(c, n);
   if (out) ccache__lease_fill(out, e);
 }
 
@@ -205,6 +293,7 @@ void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_
   ccache__assert_held(&c->wlock);
   block_readers(c, w);
   HASH_DELETE(hh, c->table, e);
+  e->flags |= CCACHE__E_DETACHED; /* once; releases read it in their sections */
   c->items--;
   uncharge_locked(c, e->program);
   if (cause) (*cause)++;
