@@ -73,6 +73,7 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   c->sweeper_enabled = cfg->sweeper_thread != 0;
   c->next_idx = 1;
   c->fork_gen = atomic_load(&ccache__fork_generation);
+  atomic_init(&c->gate, c->fork_gen);
   ccache__readers_init(c);
   int rc = init_sync(c);
   if (rc == CCACHE_OK) {
@@ -106,12 +107,13 @@ int ccache_close(ccache *c) {
   /* From here on, calls that would add to the cache are refused (EBUSY), so
    * destroy callbacks run by the last sweep or by the teardown below cannot
    * leave anything behind, nor start a new sweeper. */
-  atomic_store(&c->closing, 1);
+  atomic_store(&c->gate, CCACHE__GATE_CLOSED);
+  ccache__readers_renew_id(c); /* the fast paths do not read the gate */
   ccache__sweeper_stop(c);
   /* A destroy run by the last sweep may itself have taken a lease before
    * the gate closed. */
   if (busy(c)) {
-    atomic_store(&c->closing, 0);
+    atomic_store(&c->gate, c->fork_gen);
     ccache__sweeper_kick(c, atomic_load(&c->ttl_ms));
     return CCACHE_EBUSY;
   }

@@ -111,13 +111,22 @@ static inline uint32_t ccache__load_fenced(_Atomic uint32_t *flag) {
  * CPU while the object is live).  When an entry leaves the table, the writer
  * (with every reader outside its section) folds the slots that hold it into
  * the entry's refs; from then on releases count on refs, exactly. */
-#define CCACHE__SLOTS 64u
+#define CCACHE__SLOTS 32u
+#define CCACHE__SLOT_MASK ((UINT64_C(1) << CCACHE__SLOTS) - 1)
+/* Readers are aligned to a power of two above their size, so a release can
+ * tell whether a slot is its own reader's from the slot's address alone. */
+#define CCACHE__READER_ALIGN 512u
 typedef struct ccache__reader {
-  _Alignas(2 * CCACHE__CACHELINE) _Atomic uint32_t active; /* in a read-side section */
+  _Alignas(CCACHE__READER_ALIGN) _Atomic uint32_t active; /* in a read-side section */
   uint32_t pad_;
-  uint64_t free;                 /* bit i: slot i is free (owner; writers while quiet) */
+  /* Bit i: slot i is free.  Written by the owner (and by writers while it is
+   * outside its sections) with plain stores; read by stats. */
+  _Atomic uint64_t free;
   _Atomic uint64_t hits, misses; /* written by the owner only, read by stats */
-  _Atomic uint64_t leases;       /* taken - released on this thread, mod 2^64 */
+  /* Outstanding leases this thread counts outside its slots: taken into an
+   * entry's refs (+1) or released from one (-1), mod 2^64.  The leases out
+   * are these, plus the occupied slots, over every reader. */
+  _Atomic uint64_t leases;
   struct ccache__entry *slot[CCACHE__SLOTS]; /* a lease each */
   /* Registry (readers.c), not touched by hits. */
   void *raw; /* what the allocator returned */
@@ -159,9 +168,14 @@ struct ccache {
   /* Read by every hit, written only by writers, open and set_limits: on a
    * line of its own so puts and counters do not invalidate it. */
   _Alignas(CCACHE__CACHELINE) uint64_t fork_gen;
-  uint64_t id;                  /* unique per open: keys the readers' TLS */
+  /* Unique per open, and again when close begins: keys the threads' TLS
+   * arrays of readers, so a fresh id sends every thread's next call down the
+   * general path, which checks the gate (readers.c). */
+  _Atomic uint64_t id;
   _Atomic uint32_t writer_waiting; /* a writer blocks the read side (readers.c) */
-  _Atomic int closing;          /* ccache_close() is tearing the cache down */
+  /* fork_gen while the cache is open; CCACHE__GATE_CLOSED while close tears
+   * it down.  One compare lets every adding call past (ccache__gate). */
+  _Atomic uint64_t gate;
   _Atomic uint64_t ttl_ms;      /* read without a lock by fetch */
   ccache_clock_fn clock_ms;
   void *ctx;
@@ -237,10 +251,15 @@ static inline int ccache__forked(const ccache *c) {
 /* Calls that add to the cache (fetch, put, intern, get-or-compile,
  * set_limits) pass this gate: EFORKED in a fork child, EBUSY while
  * ccache_close() tears the cache down (its destroy callbacks may call in). */
+#define CCACHE__GATE_CLOSED UINT64_MAX
 static inline int ccache__gate(ccache *c) {
-  if (ccache__forked(c)) return CCACHE_EFORKED;
-  if (CCACHE__UNLIKELY(atomic_load_explicit(&c->closing, memory_order_relaxed))) return CCACHE_EBUSY;
-  return CCACHE_OK;
+  if (CCACHE__LIKELY(atomic_load_explicit(&c->gate, memory_order_relaxed) ==
+                     atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed)))
+    return CCACHE_OK;
+  return ccache__forked(c) ? CCACHE_EFORKED : CCACHE_EBUSY;
+}
+static inline bool ccache__closing(const ccache *c) {
+  return atomic_load_explicit(&c->gate, memory_order_relaxed) == CCACHE__GATE_CLOSED;
 }
 /* The charged cost, saturated to 64 bits for the stats. */
 static inline uint64_t ccache__cost_bytes(const ccache *c) {
@@ -305,17 +324,30 @@ void ccache__program_ref(ccache *c, ccache_program *p);
 
 /* -------------------------------------------------------------- readers.c */
 void ccache__readers_init(ccache *c);
+/* When close begins: a new id, so no thread finds its reader in its TLS any
+ * more and every call takes the general path (which checks the gate). */
+void ccache__readers_renew_id(ccache *c);
 /* At close: forget every reader of c (they are freed). */
 void ccache__readers_destroy(ccache *c);
 /* The calling thread's reader for c, made on first use; NULL when that
  * allocation failed (the caller then counts under wlock). */
 ccache__reader *ccache__reader_find(ccache *c);
 /* Only the TLS array: never registers (for callers holding wlock). */
-static inline ccache__reader *ccache__reader_peek(ccache *c) {
-  ccache__tls *t = &ccache__tls_readers;
-  for (unsigned i = 0; i < CCACHE__TLS_READERS; i++)
-    if (CCACHE__LIKELY(t->id[i] == c->id)) return t->r[i];
+/* The rest of the array, moving what it finds to the front (readers.c). */
+ccache__reader *ccache__reader_peek_rest(uint64_t id);
+/* Only the front of the array: what the fast paths look at (no call, so
+ * they need no stack frame); the general paths then move the reader there. */
+static inline ccache__reader *ccache__reader_front(ccache *c) {
+  if (CCACHE__LIKELY(ccache__tls_readers.id[0] == atomic_load_explicit(&c->id, memory_order_relaxed))) {
+    ccache__reader *r = ccache__tls_readers.r[0];
+    if (!r) __builtin_unreachable(); /* only found readers are remembered */
+    return r;
+  }
   return NULL;
+}
+static inline ccache__reader *ccache__reader_peek(ccache *c) {
+  ccache__reader *r = ccache__reader_front(c);
+  return r ? r : ccache__reader_peek_rest(atomic_load_explicit(&c->id, memory_order_relaxed));
 }
 static inline ccache__reader *ccache__reader_get(ccache *c) {
   ccache__reader *r = ccache__reader_peek(c);
@@ -363,20 +395,31 @@ void ccache__wsec_begin(ccache *c, ccache__wsec *w);
 void ccache__wsec_unblock(ccache *c, ccache__wsec *w);
 void ccache__wsec_end(ccache *c, ccache__wsec *w);
 
-bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl);
+/* Inserted at t: a hit for now < t + ttl, a miss for now >= t + ttl.  Written
+ * without t + ttl, which could overflow. */
+static inline bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
+  return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
+}
 ccache__entry *ccache__entry_new(ccache *c);
 void ccache__entry_free(ccache *c, ccache__entry *e);
-void *ccache__entry_closure(const ccache__entry *e);
+/* The closure an entry runs (its own, or its owner's when borrowed). */
+static inline void *ccache__entry_closure(const ccache__entry *e) {
+  if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
+  return e->closure;
+}
 /* A lease on e held in refs (not in a reader's slot). */
 void ccache__lease_fill(ccache_lease *out, ccache__entry *e);
-/* Hit path: look up key in a read-side section; on a live hit take a lease
- * (counted as a hit).  Returns OK, MISS, or CCACHE__EXPIRED. */
+/* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
+ * MISS, or CCACHE__EXPIRED.  The hit path proper is hit.h's, inlined into
+ * ccache_fetch(); these are its out-of-line forms and slow paths. */
 #define CCACHE__EXPIRED 2
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out);
-/* Give back a lease (its internal_ words); destroys run here if it was the
- * last reference of an entry that has left the table. */
-void ccache__lease_drop(ccache *c, ccache__entry *e, void *slot);
+int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
+                        uint64_t ttl, bool count_miss, ccache_lease *out);
+/* A release that is not its own reader's slot, or met a writer: destroys run
+ * here if it was the last reference of an entry that has left the table. */
+void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *slot);
 /* The rest need a writer section (wlock held). */
 ccache__entry *ccache__find_locked(ccache *c, ccache_key key);
 bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure);

@@ -66,18 +66,43 @@ static void init_once(void) {
 void ccache__readers_init(ccache *c) {
   int err = pthread_once(&once, init_once);
   if (err) ccache__panic("pthread_once", err);
-  c->id = atomic_fetch_add(&next_id, 1);
+  atomic_init(&c->id, atomic_fetch_add(&next_id, 1));
   c->readers = NULL;
   atomic_init(&c->writer_waiting, 0);
 }
 
 /* ----------------------------------------------------------- registry */
 
-static void remember(ccache *c, ccache__reader *r) {
+ccache__reader *ccache__reader_peek_rest(uint64_t id) {
   ccache__tls *t = &ccache__tls_readers;
-  unsigned i = t->next++ % CCACHE__TLS_READERS;
-  t->id[i] = c->id;
-  t->r[i] = r;
+  for (unsigned i = 1; i < CCACHE__TLS_READERS; i++)
+    if (t->id[i] == id) {
+      ccache__reader *r = t->r[i];
+      t->id[i] = t->id[0]; /* most recent first: the fast paths look at [0] */
+      t->r[i] = t->r[0];
+      t->id[0] = id;
+      t->r[0] = r;
+      return r;
+    }
+  return NULL;
+}
+
+/* The fast paths (closure.c) skip the gate: they trust that a reader found
+ * in the TLS array belongs to an open cache.  So a closing cache's readers
+ * are never remembered, and close renews the id (ccache__readers_renew_id);
+ * a fork child starts with an empty array (after_fork_child). */
+static void remember(ccache *c, ccache__reader *r) {
+  if (ccache__closing(c)) return;
+  ccache__tls *t = &ccache__tls_readers;
+  unsigned i = t->next++ % CCACHE__TLS_READERS; /* evicts one, then moves it to the front */
+  t->id[i] = t->id[0];
+  t->r[i] = t->r[0];
+  t->id[0] = atomic_load_explicit(&c->id, memory_order_relaxed);
+  t->r[0] = r;
+}
+
+void ccache__readers_renew_id(ccache *c) {
+  atomic_store_explicit(&c->id, atomic_fetch_add(&next_id, 1), memory_order_relaxed);
 }
 
 static void forget_tls(uint64_t id) {
@@ -119,14 +144,14 @@ ccache__reader *ccache__reader_find(ccache *c) {
     /* A reader is ~700 bytes; it lives as long as the thread (or the cache).
      * Aligned by hand to its own pair of lines (the allocator promises only
      * malloc's alignment). */
-    void *raw = ccache__calloc(&c->mem, sizeof *r + _Alignof(ccache__reader));
-    r = raw ? (ccache__reader *)(((uintptr_t)raw + _Alignof(ccache__reader) - 1) &
-                                 ~(uintptr_t)(_Alignof(ccache__reader) - 1))
+    void *raw = ccache__calloc(&c->mem, sizeof *r + CCACHE__READER_ALIGN);
+    r = raw ? (ccache__reader *)(((uintptr_t)raw + CCACHE__READER_ALIGN - 1) &
+                                 ~(uintptr_t)(CCACHE__READER_ALIGN - 1))
             : NULL;
     if (r) {
       r->raw = raw;
       r->cache = c;
-      r->free = ~UINT64_C(0);
+      atomic_init(&r->free, CCACHE__SLOT_MASK);
       ccache__lock(&c->wlock); /* writers walk the cache's list */
       link_cache(c, r);
       ccache__unlock(&c->wlock);
@@ -142,13 +167,18 @@ ccache__reader *ccache__reader_find(ccache *c) {
 
 /* Move what r holds to its cache (wlock held): counts to the retired ones,
  * slot leases to their entries' refs. */
+static uint64_t held(ccache__reader *r) {
+  return ~atomic_load_explicit(&r->free, memory_order_relaxed) & CCACHE__SLOT_MASK;
+}
+
 static void retire_locked(ccache *c, ccache__reader *r) {
   c->hits_retired += atomic_load_explicit(&r->hits, memory_order_relaxed);
   c->misses_retired += atomic_load_explicit(&r->misses, memory_order_relaxed);
   c->leases_retired += atomic_load_explicit(&r->leases, memory_order_relaxed);
-  for (uint64_t held = ~r->free; held; held &= held - 1) {
-    ccache__entry *e = r->slot[__builtin_ctzll(held)];
+  for (uint64_t h = held(r); h; h &= h - 1) {
+    ccache__entry *e = r->slot[__builtin_ctzll(h)];
     atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+    c->leases_retired++;
   }
   unlink_cache(r);
 }
@@ -173,7 +203,7 @@ void ccache__readers_destroy(ccache *c) {
   ccache__lock(&reg_mu);
   for (ccache__reader *r = c->readers; r; r = r->next) unlink_thread(r);
   ccache__unlock(&reg_mu);
-  forget_tls(c->id);
+  forget_tls(atomic_load_explicit(&c->id, memory_order_relaxed));
   while (c->readers) {
     ccache__reader *r = c->readers;
     unlink_cache(r);
@@ -212,7 +242,8 @@ void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *
   for (ccache__reader *r = c->readers; r; r = r->next) {
     h += atomic_load_explicit(&r->hits, memory_order_relaxed);
     m += atomic_load_explicit(&r->misses, memory_order_relaxed);
-    l += atomic_load_explicit(&r->leases, memory_order_relaxed);
+    l += atomic_load_explicit(&r->leases, memory_order_relaxed) +
+         (uint64_t)__builtin_popcountll(held(r));
   }
   *hits = h;
   *misses = m;
@@ -247,12 +278,17 @@ void ccache__readers_unblock(ccache *c) {
 void ccache__readers_fold_locked(ccache *c) {
   ccache__assert_held(&c->wlock);
   for (ccache__reader *r = c->readers; r; r = r->next)
-    for (uint64_t held = ~r->free; held; held &= held - 1) {
-      unsigned i = (unsigned)__builtin_ctzll(held);
+    for (uint64_t h = held(r); h; h &= h - 1) {
+      unsigned i = (unsigned)__builtin_ctzll(h);
       ccache__entry *e = r->slot[i];
       if (e->flags & CCACHE__E_DETACHED) {
+        /* The lease stays out, now counted in refs and on the reader. */
         atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
-        r->free |= UINT64_C(1) << i;
+        ccache__bump(&r->leases, 1);
+        atomic_store_explicit(&r->free, atomic_load_explicit(&r->free, memory_order_relaxed) |
+                                            (UINT64_C(1) << i),
+                              memory_order_relaxed);
+        r->slot[i] = NULL; /* so the lease's release no longer matches it */
       }
     }
 }
@@ -261,7 +297,6 @@ uint64_t ccache__readers_slots_of(ccache *c, const ccache__entry *e) {
   ccache__assert_held(&c->wlock);
   uint64_t n = 0;
   for (ccache__reader *r = c->readers; r; r = r->next)
-    for (uint64_t held = ~r->free; held; held &= held - 1)
-      n += r->slot[__builtin_ctzll(held)] == e;
+    for (uint64_t h = held(r); h; h &= h - 1) n += r->slot[__builtin_ctzll(h)] == e;
   return n;
 }

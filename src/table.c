@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "hit.h"
 
 #ifdef CCACHE_TESTING
 void (*ccache__after_write_hook)(ccache *c);
@@ -36,11 +36,7 @@ void ccache__entry_free(ccache *c, ccache__entry *e) { ccache__free(&c->mem, e);
  * destroy it, yet leases on the replaced entry must keep it valid.  So the new
  * entry *borrows* the closure: its closure field points at the owning entry
  * (the first one that stored it) and holds a reference on it; the closure is
- * destroyed when the owner's last reference goes. */
-void *ccache__entry_closure(const ccache__entry *e) {
-  if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
-  return e->closure;
-}
+ * destroyed when the owner's last reference goes (ccache__entry_closure). */
 
 static ccache__entry *owner_of(ccache__entry *e) {
   return (e->flags & CCACHE__E_BORROWED) ? (ccache__entry *)e->closure : e;
@@ -71,41 +67,19 @@ void ccache__lease_fill(ccache_lease *out, ccache__entry *e) {
 
 /* ------------------------------------------------------------ the hit path */
 
-bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
-  /* Inserted at t: a hit for now < t + ttl, a miss for now >= t + ttl.
-   * Written without t + ttl, which could overflow. */
-  return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
-}
 
-/* A lease on e, taken inside a read-side section or under wlock: in one of
- * the reader's slots if one is free, else in e->refs.  The lease is filled
- * here, while e's flags cannot change. */
-static void take_lease(ccache__reader *r, ccache__entry *e, ccache_lease *out) {
-  out->closure = ccache__entry_closure(e);
-  out->native = e->program->native;
-  out->internal_[0] = e;
-  if (CCACHE__LIKELY(r && r->free)) {
-    unsigned i = (unsigned)__builtin_ctzll(r->free);
-    r->free &= r->free - 1;
-    r->slot[i] = e;
-    out->internal_[1] = &r->slot[i];
-  } else {
-    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
-    out->internal_[1] = NULL;
-  }
-}
-
-/* The slow path: a writer holds (or wants) the table, or this thread has no
- * reader.  Same lookup under wlock; counts on the reader, or retired. */
-static int lookup_locked(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
-                         uint64_t ttl, bool count_miss, ccache_lease *out) {
+/* The slow path of a lookup: a writer holds (or wants) the table, or this
+ * thread has no reader.  The same lookup under wlock; counts on the reader,
+ * or in the retired counts. */
+int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
+                        uint64_t ttl, bool count_miss, ccache_lease *out) {
   ccache__entry *e;
   ccache__lock(&c->wlock);
   HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
   bool hit = e && !ccache__expired(e->ins_ms, now, ttl);
   if (hit) {
-    take_lease(r, e, out);
-    ccache__reader_leases_locked(c, 1);
+    ccache__take_lease(r, e, out);
+    if (!r && !out->internal_[1]) c->leases_retired++;
   }
   if (hit || count_miss) {
     if (r)
@@ -119,67 +93,38 @@ static int lookup_locked(ccache *c, ccache__reader *r, ccache_key key, unsigned 
   return hit ? CCACHE_OK : e ? CCACHE__EXPIRED : CCACHE_MISS;
 }
 
-/* No allocation, no program refcount, no write to any line another thread
- * writes: the reader's flag, counts and slot are its thread's own. */
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out) {
-  unsigned hv = ccache__key_hash(key);
-  ccache__reader *r = ccache__reader_get(c);
-  if (CCACHE__UNLIKELY(!r || !ccache__reader_enter(c, r)))
-    return lookup_locked(c, r, key, hv, now, ttl, count_miss, out);
-  ccache__entry *e;
-  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
-  if (CCACHE__LIKELY(e != NULL) && !ccache__expired(e->ins_ms, now, ttl)) {
-    take_lease(r, e, out);
-    ccache__bump(&r->hits, 1);
-    ccache__bump(&r->leases, 1);
-    ccache__reader_exit(r);
-    return CCACHE_OK;
-  }
-  if (count_miss) ccache__bump(&r->misses, 1);
-  ccache__reader_exit(r);
-  return e ? CCACHE__EXPIRED : CCACHE_MISS;
+  return ccache__hit_lookup(c, key, now, ttl, count_miss, out);
 }
 
-static bool slot_of(const ccache__reader *r, const void *slot, unsigned *i) {
-  uintptr_t a = (uintptr_t)slot, base = (uintptr_t)r->slot;
-  if (a < base || a >= base + sizeof r->slot) return false;
-  *i = (unsigned)((a - base) / sizeof r->slot[0]);
-  return true;
-}
-
-/* Inside a read-side section or under wlock.  Returns true when e has left
- * the table: refs is then exact, and the caller drops the lease's reference
- * there, outside (it may be the last). */
-static bool release_held(ccache *c, ccache__reader *r, ccache__entry *e, void *slot) {
-  unsigned i;
+/* Inside a read-side section or under wlock, for a lease that is not in
+ * r's slot: it counts in e->refs.  Returns true when e has left the table:
+ * refs is then exact, and the caller drops the lease's reference there,
+ * outside (it may be the last). */
+static bool release_refs(ccache *c, ccache__reader *r, ccache__entry *e) {
   if (r)
     ccache__bump(&r->leases, (uint64_t)-1);
   else
     c->leases_retired--;
-  if (CCACHE__LIKELY(r && slot && slot_of(r, slot, &i)) && r->slot[i] == e &&
-      !(r->free & (UINT64_C(1) << i))) {
-    r->free |= UINT64_C(1) << i; /* the taker's own slot: private */
-    return false;
-  }
-  /* In refs: taken under wlock, with no free slot, or by another thread
-   * (whose slot keeps its count until e leaves and it is folded). */
   if (!(e->flags & CCACHE__E_DETACHED)) {
-    atomic_fetch_sub_explicit(&e->refs, 1, memory_order_relaxed); /* the table holds one */
+    /* Taken under wlock, with no free slot, or by another thread (whose slot
+     * keeps its count until e leaves and is folded): the table holds one
+     * more, so this is never the last. */
+    atomic_fetch_sub_explicit(&e->refs, 1, memory_order_relaxed);
     return false;
   }
   return true;
 }
 
-void ccache__lease_drop(ccache *c, ccache__entry *e, void *slot) {
-  ccache__reader *r = ccache__reader_get(c);
+void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *slot) {
   bool left;
-  if (CCACHE__LIKELY(r && ccache__reader_enter(c, r))) {
-    left = release_held(c, r, e, slot);
+  if (r && ccache__reader_enter(c, r)) {
+    left = !ccache__own_slot(r, e, slot) && release_refs(c, r, e);
     ccache__reader_exit(r);
   } else {
     ccache__lock(&c->wlock);
-    left = release_held(c, r, e, slot);
+    left = !ccache__own_slot(r, e, slot) && release_refs(c, r, e);
     ccache__unlock(&c->wlock);
   }
   if (left) entry_unref(c, e);
