@@ -113,9 +113,12 @@ static inline uint32_t ccache__load_fenced(_Atomic uint32_t *flag) {
  * the entry's refs; from then on releases count on refs, exactly. */
 #define CCACHE__SLOTS 32u
 #define CCACHE__SLOT_MASK ((UINT64_C(1) << CCACHE__SLOTS) - 1)
-/* Readers are aligned to a power of two above their size, so a release can
- * tell whether a slot is its own reader's from the slot's address alone. */
-#define CCACHE__READER_ALIGN 512u
+/* Readers are aligned to two lines (the adjacent-line prefetcher pairs
+ * lines), so a lease can name its reader and slot in one word (reader |
+ * index) and a release tells its own reader's slot from the address alone.
+ * What a writer reads of every reader - `active`, `free`, the link to the
+ * next - is on the first line, so blocking n readers touches n lines. */
+#define CCACHE__READER_ALIGN 128u
 typedef struct ccache__reader {
   _Alignas(CCACHE__READER_ALIGN) _Atomic uint32_t active; /* in a read-side section */
   uint32_t pad_;
@@ -127,13 +130,16 @@ typedef struct ccache__reader {
    * entry's refs (+1) or released from one (-1), mod 2^64.  The leases out
    * are these, plus the occupied slots, over every reader. */
   _Atomic uint64_t leases;
-  struct ccache__entry *slot[CCACHE__SLOTS]; /* a lease each */
-  /* Registry (readers.c), not touched by hits. */
-  void *raw; /* what the allocator returned */
   ccache *cache;
-  struct ccache__reader *next, **pprev;   /* the cache's readers, under wlock */
+  uint32_t index; /* in the cache's array of readers, under wlock */
+  struct ccache__entry *slot[CCACHE__SLOTS]; /* a lease each */
+  /* Registry (readers.c), not touched by hits or writers' sections. */
+  void *raw; /* what the allocator returned */
   struct ccache__reader *tnext, **tpprev; /* its thread's readers, under the registry lock */
 } ccache__reader;
+_Static_assert(__builtin_offsetof(ccache__reader, leases) < CCACHE__CACHELINE,
+               "what writers read of a reader must fit its first line");
+_Static_assert(CCACHE__SLOTS <= CCACHE__READER_ALIGN, "slot index must fit the alignment");
 
 /* The calling thread's last few readers, by cache id (readers.c).  Initial
  * exec TLS: one instruction to reach it, also from the shared library. */
@@ -204,9 +210,12 @@ struct ccache {
   uint64_t nprograms, handles_out, program_hits, program_misses, program_compiles;
 
   _Atomic uint64_t closures_destroyed, programs_destroyed;
-  /* The readers (readers.c), and the counts of those gone (threads that
-   * exited, calls that found no reader), under wlock. */
-  ccache__reader *readers;
+  /* The readers (readers.c): a packed array, so a writer blocking them walks
+   * pointers on a few lines and then one line per reader.  And the counts of
+   * readers gone (threads that exited, calls that found no reader).  All
+   * under wlock. */
+  ccache__reader **readers;
+  uint32_t nreaders, readers_cap;
   uint64_t hits_retired, misses_retired, leases_retired;
 
   /* sweeper (sweeper.c) */

@@ -32,6 +32,7 @@
  * unlinks them from their threads.  Lock order: registry lock, then wlock.
  */
 #include <sched.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -68,6 +69,7 @@ void ccache__readers_init(ccache *c) {
   if (err) ccache__panic("pthread_once", err);
   atomic_init(&c->id, atomic_fetch_add(&next_id, 1));
   c->readers = NULL;
+  c->nreaders = c->readers_cap = 0;
   atomic_init(&c->writer_waiting, 0);
 }
 
@@ -123,16 +125,27 @@ static void unlink_thread(ccache__reader *r) {
   if (r->tnext) r->tnext->tpprev = r->tpprev;
 }
 
-static void link_cache(ccache *c, ccache__reader *r) {
-  r->next = c->readers;
-  r->pprev = &c->readers;
-  if (c->readers) c->readers->pprev = &r->next;
-  c->readers = r;
+/* wlock held.  false when the array cannot grow (the thread then has no
+ * reader: its calls take the locked paths). */
+static bool link_cache(ccache *c, ccache__reader *r) {
+  if (c->nreaders == c->readers_cap) {
+    uint32_t cap = c->readers_cap ? 2 * c->readers_cap : 16;
+    ccache__reader **a = ccache__malloc(&c->mem, cap * sizeof *a);
+    if (!a) return false;
+    if (c->nreaders) memcpy(a, c->readers, c->nreaders * sizeof *a);
+    ccache__free(&c->mem, c->readers);
+    c->readers = a;
+    c->readers_cap = cap;
+  }
+  r->index = c->nreaders;
+  c->readers[c->nreaders++] = r;
+  return true;
 }
 
-static void unlink_cache(ccache__reader *r) {
-  *r->pprev = r->next;
-  if (r->next) r->next->pprev = r->pprev;
+static void unlink_cache(ccache *c, ccache__reader *r) {
+  ccache__reader *last = c->readers[--c->nreaders];
+  c->readers[r->index] = last;
+  last->index = r->index;
 }
 
 ccache__reader *ccache__reader_find(ccache *c) {
@@ -152,12 +165,17 @@ ccache__reader *ccache__reader_find(ccache *c) {
       r->raw = raw;
       r->cache = c;
       atomic_init(&r->free, CCACHE__SLOT_MASK);
-      ccache__lock(&c->wlock); /* writers walk the cache's list */
-      link_cache(c, r);
+      ccache__lock(&c->wlock); /* writers walk the cache's array */
+      bool linked = link_cache(c, r);
       ccache__unlock(&c->wlock);
-      link_thread(r);
-      int err = pthread_setspecific(exit_key, &tls_list); /* any non-NULL value */
-      if (err) ccache__panic("pthread_setspecific", err);
+      if (linked) {
+        link_thread(r);
+        int err = pthread_setspecific(exit_key, &tls_list); /* any non-NULL value */
+        if (err) ccache__panic("pthread_setspecific", err);
+      } else {
+        ccache__free(&c->mem, raw);
+        r = NULL;
+      }
     }
   }
   ccache__unlock(&reg_mu);
@@ -180,7 +198,7 @@ static void retire_locked(ccache *c, ccache__reader *r) {
     atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
     c->leases_retired++;
   }
-  unlink_cache(r);
+  unlink_cache(c, r);
 }
 
 static void thread_exit(void *unused) {
@@ -201,14 +219,13 @@ static void thread_exit(void *unused) {
 
 void ccache__readers_destroy(ccache *c) {
   ccache__lock(&reg_mu);
-  for (ccache__reader *r = c->readers; r; r = r->next) unlink_thread(r);
+  for (uint32_t i = 0; i < c->nreaders; i++) unlink_thread(c->readers[i]);
   ccache__unlock(&reg_mu);
   forget_tls(atomic_load_explicit(&c->id, memory_order_relaxed));
-  while (c->readers) {
-    ccache__reader *r = c->readers;
-    unlink_cache(r);
-    ccache__free(&c->mem, r->raw);
-  }
+  for (uint32_t i = 0; i < c->nreaders; i++) ccache__free(&c->mem, c->readers[i]->raw);
+  ccache__free(&c->mem, c->readers);
+  c->readers = NULL;
+  c->nreaders = c->readers_cap = 0;
 }
 
 /* ----------------------------------------------------------- counting */
@@ -239,7 +256,8 @@ void ccache__reader_leases_locked(ccache *c, int64_t n) {
 void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *leases) {
   ccache__assert_held(&c->wlock);
   uint64_t h = c->hits_retired, m = c->misses_retired, l = c->leases_retired;
-  for (ccache__reader *r = c->readers; r; r = r->next) {
+  for (uint32_t k = 0; k < c->nreaders; k++) {
+    ccache__reader *r = c->readers[k];
     h += atomic_load_explicit(&r->hits, memory_order_relaxed);
     m += atomic_load_explicit(&r->misses, memory_order_relaxed);
     l += atomic_load_explicit(&r->leases, memory_order_relaxed) +
@@ -252,7 +270,9 @@ void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *
 
 /* ------------------------------------------------------------ writers */
 
-static void wait_quiet(ccache__reader *r) {
+/* Out of line: readers are almost never inside a section when a writer
+ * looks. */
+__attribute__((noinline)) static void wait_quiet(ccache__reader *r) {
   for (unsigned spins = 0; ccache__load_fenced(&r->active); spins++) {
     if (spins < 128) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -267,7 +287,9 @@ static void wait_quiet(ccache__reader *r) {
 void ccache__readers_block(ccache *c) {
   ccache__assert_held(&c->wlock);
   ccache__store_fence(&c->writer_waiting);
-  for (ccache__reader *r = c->readers; r; r = r->next) wait_quiet(r);
+  ccache__reader **rv = c->readers;
+  for (uint32_t k = 0, n = c->nreaders; k < n; k++)
+    if (CCACHE__UNLIKELY(ccache__load_fenced(&rv[k]->active))) wait_quiet(rv[k]);
 }
 
 void ccache__readers_unblock(ccache *c) {
@@ -277,7 +299,8 @@ void ccache__readers_unblock(ccache *c) {
 
 void ccache__readers_fold_locked(ccache *c) {
   ccache__assert_held(&c->wlock);
-  for (ccache__reader *r = c->readers; r; r = r->next)
+  for (uint32_t k = 0, n = c->nreaders; k < n; k++) {
+    ccache__reader *r = c->readers[k];
     for (uint64_t h = held(r); h; h &= h - 1) {
       unsigned i = (unsigned)__builtin_ctzll(h);
       ccache__entry *e = r->slot[i];
@@ -291,12 +314,14 @@ void ccache__readers_fold_locked(ccache *c) {
         r->slot[i] = NULL; /* so the lease's release no longer matches it */
       }
     }
+  }
 }
 
 uint64_t ccache__readers_slots_of(ccache *c, const ccache__entry *e) {
   ccache__assert_held(&c->wlock);
   uint64_t n = 0;
-  for (ccache__reader *r = c->readers; r; r = r->next)
-    for (uint64_t h = held(r); h; h &= h - 1) n += r->slot[__builtin_ctzll(h)] == e;
+  for (uint32_t k = 0; k < c->nreaders; k++)
+    for (uint64_t h = held(c->readers[k]); h; h &= h - 1)
+      n += c->readers[k]->slot[__builtin_ctzll(h)] == e;
   return n;
 }

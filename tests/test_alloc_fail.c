@@ -177,11 +177,12 @@ static void take_snap(ccache *c, t_ctx *t, hook *h, snap *s) {
   s->n = c->n;
   s->s = t_stats(c);
   /* A thread's reader (src/readers.c) is made on its first call on a cache,
-   * whatever that call's outcome, and lives as long as the thread: it is
-   * not cache content an ENOMEM could have leaked.  The rest must not grow. */
-  int64_t readers = 0;
-  for (ccache__reader *r = c->readers; r; r = r->next) readers++;
-  s->live_bytes = h->live_bytes - readers * (int64_t)(sizeof(ccache__reader) + _Alignof(ccache__reader));
+   * whatever that call's outcome, and lives as long as the thread, as does
+   * the cache's array of readers: not cache content an ENOMEM could have
+   * leaked.  The rest must not grow. */
+  int64_t readers = c->nreaders, array = c->readers ? c->readers_cap * (int64_t)sizeof(void *) : 0;
+  s->live_bytes = h->live_bytes - array -
+                  readers * (int64_t)(sizeof(ccache__reader) + CCACHE__READER_ALIGN);
 }
 
 /* After an ENOMEM: the cache is as it was (see the file comment). */

@@ -19,7 +19,7 @@
 static uint64_t readers_of(ccache *c) {
   uint64_t n = 0;
   ccache__lock(&c->wlock);
-  for (ccache__reader *r = c->readers; r; r = r->next) n++;
+  n = c->nreaders;
   ccache__unlock(&c->wlock);
   return n;
 }
@@ -220,6 +220,8 @@ static void short_lived_threads_leave_memory_flat(void **state) {
   ccache_program *p = t_intern(c, 1, 100, 1);
   t_put(c, 1, 1, p);
   ccache_program_release(c, p);
+  job first = {.c = c, .key = 1, .fetches = 1};
+  run_job(&first); /* makes the cache's array of readers: it stays */
   int64_t before = atomic_load(&mem.live);
   const int n = 100000 / CCACHE_TEST_SCALE;
   for (int i = 0; i < n; i++) {
@@ -230,7 +232,7 @@ static void short_lived_threads_leave_memory_flat(void **state) {
   assert_int_equal(atomic_load(&mem.live), before);
   assert_int_equal(readers_of(c), 0);
   ccache_stats s = t_stats(c);
-  assert_int_equal(s.hits, (uint64_t)n);
+  assert_int_equal(s.hits, (uint64_t)n + 1);
   assert_int_equal(s.leases_out, 0);
   t_close(c);
   assert_int_equal(atomic_load(&mem.live), 0);
