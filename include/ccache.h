@@ -965,7 +965,8 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * thread that misses takes an idle one or connects a new one, so misses on
  * different threads never wait for each other's round trips.  Connect time
  * is bounded by connect_timeout_ms, each read or write of a command by
- * command_timeout_ms.
+ * command_timeout_ms.  A host name is resolved (getaddrinfo) at each
+ * connect, outside those bounds: give addresses for predictable timing.
  *
  * **Faults never fail a fetch.**  A server absent at start, killed, slow
  * past the timeouts, a dropped connection, an error reply (`OOM command not
@@ -1090,6 +1091,10 @@ typedef struct ccache_stats {
   uint64_t waits;            /**< single-flight joins (both levels) */
   uint64_t compile_ns;       /**< nanoseconds spent in compile callbacks (both levels; a
                                   program compile nested in a closure compile counts in both) */
+  uint64_t sweeper_wakeups;  /**< times the sweeper thread woke at a deadline it had set (the
+                                  oldest entry's insert time + ttl_ms, or a day when that is
+                                  further); its re-arming after an insert into an empty table or
+                                  a new TTL is not counted.  Since 0.2. */
   /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
    * ends in exactly one of tier_hits / tier_misses. ---- */
   uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */

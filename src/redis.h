@@ -19,10 +19,12 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sync.h"
 #include "tier.h"
 
 struct redisContext;
@@ -41,7 +43,8 @@ typedef struct ccache__rserver {
   uint64_t seed; /* XXH3-64 of name: the rendezvous seed, independent of
                     the server's position in the list */
 
-  pthread_mutex_t mu;
+  bool locks_made; /* mu and renew_mu were initialised */
+  ccache__mutex mu;
   struct redisContext *idle[CCACHE__REDIS_IDLE_MAX]; /* under mu */
   int n_idle;                                        /* under mu */
   uint64_t gen;          /* under mu: bumped when the server fails; pooled
@@ -49,7 +52,7 @@ typedef struct ccache__rserver {
   uint64_t backoff_ms;   /* under mu: current reconnect backoff, 0 when healthy */
   uint64_t down_until_ms;/* under mu: no connect before this monotonic time */
 
-  pthread_mutex_t renew_mu;
+  ccache__mutex renew_mu;
   struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
   uint64_t renew_gen;             /* under renew_mu: the generation it belongs to */
 } ccache__rserver;
@@ -80,7 +83,7 @@ typedef struct ccache__rpool {
   _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff,
       sigpipes;
 
-  pthread_mutex_t err_mu;
+  ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */
 
   ccache__rhook_fn hook;

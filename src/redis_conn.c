@@ -104,16 +104,16 @@ static void set_error(ccache__rpool *p, const char *fmt, ...) {
   va_end(ap);
   for (char *q = line; *q; q++)
     if (*q == '\n' || *q == '\r') *q = ' ';
-  pthread_mutex_lock(&p->err_mu);
+  ccache__lock(&p->err_mu);
   memcpy(p->last_error, line, sizeof line);
-  pthread_mutex_unlock(&p->err_mu);
+  ccache__unlock(&p->err_mu);
 }
 
 void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len) {
   if (!len) return;
-  pthread_mutex_lock(&p->err_mu);
+  ccache__lock(&p->err_mu);
   snprintf(buf, len, "%s", p->last_error);
-  pthread_mutex_unlock(&p->err_mu);
+  ccache__unlock(&p->err_mu);
 }
 
 #define COUNT(p, field) atomic_fetch_add_explicit(&(p)->field, 1, memory_order_relaxed)
@@ -133,7 +133,7 @@ void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out) {
 static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
   redisContext *drop[CCACHE__REDIS_IDLE_MAX];
   int ndrop = 0;
-  pthread_mutex_lock(&s->mu);
+  ccache__lock(&s->mu);
   if (s->gen == gen) {
     s->gen++;
     s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : p->reconnect_min_ms;
@@ -143,17 +143,17 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
   }
-  pthread_mutex_unlock(&s->mu);
+  ccache__unlock(&s->mu);
   for (int i = 0; i < ndrop; i++) redisFree(drop[i]);
 }
 
 static void server_ok(ccache__rserver *s, uint64_t gen) {
-  pthread_mutex_lock(&s->mu);
+  ccache__lock(&s->mu);
   if (s->gen == gen) {
     s->backoff_ms = 0;
     s->down_until_ms = 0;
   }
-  pthread_mutex_unlock(&s->mu);
+  ccache__unlock(&s->mu);
 }
 
 /* Connect, set the command timeout, AUTH.  NULL on failure (recorded). */
@@ -196,9 +196,9 @@ static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
 
 /* A new connection for s, unless s is in backoff. */
 static int open_conn(ccache__rpool *p, ccache__rserver *s, uint64_t gen, redisContext **out) {
-  pthread_mutex_lock(&s->mu);
+  ccache__lock(&s->mu);
   int refuse = s->down_until_ms && mono_ms() < s->down_until_ms;
-  pthread_mutex_unlock(&s->mu);
+  ccache__unlock(&s->mu);
   if (refuse) {
     COUNT(p, refused_backoff);
     return CCACHE_EIO;
@@ -216,19 +216,19 @@ static int open_conn(ccache__rpool *p, ccache__rserver *s, uint64_t gen, redisCo
 }
 
 static uint64_t server_gen(ccache__rserver *s) {
-  pthread_mutex_lock(&s->mu);
+  ccache__lock(&s->mu);
   uint64_t g = s->gen;
-  pthread_mutex_unlock(&s->mu);
+  ccache__unlock(&s->mu);
   return g;
 }
 
 /* A pooled connection (idle, or new).  *gen: the generation it belongs to. */
 static int take_conn(ccache__rpool *p, ccache__rserver *s, redisContext **out, uint64_t *gen) {
   redisContext *c = NULL;
-  pthread_mutex_lock(&s->mu);
+  ccache__lock(&s->mu);
   if (s->n_idle) c = s->idle[--s->n_idle];
   *gen = s->gen;
-  pthread_mutex_unlock(&s->mu);
+  ccache__unlock(&s->mu);
   if (c) {
     *out = c;
     return CCACHE_OK;
@@ -243,12 +243,12 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
     server_failed(p, s, gen);
     return;
   }
-  pthread_mutex_lock(&s->mu);
+  ccache__lock(&s->mu);
   if (gen == s->gen && s->n_idle < CCACHE__REDIS_IDLE_MAX) {
     s->idle[s->n_idle++] = c;
     c = NULL;
   }
-  pthread_mutex_unlock(&s->mu);
+  ccache__unlock(&s->mu);
   if (c) redisFree(c);
 }
 
@@ -284,7 +284,7 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc,
   pipe_guard g;
   guard_begin(&g);
   if (renew) {
-    pthread_mutex_lock(&s->renew_mu);
+    ccache__lock(&s->renew_mu);
     /* The renewal connection follows the server's generation like the pool. */
     uint64_t gen = server_gen(s);
     if (s->renew_ctx && s->renew_gen != gen) {
@@ -304,7 +304,7 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc,
         server_failed(p, s, s->renew_gen);
       }
     }
-    pthread_mutex_unlock(&s->renew_mu);
+    ccache__unlock(&s->renew_mu);
   } else {
     redisContext *c = NULL;
     uint64_t gen = 0;
@@ -340,8 +340,12 @@ int ccache__rpool_init(ccache__rpool *p, ccache__rserver *servers, size_t n, con
   p->reconnect_min_ms = reconnect_min_ms;
   p->reconnect_max_ms = reconnect_max_ms;
   p->pid = getpid();
-  pthread_mutex_init(&p->err_mu, NULL);
-  return CCACHE_OK;
+  int rc = ccache__mutex_init(&p->err_mu);
+  if (rc != CCACHE_OK) {
+    free(p->user);
+    free(p->password);
+  }
+  return rc;
 }
 
 void ccache__rservers_free(ccache__rserver *s, size_t n) {
@@ -352,8 +356,10 @@ void ccache__rservers_free(ccache__rserver *s, size_t n) {
     free(s[i].name);
     free(s[i].host);
     free(s[i].path);
-    pthread_mutex_destroy(&s[i].mu);
-    pthread_mutex_destroy(&s[i].renew_mu);
+    if (s[i].locks_made) {
+      ccache__mutex_destroy(&s[i].mu);
+      ccache__mutex_destroy(&s[i].renew_mu);
+    }
   }
   free(s);
 }
@@ -369,5 +375,5 @@ void ccache__rpool_destroy(ccache__rpool *p) {
     free(p->password);
   }
   free(p->user);
-  pthread_mutex_destroy(&p->err_mu);
+  ccache__mutex_destroy(&p->err_mu);
 }

@@ -106,9 +106,6 @@ int ccache__rservers_parse(const char *list, ccache__rserver **out, size_t *n, c
     const char *end = strchr(p, ',');
     size_t len = end ? (size_t)(end - p) : strlen(p);
     rc = parse_item(p, len, &s[i], why, why_len);
-    /* The mutexes are made even for a failed item, so free() is uniform. */
-    pthread_mutex_init(&s[i].mu, NULL);
-    pthread_mutex_init(&s[i].renew_mu, NULL);
     made = i + 1;
     if (rc == CCACHE_OK) {
       s[i].seed = XXH3_64bits(s[i].name, strlen(s[i].name));
@@ -119,6 +116,16 @@ int ccache__rservers_parse(const char *list, ccache__rserver **out, size_t *n, c
         }
     }
     p = end ? end + 1 : p + len;
+  }
+  for (size_t i = 0; i < count && rc == CCACHE_OK; i++) {
+    rc = ccache__mutex_init(&s[i].mu);
+    if (rc != CCACHE_OK) break;
+    rc = ccache__mutex_init(&s[i].renew_mu);
+    if (rc != CCACHE_OK) {
+      ccache__mutex_destroy(&s[i].mu);
+      break;
+    }
+    s[i].locks_made = true;
   }
   if (rc != CCACHE_OK) {
     ccache__rservers_free(s, made);

@@ -47,7 +47,7 @@ typedef struct lent_reply {
 
 struct ccache__redis {
   ccache__rpool pool;
-  pthread_mutex_t lent_mu;
+  ccache__mutex lent_mu;
   lent_reply *lent; /* under lent_mu: a few at most (one per concurrent miss) */
   char *prefix;
   char kprefix[2 * CCACHE__REDIS_MAX_PREFIX + 4]; /* "<prefix>:<ns>:" (set by attach) */
@@ -106,9 +106,9 @@ static int unexpected(ccache__redis *r, size_t server, const char *cmd, redisRep
   char line[160];
   snprintf(line, sizeof line, "redis %s: %s: unexpected reply type %d",
            r->pool.servers[server].name, cmd, rep->type);
-  pthread_mutex_lock(&r->pool.err_mu);
+  ccache__lock(&r->pool.err_mu);
   snprintf(r->pool.last_error, sizeof r->pool.last_error, "%s", line);
-  pthread_mutex_unlock(&r->pool.err_mu);
+  ccache__unlock(&r->pool.err_mu);
   atomic_fetch_add_explicit(&r->pool.reply_errors, 1, memory_order_relaxed);
   ccache__rreply_free(rep);
   return CCACHE_EIO;
@@ -145,10 +145,10 @@ static int op_get(void *state, ccache_key pkey, void **blob, size_t *len) {
     return CCACHE_ENOMEM;
   }
   l->rep = rep;
-  pthread_mutex_lock(&r->lent_mu);
+  ccache__lock(&r->lent_mu);
   l->next = r->lent;
   r->lent = l;
-  pthread_mutex_unlock(&r->lent_mu);
+  ccache__unlock(&r->lent_mu);
   *blob = rep->str;
   *len = rep->len;
   return CCACHE_OK;
@@ -158,14 +158,14 @@ static void op_free_blob(void *state, void *blob, size_t len) {
   ccache__redis *r = state;
   (void)len;
   lent_reply *found = NULL;
-  pthread_mutex_lock(&r->lent_mu);
+  ccache__lock(&r->lent_mu);
   for (lent_reply **pp = &r->lent; *pp; pp = &(*pp)->next)
     if ((*pp)->rep->str == blob) {
       found = *pp;
       *pp = found->next;
       break;
     }
-  pthread_mutex_unlock(&r->lent_mu);
+  ccache__unlock(&r->lent_mu);
   if (found) {
     ccache__rreply_free(found->rep);
     free(found);
@@ -300,7 +300,7 @@ static void op_close(void *state) {
     ccache__rreply_free(l->rep);
     free(l);
   }
-  pthread_mutex_destroy(&r->lent_mu);
+  ccache__mutex_destroy(&r->lent_mu);
   ccache__rpool_destroy(&r->pool);
   free(r->prefix);
   free(r);
@@ -348,7 +348,12 @@ int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccach
     free(r);
     return rc;
   }
-  pthread_mutex_init(&r->lent_mu, NULL);
+  if (ccache__mutex_init(&r->lent_mu) != CCACHE_OK) {
+    ccache__rpool_destroy(&r->pool);
+    free(r->prefix);
+    free(r);
+    return CCACHE_ENOMEM;
+  }
   r->entry_ttl_ms = o->entry_ttl_ms;
   r->lease_ms = o->lease_ms;
   set_kprefix(r, NULL);

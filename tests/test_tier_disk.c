@@ -398,6 +398,15 @@ static int inject(const char *point) {
   return fault_errno;
 }
 
+/* Whatever happens in a test, the next one (or a forked child) starts
+ * without an injected fault. */
+static int clear_faults(void **state) {
+  (void)state;
+  ccache__disk_fault = NULL;
+  fault_point = NULL;
+  return 0;
+}
+
 static void faults_are_tier_errors_never_failed_fetches(void **state) {
   (void)state;
   static const struct {
@@ -781,6 +790,20 @@ static void *fetch_thread(void *p) {
   return NULL;
 }
 
+/* Children this test started, killed by its teardown even if it failed
+ * half-way (a paused child would keep ctest's output pipe open forever). */
+static pid_t holder_pid, bystander_pid;
+static int kill_holders(void **state) {
+  (void)state;
+  if (holder_pid > 0) {
+    kill(holder_pid, SIGKILL);
+    waitpid(holder_pid, NULL, 0);
+  }
+  if (bystander_pid > 0) kill(bystander_pid, SIGKILL); /* init reaps it */
+  holder_pid = bystander_pid = 0;
+  return 0;
+}
+
 static void lock_holder_killed_mid_compile(void **state) {
   (void)state;
   char *dir = t_tempdir("killh");
@@ -807,11 +830,12 @@ static void lock_holder_killed_mid_compile(void **state) {
     ccache_program_get_or_compile(c, PK(5), t_compile, &comp, &p);
     _exit(11); /* not reached */
   }
+  holder_pid = pid;
   close(fds[1]);
   char msg[32] = "";
   assert_true(read(fds[0], msg, sizeof msg - 1) > 0); /* the child holds PK(5)'s lock */
   close(fds[0]);
-  pid_t by = (pid_t)atol(msg);
+  pid_t by = bystander_pid = (pid_t)atol(msg);
   assert_true(by > 0);
   assert_true(slot_locked(dir, (unsigned)(PK(5).lo % 4096))); /* still, after that close() */
 
@@ -836,8 +860,10 @@ static void lock_holder_killed_mid_compile(void **state) {
   kill(pid, SIGKILL);
   int st = 0;
   assert_int_equal(waitpid(pid, &st, 0), pid);
+  holder_pid = 0;
   pthread_join(th, NULL);
   kill(by, SIGKILL); /* (reparented to init, which reaps it) */
+  bystander_pid = 0;
   assert_true(busy >= 1);
   assert_true(WIFSIGNALED(st));
   /* The kernel released the dead holder's lock: the waiter took it and
@@ -858,7 +884,12 @@ static void lock_holder_killed_mid_compile(void **state) {
 }
 
 /* A compile that needs another program whose key shares its lock slot does
- * not wait on the slot its own process holds. */
+ * not wait on the slot its own process holds; and when that inner compile
+ * ends, the slot stays locked (for other processes) until the outer one
+ * ends too. */
+static const char *nest_dir;
+static int nest_slot_held_after_inner = -1;
+static bool slot_locked(const char *dir, unsigned slot);
 static void nest_b(t_compiler *comp, ccache *c, ccache_key pkey) {
   if (pkey.lo != 7) return;
   ccache_key b = {7 + 4096, 77}; /* same slot: key.lo mod 4096 */
@@ -866,6 +897,7 @@ static void nest_b(t_compiler *comp, ccache *c, ccache_key pkey) {
   ccache_program *p = NULL;
   if (ccache_program_get_or_compile(c, b, t_compile, inner, &p) == CCACHE_OK)
     ccache_program_release(c, p);
+  nest_slot_held_after_inner = slot_locked(nest_dir, 7);
 }
 
 static void nested_compile_on_a_shared_slot_does_not_wait(void **state) {
@@ -876,10 +908,13 @@ static void nested_compile_on_a_shared_slot_does_not_wait(void **state) {
   t_compiler comp = {0}, inner = {0};
   comp.during = nest_b;
   comp.arg = &inner;
+  nest_dir = dir;
   ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
   ccache_key a = {7, 70};
   assert_int_equal(t_goc(c, a, &comp, CCACHE_OK), 7);
   assert_int_equal(inner.calls, 1);
+  assert_int_equal(nest_slot_held_after_inner, 1);
+  assert_false(slot_locked(dir, 7)); /* released when the outer compile ended */
   ccache_stats s = t_stats(c);
   assert_int_equal(s.tier_lock_waits, 0);
   assert_int_equal(s.tier_writes, 2);
@@ -1071,12 +1106,12 @@ int main(void) {
       cmocka_unit_test(options_and_trust),
       cmocka_unit_test(round_trip_and_layout),
       cmocka_unit_test(thousand_bad_entries_load_nothing_bad),
-      cmocka_unit_test(faults_are_tier_errors_never_failed_fetches),
+      cmocka_unit_test_teardown(faults_are_tier_errors_never_failed_fetches, clear_faults),
       cmocka_unit_test(enospc_on_a_full_tmpfs),
       cmocka_unit_test(read_only_directory),
       cmocka_unit_test(directory_removed_under_a_running_cache),
-      cmocka_unit_test(writer_killed_between_write_and_rename),
-      cmocka_unit_test(lock_holder_killed_mid_compile),
+      cmocka_unit_test_teardown(writer_killed_between_write_and_rename, clear_faults),
+      cmocka_unit_test_teardown(lock_holder_killed_mid_compile, kill_holders),
       cmocka_unit_test(nested_compile_on_a_shared_slot_does_not_wait),
       cmocka_unit_test(four_processes_compile_each_key_once),
       cmocka_unit_test(cap_holds_under_many_puts),

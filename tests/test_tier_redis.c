@@ -11,11 +11,13 @@
  * write to a reset connection that the library failed to guard kills the
  * test.
  */
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -817,6 +819,51 @@ static void redis_slow_server_command_timeout(void **state) {
   rf_stop(s);
 }
 
+/* Connect timeout: the server is stopped and its accept queue (backlog 1)
+ * is full, so the kernel drops further SYNs and a connect can only end by
+ * the client's own timeout. */
+static void redis_connect_timeout(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  static const char *const args[] = {"--tcp-backlog", "1", NULL};
+  start(s, args);
+  rf_pause(s);
+  int fill[8];
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)s->port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < 8; i++) {
+    fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    assert_true(fill[i] >= 0);
+    connect(fill[i], (struct sockaddr *)&a, sizeof a); /* EINPROGRESS or queued */
+  }
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.connect_timeout_ms = 200;
+  be b;
+  be_open(&b, &o, NS);
+  async_get g;
+  pthread_t t;
+  async_start(&g, &t, &b, 1, 10);
+  int finished = async_wait(&g, WAIT_MS);
+  for (int i = 0; i < 8; i++) close(fill[i]);
+  rf_resume(s);
+  pthread_join(t, NULL);
+  assert_true(finished);
+  assert_int_equal(g.rc, CCACHE_EIO);
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.connect_failures, 1);
+  assert_int_equal(c.connects, 0);
+  assert_non_null(strstr(last_error(&b), "connect"));
+  assert_non_null(strstr(last_error(&b), "timed out"));
+  assert_int_equal(get_until_reachable(&b, 1, 10), CCACHE_MISS);
+  be_close(&b);
+  rf_stop(s);
+}
+
 static void redis_oom_under_maxmemory(void **state) {
   (void)state;
   need_redis();
@@ -1317,6 +1364,64 @@ static void redis_e2e_four_processes_compile_each_key_once(void **state) {
   rf_stop(s);
 }
 
+/* A compile longer than the lease keeps it: the renewal thread renews it
+ * every lease/3 through the tier's renew op.  The compile watches the
+ * lease's TTL in Redis and returns after it has gone back up four times
+ * (four renewals, 4 x lease/3 > lease), so without renewals it could not
+ * finish (the bounded wait would fail it). */
+#define RENEW_LEASE_MS 300
+static rf_server *renew_srv;
+static char renew_key[256];
+static int renew_seen, renew_expired;
+
+static int renewing_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                            uint64_t *cost_out) {
+  (void)ud, (void)c;
+  long long last = rf_int(renew_srv, "PTTL %s", renew_key);
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  while (renew_seen < 4 && rf_now_ms() < deadline) {
+    long long now = rf_int(renew_srv, "PTTL %s", renew_key);
+    if (now < 0) { /* expired (-2) or no TTL (-1): the lease was lost */
+      renew_expired = 1;
+      break;
+    }
+    if (now > last) renew_seen++;
+    last = now;
+    rf_poll_pause();
+  }
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static void redis_e2e_lease_renewed_through_a_long_compile(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  renew_srv = s;
+  renew_seen = renew_expired = 0;
+  e2e_entry_key(renew_key, sizeof renew_key, E2E_TAG, 31);
+  strcat(renew_key, ":lease");
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.lease_ms = RENEW_LEASE_MS;
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  ccache_program *p = NULL;
+  assert_int_equal(ccache_program_get_or_compile(c, PK(31), renewing_compile, NULL, &p),
+                   CCACHE_OK);
+  ccache_program_release(c, p);
+  assert_false(renew_expired);
+  assert_int_equal(renew_seen, 4);
+  ccache_stats st = t_stats(c);
+  assert_int_equal(st.tier_errors, 0); /* no renewal failed */
+  assert_int_equal(st.tier_writes, 1);
+  assert_int_equal(rf_int(s, "EXISTS %s", renew_key), 0); /* released */
+  t_close(c);
+  rf_stop(s);
+}
+
 #define HOLDER_LEASE_MS 600
 #define HOLDER_POLL_MAX_MS 50
 #define HOLDER_KEY 77
@@ -1501,6 +1606,7 @@ int main(void) {
       cmocka_unit_test_teardown(redis_killed_mid_run_then_restarted, stop_all),
       cmocka_unit_test_teardown(redis_dropped_connection, stop_all),
       cmocka_unit_test_teardown(redis_slow_server_command_timeout, stop_all),
+      cmocka_unit_test_teardown(redis_connect_timeout, stop_all),
       cmocka_unit_test_teardown(redis_oom_under_maxmemory, stop_all),
       cmocka_unit_test_teardown(redis_sigpipe_default_disposition, stop_all),
       cmocka_unit_test_teardown(redis_concurrent_misses_do_not_queue, stop_all),
@@ -1508,6 +1614,7 @@ int main(void) {
       cmocka_unit_test_teardown(redis_e2e_hit_is_a_tier_hit_not_a_compile, stop_all),
       cmocka_unit_test_teardown(redis_e2e_server_down_never_fails_a_fetch, stop_all),
       cmocka_unit_test_teardown(redis_e2e_four_processes_compile_each_key_once, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_lease_renewed_through_a_long_compile, stop_all),
       cmocka_unit_test_teardown(redis_e2e_lease_holder_killed_mid_compile, stop_all),
       cmocka_unit_test_teardown(redis_default_instance_from_environment, stop_all),
   };
