@@ -163,6 +163,13 @@ typedef struct ccache_lease {
 /** Bound value meaning "no bound" (for max_items, ttl_ms, max_cost_bytes). */
 #define CCACHE_UNBOUNDED UINT64_MAX
 
+/** Largest `size` any versioned struct of this API may claim (config, stats,
+ *  options): a larger one is taken for a struct that was never set up. */
+#define CCACHE_STRUCT_SIZE_MAX 4096u
+
+/** What ccache_config_init() writes in ccache_config::magic ("ccfg"). */
+#define CCACHE_CONFIG_MAGIC 0x63636667u
+
 /**
  * Destroy callback for a closure or a native program.
  * @param obj the closure (destroy_closure) or native program (destroy_program)
@@ -200,8 +207,13 @@ typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
  */
 typedef struct ccache_config {
   /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
-   *  grow the struct.  A size smaller than version 0.1's struct is EINVAL. */
+   *  grow the struct.  Below this version's size or above
+   *  CCACHE_STRUCT_SIZE_MAX is EINVAL. */
   uint32_t size;
+  /** CCACHE_CONFIG_MAGIC, set by ccache_config_init(): a config that never
+   *  went through it (stack garbage) is refused with EINVAL, never used.
+   *  Since 0.2. */
+  uint32_t magic;
   /** 1 (default): a background sweeper thread expires entries every ttl/2
    *  while ttl_ms is finite.  0: no thread is ever started; call
    *  ccache_sweep() yourself (fetch still never returns an expired entry). */
@@ -236,9 +248,9 @@ typedef struct ccache_config {
 } ccache_config;
 
 /**
- * @brief Fill @p cfg with the defaults: size = sizeof *cfg, every bound
- * CCACHE_UNBOUNDED, sweeper_thread 1, no callbacks, no allocator hook,
- * CLOCK_MONOTONIC.
+ * @brief Fill @p cfg with the defaults: size = sizeof *cfg, magic =
+ * CCACHE_CONFIG_MAGIC, every bound CCACHE_UNBOUNDED, sweeper_thread 1, no
+ * callbacks, no allocator hook, CLOCK_MONOTONIC.
  * @param cfg caller-owned; NULL is a no-op.  Thread-safe.
  */
 CCACHE_API void ccache_config_init(ccache_config *cfg);
@@ -248,8 +260,11 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  * @param cfg options (copied); must come from ccache_config_init().
  * @param out receives the new cache, owned by the caller until
  *            ccache_close() returns CCACHE_OK.  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out, cfg->size too small, a
- *         bound of 0, alloc without free or free without alloc);
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below this
+ *         version's struct or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic not
+ *         CCACHE_CONFIG_MAGIC: a config that never went through
+ *         ccache_config_init(); a bound of 0; alloc without free or free
+ *         without alloc);
  *         CCACHE_ENOMEM; CCACHE_ETHREAD (the sweeper thread could not start).
  * Thread-safe.  If ttl_ms is finite and sweeper_thread is 1, the sweeper
  * thread starts here.
@@ -589,7 +604,8 @@ typedef struct ccache_stats {
  * @brief Snapshot the statistics.
  * @param c the cache; NULL (or a child-process cache) zeroes the fields.
  * @param out caller-owned; set out->size = sizeof *out first: only the first
- *        out->size bytes are written (a later, larger library never writes
+ *        out->size bytes are written, none if out->size is above
+ *        CCACHE_STRUCT_SIZE_MAX (a struct never set up) (a later, larger library never writes
  *        past an older caller's struct).  NULL is a no-op.
  * Thread-safe; each field is exact, the set is a near-simultaneous snapshot.
  */

@@ -5,8 +5,11 @@
 
 #include "internal.h"
 
-static int config_valid(const ccache_config *cfg) {
-  if (cfg->size < sizeof(ccache_config)) return 0;
+bool ccache__config_valid(const ccache_config *cfg) {
+  /* The size bound and the marker catch a struct that never went through
+   * ccache_config_init(): its allocator fields would be garbage. */
+  if (cfg->size < sizeof(ccache_config) || cfg->size > CCACHE_STRUCT_SIZE_MAX) return 0;
+  if (cfg->magic != CCACHE_CONFIG_MAGIC) return 0;
   if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) return 0;
   if (!cfg->alloc != !cfg->free) return 0; /* both or neither, as zstd's customMem */
   return 1;
@@ -16,6 +19,7 @@ void ccache_config_init(ccache_config *cfg) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
   cfg->size = sizeof *cfg;
+  cfg->magic = CCACHE_CONFIG_MAGIC;
   cfg->sweeper_thread = 1;
   cfg->max_items = CCACHE_UNBOUNDED;
   cfg->ttl_ms = CCACHE_UNBOUNDED;
@@ -52,7 +56,7 @@ static void destroy_sync(ccache *c) {
 }
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
-  if (!cfg || !out || !config_valid(cfg)) return CCACHE_EINVAL;
+  if (!cfg || !out || !ccache__config_valid(cfg)) return CCACHE_EINVAL;
   ccache__fork_register();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
   /* The allocator promises only malloc's alignment; place the cache on a
@@ -84,6 +88,7 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
     ccache__free(&mem, raw);
     return rc;
   }
+  CCACHE__MISUSE(ccache__misuse_cache_opened(c));
   *out = c;
   return CCACHE_OK;
 }
@@ -101,6 +106,7 @@ static bool busy(ccache *c) {
 
 int ccache_close(ccache *c) {
   if (!c) return CCACHE_OK;
+  CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   if (c->is_default) return CCACHE_EINVAL;
   if (ccache__in_callback(c) || busy(c)) return CCACHE_EBUSY;
@@ -124,6 +130,7 @@ int ccache_close(ccache *c) {
   ccache__assert(c->programs == NULL && c->items == 0);
   ccache__readers_destroy(c);
   destroy_sync(c);
+  CCACHE__MISUSE(ccache__misuse_cache_closed(c));
   ccache__mem mem = c->mem;
   ccache__free(&mem, c->raw);
   return CCACHE_OK;

@@ -38,9 +38,7 @@ static int parse_bound(const char *name, uint64_t *v) {
 }
 
 int ccache_default_init(const ccache_config *cfg) {
-  if (!cfg || cfg->size < sizeof(ccache_config) || !cfg->alloc != !cfg->free ||
-      cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0)
-    return CCACHE_EINVAL;
+  if (!cfg || !ccache__config_valid(cfg)) return CCACHE_EINVAL;
   int rc = CCACHE_OK;
   ccache__lock(&default_mu);
   if (atomic_load(&default_cache)) {
