@@ -1,31 +1,16 @@
 /*
- * cache.c - creating and closing a cache, and fork() detection.
+ * cache.c - creating and closing a cache.
  */
 #include <string.h>
 
 #include "internal.h"
 #include "tier.h"
 
-/* Bumped in every child after fork(); a cache remembers the value it was
- * created under.  The child has none of the parent's other threads (the
- * sweeper included) and may have inherited a lock held by one of them, so a
- * cache created before the fork refuses every call there (CCACHE_EFORKED). */
-_Atomic uint64_t ccache__fork_generation;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void on_fork_child(void) {
-  atomic_fetch_add_explicit(&ccache__fork_generation, 1, memory_order_relaxed);
-  ccache__default_after_fork();
-}
-
-static void register_atfork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
-
-void ccache__register_atfork(void) { pthread_once(&atfork_once, register_atfork); }
-
-int ccache__config_valid(const ccache_config *cfg) {
-  /* Fields appended later (the tiers) take their defaults when a caller's
-   * struct ends before them. */
-  if (cfg->size < CCACHE__CONFIG_MIN_SIZE) return 0;
+bool ccache__config_valid(const ccache_config *cfg) {
+  /* The size bound and the marker catch a struct that never went through
+   * ccache_config_init(): its allocator fields would be garbage. */
+  if (cfg->size < sizeof(ccache_config) || cfg->size > CCACHE_STRUCT_SIZE_MAX) return 0;
+  if (cfg->magic != CCACHE_CONFIG_MAGIC) return 0;
   if (ccache__tiers_check(cfg) != CCACHE_OK) return 0;
   if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) return 0;
   if (!cfg->alloc != !cfg->free) return 0; /* both or neither, as zstd's customMem */
@@ -36,6 +21,7 @@ void ccache_config_init(ccache_config *cfg) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
   cfg->size = sizeof *cfg;
+  cfg->magic = CCACHE_CONFIG_MAGIC;
   cfg->sweeper_thread = 1;
   cfg->max_items = CCACHE_UNBOUNDED;
   cfg->ttl_ms = CCACHE_UNBOUNDED;
@@ -43,49 +29,45 @@ void ccache_config_init(ccache_config *cfg) {
   cfg->tier_min_compile_us = 1000;
 }
 
-/* Locks and condition variables; on failure everything made is undone. */
+/* Locks, condition variables and the reader side; on failure everything
+ * made is undone. */
 static int init_sync(ccache *c) {
-  unsigned i;
-  for (i = 0; i < CCACHE__NSTRIPES; i++)
-    if (pthread_mutex_init(&c->stripes[i].s.mu, NULL)) goto fail_stripes;
-  if (pthread_mutex_init(&c->wlock, NULL)) goto fail_stripes;
-  if (pthread_mutex_init(&c->pmu, NULL)) goto fail_wlock;
-  if (pthread_cond_init(&c->flight_cv, NULL)) goto fail_pmu;
-  if (pthread_cond_init(&c->pflight_cv, NULL)) goto fail_fcv;
-  if (ccache__sweeper_init(c) != CCACHE_OK) goto fail_pcv;
+  int rc;
+  if ((rc = ccache__mutex_init(&c->wlock)) != CCACHE_OK) return rc;
+  if ((rc = ccache__mutex_init(&c->pmu)) != CCACHE_OK) goto fail_wlock;
+  if ((rc = ccache__cond_init(&c->flight_cv, false)) != CCACHE_OK) goto fail_pmu;
+  if ((rc = ccache__cond_init(&c->pflight_cv, false)) != CCACHE_OK) goto fail_fcv;
+  if ((rc = ccache__alarm_init(c)) != CCACHE_OK) goto fail_pcv;
   return CCACHE_OK;
 fail_pcv:
-  pthread_cond_destroy(&c->pflight_cv);
+  ccache__cond_destroy(&c->pflight_cv);
 fail_fcv:
-  pthread_cond_destroy(&c->flight_cv);
+  ccache__cond_destroy(&c->flight_cv);
 fail_pmu:
-  pthread_mutex_destroy(&c->pmu);
+  ccache__mutex_destroy(&c->pmu);
 fail_wlock:
-  pthread_mutex_destroy(&c->wlock);
-fail_stripes:
-  while (i-- > 0) pthread_mutex_destroy(&c->stripes[i].s.mu);
-  return CCACHE_ENOMEM;
+  ccache__mutex_destroy(&c->wlock);
+  return rc;
 }
 
 static void destroy_sync(ccache *c) {
-  ccache__sweeper_destroy(c);
-  pthread_cond_destroy(&c->pflight_cv);
-  pthread_cond_destroy(&c->flight_cv);
-  pthread_mutex_destroy(&c->pmu);
-  pthread_mutex_destroy(&c->wlock);
-  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) pthread_mutex_destroy(&c->stripes[i].s.mu);
+  ccache__alarm_destroy(c);
+  ccache__cond_destroy(&c->pflight_cv);
+  ccache__cond_destroy(&c->flight_cv);
+  ccache__mutex_destroy(&c->pmu);
+  ccache__mutex_destroy(&c->wlock);
 }
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
   if (!cfg || !out || !ccache__config_valid(cfg)) return CCACHE_EINVAL;
-  ccache__register_atfork();
+  ccache__fork_register();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
   /* The allocator promises only malloc's alignment; place the cache on a
-   * stripe boundary by hand so no two stripes share a cache line. */
-  void *raw = ccache__calloc(&mem, sizeof(ccache) + CCACHE__STRIPE_ALIGN);
+   * line boundary by hand so its read-mostly line is shared with nothing. */
+  void *raw = ccache__calloc(&mem, sizeof(ccache) + CCACHE__CACHELINE);
   if (!raw) return CCACHE_ENOMEM;
-  ccache *c = (ccache *)(((uintptr_t)raw + CCACHE__STRIPE_ALIGN - 1) &
-                         ~(uintptr_t)(CCACHE__STRIPE_ALIGN - 1));
+  ccache *c = (ccache *)(((uintptr_t)raw + CCACHE__CACHELINE - 1) &
+                         ~(uintptr_t)(CCACHE__CACHELINE - 1));
   c->raw = raw;
   c->mem = mem;
   c->max_items = cfg->max_items;
@@ -98,11 +80,13 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   c->sweeper_enabled = cfg->sweeper_thread != 0;
   c->next_idx = 1;
   c->fork_gen = atomic_load(&ccache__fork_generation);
+  atomic_init(&c->gate, c->fork_gen);
+  ccache__readers_init(c);
   int rc = init_sync(c);
   if (rc == CCACHE_OK) {
     rc = ccache__sweeper_kick(c, cfg->ttl_ms);
-    /* Tiers last: from here on nothing fails, so the caller's tiers are
-     * either all the cache's or all still the caller's. */
+    /* Tiers last: past this nothing fails, so the caller's tiers are either
+     * all the cache's or all still the caller's. */
     if (rc == CCACHE_OK) rc = ccache__tiers_open(c, cfg);
     if (rc != CCACHE_OK) {
       ccache__sweeper_stop(c);
@@ -113,51 +97,50 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
     ccache__free(&mem, raw);
     return rc;
   }
+  CCACHE__MISUSE(ccache__misuse_cache_opened(c));
   *out = c;
   return CCACHE_OK;
 }
 
-static uint64_t leases_out(ccache *c) {
-  uint64_t n = 0;
-  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) n += atomic_load(&c->stripes[i].s.leases_out);
-  return n;
-}
-
 static bool busy(ccache *c) {
-  bool b = atomic_load(&c->inflight) > 0;
-  pthread_mutex_lock(&c->pmu);
-  b = b || c->handles_out > 0;
-  pthread_mutex_unlock(&c->pmu);
-  return b || leases_out(c) > 0;
+  uint64_t hits, misses, leases;
+  ccache__lock(&c->wlock);
+  ccache__readers_sum(c, &hits, &misses, &leases);
+  ccache__lock(&c->pmu);
+  bool b = c->handles_out > 0;
+  ccache__unlock(&c->pmu);
+  ccache__unlock(&c->wlock);
+  return b || leases > 0 || atomic_load(&c->inflight) > 0;
 }
 
 int ccache_close(ccache *c) {
   if (!c) return CCACHE_OK;
+  CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   if (c->is_default) return CCACHE_EINVAL;
   if (ccache__in_callback(c) || busy(c)) return CCACHE_EBUSY;
   /* From here on, calls that would add to the cache are refused (EBUSY), so
    * destroy callbacks run by the last sweep or by the teardown below cannot
    * leave anything behind, nor start a new sweeper. */
-  atomic_store(&c->closing, 1);
+  atomic_store(&c->gate, CCACHE__GATE_CLOSED);
+  ccache__readers_renew_id(c); /* the fast paths do not read the gate */
   ccache__sweeper_stop(c);
   /* A destroy run by the last sweep may itself have taken a lease before
    * the gate closed. */
   if (busy(c)) {
-    atomic_store(&c->closing, 0);
+    atomic_store(&c->gate, c->fork_gen);
     ccache__sweeper_kick(c, atomic_load(&c->ttl_ms));
     return CCACHE_EBUSY;
   }
-  ccache__graveyard gy = {NULL, NULL};
-  pthread_mutex_lock(&c->wlock);
-  ccache__readers_lock(c);
-  ccache__clear_wlocked(c, NULL, &gy);
-  ccache__readers_unlock(c);
-  pthread_mutex_unlock(&c->wlock);
-  ccache__graveyard_drain(c, &gy);
+  ccache__wsec w;
+  ccache__wsec_begin(c, &w);
+  ccache__clear_locked(c, &w, NULL);
+  ccache__wsec_end(c, &w);
   ccache__assert(c->programs == NULL && c->items == 0);
+  ccache__readers_destroy(c);
   ccache__tiers_close(c);
   destroy_sync(c);
+  CCACHE__MISUSE(ccache__misuse_cache_closed(c));
   ccache__mem mem = c->mem;
   ccache__free(&mem, c->raw);
   return CCACHE_OK;

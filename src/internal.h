@@ -1,15 +1,28 @@
 /*
- * internal.h - shared internal structures of ccache.  Not installed.
+ * internal.h - the cache's internal structures, and each file's internal
+ * calls grouped by floor.  Not installed.  docs/design.md explains the why.
+ *
+ * Floors (a file calls only files on its own floor or below, and files never
+ * call each other in a circle; .ci/layers.py checks this against the call
+ * graph, reading the table in docs/design.md):
+ *   0  status.c mem.c sync.c fork.c      no cache logic
+ *   1  callback.c flight.c alarm.c       user callbacks; single-flight records; the sweeper's alarm
+ *   2  program.c                         the program table (+ its get-or-compile)
+ *   3  readers.c                         the closure table's reader side (per-thread readers)
+ *   4  table.c                           the closure table: entries, writer sections
+ *   5  sweeper.c                         the sweeper thread
+ *   6  closure.c compile.c bounds.c      the public closure-table calls
+ *   7  stats.c cache.c                   statistics; open and close
+ *   8  default.c                         the default instance
+ *  (fp/ is separate: it uses no cache structure.  check.c is test-only and
+ *   sits above everything; table.c reaches it only through a hook.)
  *
  * Locking (always taken in this order, never the other way round):
- *   1. c->wlock   the writer lock: every change to the closure tables'
+ *   1. c->wlock   the writer lock: every change to the closure table's
  *                 structure, the FIFO, the bounds, the cost total, the
- *                 single-flight tables and the global counters.
- *   2. stripe->mu one per reader stripe, a big-reader lock: a reader
- *                 (ccache_fetch) takes only its own thread's stripe, so hits
- *                 from different threads share no lock and no written line;
- *                 a writer changing the closure table takes all of them, in
- *                 index order.
+ *                 closure-level flights and the global counters.
+ *   2. readers    writers block the reader side (readers.c) while they change
+ *                 the table's structure, and only while holding wlock.
  *   3. c->pmu     the program table, its reference counts and counters.
  * The sweeper's own c->sw_mu is never held together with any of these.
  * No user callback (compile, destroy, clock) runs under any of them; only the
@@ -24,30 +37,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "debug.h"
+#include "keyhash.h"
 #include "mem.h" /* must precede uthash: it routes uthash's allocator */
+#include "misuse.h"
+#include "sync.h"
 
-/* ---------------------------------------------------------------- asserts */
-/* Levelled asserts (as mimalloc): level 1 checks cheap invariants in debug
- * builds; level 2 (tests) adds expensive ones.  Never active in release
- * builds, and never used for user errors (those return statuses). */
-#ifndef CCACHE_DEBUG
-#if defined(CCACHE_TESTING)
-#define CCACHE_DEBUG 2
-#elif !defined(NDEBUG)
-#define CCACHE_DEBUG 1
-#else
-#define CCACHE_DEBUG 0
-#endif
-#endif
-#if CCACHE_DEBUG >= 1
-#include <assert.h>
-#define ccache__assert(x) assert(x)
-#else
-#define ccache__assert(x) ((void)0)
-#endif
-
-#define CCACHE__LIKELY(x) __builtin_expect(!!(x), 1)
-#define CCACHE__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define CCACHE__CACHELINE 64
 
 /* ------------------------------------------------------------- structures */
@@ -62,50 +57,102 @@ struct ccache_program {
   void *native;
   uint64_t cost;       /* bytes */
   uint64_t refs;       /* under c->pmu */
-  uint64_t table_refs; /* under c->wlock */
+  uint64_t table_refs; /* under c->wlock (table.c's charging) */
   ccache *owner;       /* the cache it belongs to (put validates it) */
 };
 
 /* Entry flags. */
-#define CCACHE__E_BORROWED 1u /* closure field holds the owning entry, see closure.c */
+#define CCACHE__E_BORROWED 1u /* closure field holds the owning entry, see table.c */
+#define CCACHE__E_DETACHED 2u /* left the table: refs is exact, releases count there */
 
-/* A closure entry.  refs counts: 1 while it is in the table, 1 per lease,
- * 1 per entry that borrows its closure.  The last one to drop it runs the
- * destroys (closure first, then the program reference). */
+/* A closure entry.  Its references: 1 while it is in the table, 1 per
+ * lease, 1 per entry that borrows its closure.  While it is in the table,
+ * leases taken by hits sit in the readers' slots and refs holds the rest
+ * (mod 2^32: a lease released on another thread than its taker's subtracts
+ * here, so refs alone may read low); when it leaves, the slots are folded in
+ * and refs is exact.  The last reference runs the destroys (closure first,
+ * then the program reference). */
 typedef struct ccache__entry {
   UT_hash_handle hh;   /* closure table; app order = insert order: the FIFO */
   ccache_key key;
   void *closure;       /* or the owning entry, if CCACHE__E_BORROWED */
   ccache_program *program;
-  uint64_t idx;        /* insert index, global, strictly increasing */
+  uint64_t idx;        /* insert index, global, increasing (mod 2^64) */
   uint64_t ins_ms;     /* insert time, never decreasing along the FIFO */
   _Atomic uint32_t refs;
   uint32_t flags;
 } ccache__entry;
 
-/* A reader stripe: a big-reader lock, split by thread.  Each thread uses
- * one stripe (assigned round-robin on first use), so a hit locks and counts
- * on a line no other thread writes; writers take every stripe.  The first
- * CCACHE__NSTRIPES threads of the process get a stripe each; more threads
- * share, which stays correct and only costs contention. */
-typedef struct ccache__stripe {
-  pthread_mutex_t mu;
-  uint64_t hits, misses;         /* under mu */
-  _Atomic uint64_t leases_out;   /* +1 where a lease is taken, -1 where it is
-                                    released: only the sum over stripes
-                                    (mod 2^64) is the count */
-} ccache__stripe;
+/* Store 1 to *flag, then a StoreLoad fence; and the load that follows it on
+ * the other side of the pairing.  ThreadSanitizer does not model fences, so
+ * its builds use sequentially consistent accesses instead: the same
+ * ordering, which it understands. */
+static inline void ccache__store_fence(_Atomic uint32_t *flag) {
+#if defined(__SANITIZE_THREAD__)
+  atomic_store_explicit(flag, 1, memory_order_seq_cst);
+#else
+  atomic_store_explicit(flag, 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+static inline uint32_t ccache__load_fenced(_Atomic uint32_t *flag) {
+#if defined(__SANITIZE_THREAD__)
+  return atomic_load_explicit(flag, memory_order_seq_cst);
+#else
+  return atomic_load_explicit(flag, memory_order_acquire);
+#endif
+}
 
-/* Two lines per stripe (the adjacent-line prefetcher pairs lines), and the
- * cache itself is placed on a CCACHE__STRIPE_ALIGN boundary (cache.c). */
-#define CCACHE__STRIPE_ALIGN (2 * CCACHE__CACHELINE)
-typedef struct {
-  _Alignas(CCACHE__STRIPE_ALIGN) ccache__stripe s;
-} ccache__stripe_slot;
+/* A reader: one per (thread, cache), made on the thread's first call on the
+ * cache (readers.c).  Everything a hit writes is here, on lines only its
+ * thread writes: the read-side flag, the counts, and the lease slots.
+ *
+ * A lease taken by a hit sits in one of this reader's slots instead of in
+ * the entry's shared reference count (as Linux's percpu_ref keeps counts per
+ * CPU while the object is live).  When an entry leaves the table, the writer
+ * (with every reader outside its section) folds the slots that hold it into
+ * the entry's refs; from then on releases count on refs, exactly. */
+#define CCACHE__SLOTS 32u
+#define CCACHE__SLOT_MASK ((UINT64_C(1) << CCACHE__SLOTS) - 1)
+/* Readers are aligned to two lines (the adjacent-line prefetcher pairs
+ * lines), so a lease can name its reader and slot in one word (reader |
+ * index) and a release tells its own reader's slot from the address alone.
+ * What a writer reads of every reader - `active`, `free`, the link to the
+ * next - is on the first line, so blocking n readers touches n lines. */
+#define CCACHE__READER_ALIGN 128u
+typedef struct ccache__reader {
+  _Alignas(CCACHE__READER_ALIGN) _Atomic uint32_t active; /* in a read-side section */
+  uint32_t pad_;
+  /* Bit i: slot i is free.  Written by the owner (and by writers while it is
+   * outside its sections) with plain stores; read by stats. */
+  _Atomic uint64_t free;
+  _Atomic uint64_t hits, misses; /* written by the owner only, read by stats */
+  /* Outstanding leases this thread counts outside its slots: taken into an
+   * entry's refs (+1) or released from one (-1), mod 2^64.  The leases out
+   * are these, plus the occupied slots, over every reader. */
+  _Atomic uint64_t leases;
+  ccache *cache;
+  uint32_t index; /* in the cache's array of readers, under wlock */
+  struct ccache__entry *slot[CCACHE__SLOTS]; /* a lease each */
+  /* Registry (readers.c), not touched by hits or writers' sections. */
+  void *raw; /* what the allocator returned */
+  struct ccache__reader *tnext, **tpprev; /* its thread's readers, under the registry lock */
+} ccache__reader;
+_Static_assert(__builtin_offsetof(ccache__reader, leases) < CCACHE__CACHELINE,
+               "what writers read of a reader must fit its first line");
+_Static_assert(CCACHE__SLOTS <= CCACHE__READER_ALIGN, "slot index must fit the alignment");
 
-#define CCACHE__NSTRIPES 16u
+/* The calling thread's last few readers, by cache id (readers.c).  Initial
+ * exec TLS: one instruction to reach it, also from the shared library. */
+#define CCACHE__TLS_READERS 4u
+typedef struct ccache__tls {
+  uint64_t id[CCACHE__TLS_READERS];
+  ccache__reader *r[CCACHE__TLS_READERS];
+  unsigned next; /* round-robin replacement */
+} ccache__tls;
+extern _Thread_local ccache__tls ccache__tls_readers __attribute__((tls_model("initial-exec")));
 
-/* A single-flight record: one compile in progress for one key. */
+/* A single-flight record: one compile in progress for one key (flight.c). */
 typedef struct ccache__flight {
   UT_hash_handle hh;
   ccache_key key;
@@ -125,19 +172,24 @@ typedef struct ccache__counters {
 } ccache__counters;
 
 struct ccache {
-  ccache__stripe_slot stripes[CCACHE__NSTRIPES];
-
-  /* Read by every hit and written only by open and set_limits: kept on a
+  /* Read by every hit, written only by writers, open and set_limits: on a
    * line of its own so puts and counters do not invalidate it. */
   _Alignas(CCACHE__CACHELINE) uint64_t fork_gen;
-  _Atomic int closing;          /* ccache_close() is tearing the cache down */
+  /* Unique per open, and again when close begins: keys the threads' TLS
+   * arrays of readers, so a fresh id sends every thread's next call down the
+   * general path, which checks the gate (readers.c). */
+  _Atomic uint64_t id;
+  _Atomic uint32_t writer_waiting; /* a writer blocks the read side (readers.c) */
+  /* fork_gen while the cache is open; CCACHE__GATE_CLOSED while close tears
+   * it down.  One compare lets every adding call past (ccache__gate). */
+  _Atomic uint64_t gate;
   _Atomic uint64_t ttl_ms;      /* read without a lock by fetch */
   ccache_clock_fn clock_ms;
   void *ctx;
   ccache_destroy_fn destroy_closure, destroy_program;
   ccache__mem mem;
 
-  _Alignas(CCACHE__CACHELINE) pthread_mutex_t wlock;
+  _Alignas(CCACHE__CACHELINE) ccache__mutex wlock;
   ccache__entry *table;         /* the closure table; its head is the oldest entry */
   pthread_cond_t flight_cv;     /* closure flights finished (with wlock) */
   ccache__flight *flights;      /* closure-level flights, under wlock */
@@ -152,21 +204,29 @@ struct ccache {
   /* Counted by both levels, so under neither level's lock. */
   _Atomic uint64_t waits, compile_failures, compile_ns;
 
-  pthread_mutex_t pmu;
+  ccache__mutex pmu;
   pthread_cond_t pflight_cv;    /* program flights finished (with pmu) */
   ccache_program *programs;     /* program table */
   ccache__flight *pflights;     /* program-level flights, under pmu */
   uint64_t nprograms, handles_out, program_hits, program_misses, program_compiles;
 
   _Atomic uint64_t closures_destroyed, programs_destroyed;
+  /* The readers (readers.c): a packed array, so a writer blocking them walks
+   * pointers on a few lines and then one line per reader.  And the counts of
+   * readers gone (threads that exited, calls that found no reader).  All
+   * under wlock. */
+  ccache__reader **readers;
+  uint32_t nreaders, readers_cap;
+  uint64_t hits_retired, misses_retired, leases_retired;
 
-  /* sweeper */
-  pthread_mutex_t sw_mu;
+  /* sweeper (sweeper.c) */
+  ccache__mutex sw_mu;
   pthread_cond_t sw_cv;
   pthread_t sw_thread;
   int sw_started, sw_stop;
-  uint64_t sw_gen; /* bumped by set_limits to restart the tick */
+  uint64_t sw_gen; /* bumped by the alarm: the next deadline may be earlier */
   int sweeper_enabled;
+  _Atomic uint64_t sweeper_wakeups; /* waits that ended at their deadline */
 
   int is_default;
   void *raw; /* what the allocator returned; the cache is aligned inside it */
@@ -180,37 +240,48 @@ typedef struct ccache__graveyard {
   ccache__entry *head, *tail; /* destroyed in the order they left */
 } ccache__graveyard;
 
-/* --------------------------------------------------------------- cache.c */
+/* A writer section (table.c): wlock held from begin to end; the reader side
+ * is blocked from the first structural change on; the destroys it caused run
+ * at end, after every lock is released, on the calling thread. */
+typedef struct ccache__wsec {
+  ccache__graveyard gy;
+  bool readers_blocked;
+  bool ring_alarm; /* an insert into an empty table: the sweeper's next
+                      deadline is now this entry's */
+  const char *api; /* the public call, for the checked build's messages */
+} ccache__wsec;
+
+/* ================================================================ floor 0 */
+
+/* ----------------------------------------------------------------- fork.c */
 extern _Atomic uint64_t ccache__fork_generation;
+void ccache__fork_register(void);
 /* CCACHE_EFORKED if c was created before a fork() in this (child) process. */
 static inline int ccache__forked(const ccache *c) {
   return CCACHE__UNLIKELY(c->fork_gen !=
                           atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed));
+}
+/* Calls that add to the cache (fetch, put, intern, get-or-compile,
+ * set_limits) pass this gate: EFORKED in a fork child, EBUSY while
+ * ccache_close() tears the cache down (its destroy callbacks may call in). */
+#define CCACHE__GATE_CLOSED UINT64_MAX
+static inline int ccache__gate(ccache *c) {
+  if (CCACHE__LIKELY(atomic_load_explicit(&c->gate, memory_order_relaxed) ==
+                     atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed)))
+    return CCACHE_OK;
+  return ccache__forked(c) ? CCACHE_EFORKED : CCACHE_EBUSY;
+}
+static inline bool ccache__closing(const ccache *c) {
+  return atomic_load_explicit(&c->gate, memory_order_relaxed) == CCACHE__GATE_CLOSED;
 }
 /* The charged cost, saturated to 64 bits for the stats. */
 static inline uint64_t ccache__cost_bytes(const ccache *c) {
   return c->cost.hi ? UINT64_MAX : c->cost.lo;
 }
 
-/* Calls that add to the cache (fetch, put, intern, get-or-compile,
- * set_limits) pass this gate: EFORKED in a fork child, EBUSY while
- * ccache_close() tears the cache down (its destroy callbacks may call in). */
-static inline int ccache__gate(ccache *c) {
-  if (ccache__forked(c)) return CCACHE_EFORKED;
-  if (CCACHE__UNLIKELY(atomic_load_explicit(&c->closing, memory_order_relaxed))) return CCACHE_EBUSY;
-  return CCACHE_OK;
-}
-void ccache__register_atfork(void);
-/* Every ccache_config accepted by ccache_open() is at least this long (the
- * struct as of 0.1: the fields before the tier fields). */
-#define CCACHE__CONFIG_MIN_SIZE offsetof(ccache_config, codec)
-int ccache__config_valid(const ccache_config *cfg); /* 1 if ccache_open would accept it */
-/* default.c: in a fork child, forget the parent's default instance (it
- * refuses every call there) so the child's first ccache_default() makes its
- * own. */
-void ccache__default_after_fork(void);
+/* ================================================================ floor 1 */
 
-/* ------------------------------------------------------------ callback.c */
+/* ------------------------------------------------------------- callback.c */
 /* Every user callback runs through these, with no lock held; each pushes a
  * thread-local frame so ccache_close() can refuse to run inside one. */
 uint64_t ccache__now_ms(ccache *c);
@@ -225,56 +296,182 @@ void ccache__frame_push(ccache__frame *f, const ccache *c);
 void ccache__frame_pop(ccache__frame *f);
 bool ccache__in_callback(const ccache *c);
 
-/* ------------------------------------------------------------- program.c */
+/* ---------------------------------------------------------------- alarm.c */
+int ccache__alarm_init(ccache *c);
+void ccache__alarm_destroy(ccache *c);
+/* Wake the sweeper: its next deadline may have moved earlier. */
+void ccache__alarm_ring(ccache *c);
+
+/* --------------------------------------------------------------- flight.c */
+/* Single-flight records, for both levels; `mu` is the level's lock (held by
+ * the caller of every function here) and `cv` its condition variable. */
+ccache__flight *ccache__flight_find_locked(ccache__mutex *mu, ccache__flight *table,
+                                           ccache_key key);
+/* A new flight owned by this thread, added to *table; NULL on ENOMEM. */
+ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem *mem,
+                                            ccache__flight **table, ccache_key key);
+bool ccache__flight_mine(const ccache__flight *f);
+/* Join: count the wait and sleep until the owner publishes; returns the
+ * flight's status with mu held.  Take the result, then flight_leave. */
+int ccache__flight_wait_locked(ccache *c, ccache__flight *f, pthread_cond_t *cv,
+                               ccache__mutex *mu);
+/* The last waiter to take its result frees the flight. */
+void ccache__flight_leave_locked(ccache__mutex *mu, const ccache__mem *mem, ccache__flight *f);
+/* The owner's side, results for the waiters already in place: end the
+ * flight and wake the waiters.  Returns true if the caller must free f
+ * (nobody waits) with ccache__flight_free() once it has unlocked. */
+bool ccache__flight_publish_locked(ccache__mutex *mu, const ccache__mem *mem,
+                                   ccache__flight **table, ccache__flight *f, int status,
+                                   pthread_cond_t *cv);
+void ccache__flight_free(const ccache__mem *mem, ccache__flight *f);
+
+/* ================================================================ floor 2 */
+
+/* -------------------------------------------------------------- program.c */
 /* Drop one reference; destroys the program (no lock held) if it was the last. */
 void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle);
 /* Take one more entry reference (not a handle).  Caller holds no pmu. */
 void ccache__program_ref(ccache *c, ccache_program *p);
-/* Interning shared by ccache_program_intern and the program flights:
- * takes ownership of native; *out +1 handle. */
-int ccache__program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost,
-                           ccache_program **out, bool count_lookup);
-/* Look up under pmu (held by caller); +1 handle on hit. */
-ccache_program *ccache__program_find_locked(ccache *c, ccache_key pkey);
 
-/* ------------------------------------------------------------- closure.c */
-unsigned ccache__key_hash(ccache_key key);
-ccache__stripe *ccache__my_stripe(ccache *c);
-void ccache__readers_lock(ccache *c);   /* every stripe: wlock held first */
-void ccache__readers_unlock(ccache *c);
+/* ================================================================ floor 3 */
+
+/* -------------------------------------------------------------- readers.c */
+void ccache__readers_init(ccache *c);
+/* When close begins: a new id, so no thread finds its reader in its TLS any
+ * more and every call takes the general path (which checks the gate). */
+void ccache__readers_renew_id(ccache *c);
+/* At close: forget every reader of c (they are freed). */
+void ccache__readers_destroy(ccache *c);
+/* The calling thread's reader for c, made on first use; NULL when that
+ * allocation failed (the caller then counts under wlock). */
+ccache__reader *ccache__reader_find(ccache *c);
+/* Only the TLS array: never registers (for callers holding wlock). */
+/* The rest of the array, moving what it finds to the front (readers.c). */
+ccache__reader *ccache__reader_peek_rest(uint64_t id);
+/* Only the front of the array: what the fast paths look at (no call, so
+ * they need no stack frame); the general paths then move the reader there. */
+static inline ccache__reader *ccache__reader_front(ccache *c) {
+  if (CCACHE__LIKELY(ccache__tls_readers.id[0] == atomic_load_explicit(&c->id, memory_order_relaxed))) {
+    ccache__reader *r = ccache__tls_readers.r[0];
+    if (!r) __builtin_unreachable(); /* only found readers are remembered */
+    return r;
+  }
+  return NULL;
+}
+static inline ccache__reader *ccache__reader_peek(ccache *c) {
+  ccache__reader *r = ccache__reader_front(c);
+  return r ? r : ccache__reader_peek_rest(atomic_load_explicit(&c->id, memory_order_relaxed));
+}
+static inline ccache__reader *ccache__reader_get(ccache *c) {
+  ccache__reader *r = ccache__reader_peek(c);
+  return CCACHE__LIKELY(r != NULL) ? r : ccache__reader_find(c);
+}
+/* A read-side section: the table's structure does not change inside one.
+ * The one StoreLoad fence pairs with the writer's (Dekker): either the
+ * writer sees this reader active and waits, or the reader sees the writer
+ * and takes the slow path (false: not entered; use wlock instead). */
+static inline bool ccache__reader_enter(ccache *c, ccache__reader *r) {
+  ccache__store_fence(&r->active);
+  if (CCACHE__LIKELY(!ccache__load_fenced(&c->writer_waiting))) return true;
+  atomic_store_explicit(&r->active, 0, memory_order_release);
+  return false;
+}
+static inline void ccache__reader_exit(ccache__reader *r) {
+  atomic_store_explicit(&r->active, 0, memory_order_release);
+}
+/* Private counters: a plain load and store, no read-modify-write. */
+static inline void ccache__bump(_Atomic uint64_t *n, uint64_t d) {
+  atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + d, memory_order_relaxed);
+}
+/* Count a lookup, or n leases taken (negative: released), on this thread's
+ * reader, or under wlock when it has none.  The _locked ones need wlock. */
+void ccache__reader_count(ccache *c, bool hit);
+void ccache__reader_leases_locked(ccache *c, int64_t n);
+/* Writers (wlock held): block / unblock every read-side section. */
+void ccache__readers_block(ccache *c);
+void ccache__readers_unblock(ccache *c);
+/* Readers blocked: the leases in slots on entries that have left the table
+ * (E_DETACHED) move into those entries' refs. */
+void ccache__readers_fold_locked(ccache *c);
+/* Sums over every reader and the retired counts (wlock held). */
+void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *leases);
+/* How many slots of every reader hold e (wlock held, readers blocked; the
+ * checker's). */
+uint64_t ccache__readers_slots_of(ccache *c, const struct ccache__entry *e);
+
+/* ================================================================ floor 4 */
+
+/* ---------------------------------------------------------------- table.c */
+void ccache__wsec_begin_(ccache *c, ccache__wsec *w, const char *api);
+#define ccache__wsec_begin(c, w) ccache__wsec_begin_((c), (w), __func__)
+/* Unblock the reader side early (e.g. before waiting on a condition with
+ * wlock); the next structural change blocks it again. */
+void ccache__wsec_unblock(ccache *c, ccache__wsec *w);
+void ccache__wsec_end(ccache *c, ccache__wsec *w);
+
+/* Inserted at t: a hit for now < t + ttl, a miss for now >= t + ttl.  Written
+ * without t + ttl, which could overflow. */
+static inline bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
+  return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
+}
 ccache__entry *ccache__entry_new(ccache *c);
 void ccache__entry_free(ccache *c, ccache__entry *e);
-void ccache__entry_unref(ccache *c, ccache__entry *e);
-void *ccache__entry_closure(const ccache__entry *e);
+/* The closure an entry runs (its own, or its owner's when borrowed). */
+static inline void *ccache__entry_closure(const ccache__entry *e) {
+  if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
+  return e->closure;
+}
+/* A lease on e held in refs (not in a reader's slot). */
 void ccache__lease_fill(ccache_lease *out, ccache__entry *e);
-/* Look up key under the thread's stripe lock; on a live hit take a lease
- * (counted as a hit).  Returns OK, MISS, or 2 when the entry found has
- * expired. */
+/* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
+ * MISS, or CCACHE__EXPIRED.  The hit path proper is hit.h's, inlined into
+ * ccache_fetch(); these are its out-of-line forms and slow paths. */
+#define CCACHE__EXPIRED 2
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out);
-/* Insert e (fresh, from ccache__entry_new) under wlock (it takes the readers
- * itself); e takes one program
- * reference, borrows or owns closure; runs the bounds; detached entries go to
- * gy.  Returns OK or ENOMEM (then e is untouched and still the caller's). */
-int ccache__insert_locked(ccache *c, ccache__entry *e, ccache_key key, void *closure,
-                          ccache_program *p, uint64_t now, ccache__graveyard *gy);
-ccache__entry *ccache__find_locked(ccache *c, ccache_key key); /* wlock held */
+int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
+                        uint64_t ttl, bool count_miss, ccache_lease *out);
+/* A release that is not its own reader's slot, or met a writer: destroys run
+ * here if it was the last reference of an entry that has left the table. */
+void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *slot);
+/* The rest need a writer section (wlock held). */
+ccache__entry *ccache__find_locked(ccache *c, ccache_key key);
 bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure);
-/* The _wlocked functions below need wlock and every reader stripe held. */
-void ccache__detach_wlocked(ccache *c, ccache__entry *e, uint64_t *cause, ccache__graveyard *gy);
-void ccache__clear_wlocked(ccache *c, uint64_t *cause, ccache__graveyard *gy);
-void ccache__graveyard_drain(ccache *c, ccache__graveyard *gy);
+/* n leases on an entry in the table; fills out (if not NULL) with one. */
+void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease *out);
+/* Insert e (fresh, from ccache__entry_new): it takes one program reference,
+ * borrows or owns closure; then the bounds run.  OK or ENOMEM (then e is
+ * untouched and still the caller's). */
+int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_key key,
+                          void *closure, ccache_program *p, uint64_t now);
+void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause);
+void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause);
+/* New bounds: evicts what no longer fits (capacity, then cost). */
+void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, uint64_t max_cost);
+/* Removes key if it is still there and expired at now (a fetch saw it). */
+void ccache__expire_key(ccache *c, ccache_key key, uint64_t now);
+/* Removes the expired prefix of the FIFO; returns how many left.  If next is
+ * not NULL it receives the new oldest entry's deadline on the cache's clock
+ * (insert time + ttl, saturated), or UINT64_MAX when there is none. */
+int64_t ccache__sweep(ccache *c, uint64_t now, uint64_t *next);
+#ifdef CCACHE_TESTING
+/* Called after every writer section when set (check.c sets it). */
+extern void (*ccache__after_write_hook)(ccache *c);
+#endif
 
-/* -------------------------------------------------------------- bounds.c */
-bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl);
-void ccache__enforce_wlocked(ccache *c, const ccache__entry *keep, ccache__graveyard *gy);
-int64_t ccache__sweep(ccache *c, uint64_t now);
+/* ================================================================ floor 5 */
 
-/* ------------------------------------------------------------- sweeper.c */
-int ccache__sweeper_init(ccache *c);
-int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start or wake */
+/* -------------------------------------------------------------- sweeper.c */
+int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start if needed, and ring */
 void ccache__sweeper_stop(ccache *c);
-void ccache__sweeper_destroy(ccache *c);
+
+/* ================================================================ floor 7 */
+
+/* ---------------------------------------------------------------- cache.c */
+/* Everything ccache_open() checks of a config (default.c checks the same). */
+bool ccache__config_valid(const ccache_config *cfg);
+
+/* ========================================================== test-only, top */
 
 /* ---------------------------------------------------------------- check.c */
 #ifdef CCACHE_TESTING
@@ -282,6 +479,13 @@ void ccache__sweeper_destroy(ccache *c);
  * totals and that no expired entry is in reach at `now` (pass UINT64_MAX to
  * skip that).  Returns 0, or -1 after printing what is wrong to stderr. */
 CCACHE_API int ccache__check(ccache *c, uint64_t now);
+/* Set a counter to v (test-only: drives counters near 2^64 that calls could
+ * never reach).  field: "next_idx", "last_ins_ms", "hits", "misses", or a
+ * ccache_stats counter name.  Returns 0, or -1 for an unknown field. */
+CCACHE_API int ccache__seed(ccache *c, const char *field, uint64_t v);
+/* Run the checker after every k-th writer section of every cache (0: never);
+ * a failure aborts.  Also set from CCACHE_DEBUG_CHECK_EVERY at start-up. */
+CCACHE_API void ccache__debug_check_every(uint64_t k);
 #endif
 
 #endif /* CCACHE_INTERNAL_H */
