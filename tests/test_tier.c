@@ -951,9 +951,9 @@ static void default_instance_takes_its_tiers(void **state) {
   mem_tier *m1 = mem_new(0), *m2 = mem_new(1);
   ccache_tier_ops o = mem_ops(false, 0);
   ccache_tier *t1 = mem_tier_of(m1, &o), *t2 = mem_tier_of(m2, &o);
+  static t_ctx t;
   ccache_config cfg;
-  ccache_config_init(&cfg);
-  cfg.sweeper_thread = 0;
+  t_config(&cfg, &t); /* (its destroy callbacks free the decoded native) */
   cfg.codec = &k;
   cfg.tier_min_compile_us = 0;
   cfg.runtime_tag = "default-tag";
