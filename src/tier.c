@@ -26,6 +26,8 @@
  * Locks: r_mu guards the lease list and the renewal thread's state; it is a
  * leaf (never held with a cache lock or across any user callback).
  */
+#define _GNU_SOURCE 1 /* pthread_setname_np */
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +239,7 @@ static ccache__lease_rec *next_due(struct ccache__tiers *ts) {
 static void *renewal_main(void *arg) {
   ccache *c = arg;
   struct ccache__tiers *ts = c->tiers;
+
   ccache__lock(&ts->r_mu);
   while (!ts->r_stop) {
     ccache__lease_rec *r = next_due(ts);
@@ -278,10 +281,13 @@ static void lease_add(ccache *c, ccache__lease_rec *r, ccache_tier *t, void *loc
   r->due_ns = ccache__mono_ns() + renew_period_ns(t);
   ccache__lock(&ts->r_mu);
   if (!ts->r_started && !ts->r_stop) {
-    if (pthread_create(&ts->r_thread, NULL, renewal_main, c) == 0)
+    if (pthread_create(&ts->r_thread, NULL, renewal_main, c) == 0) {
       ts->r_started = 1;
-    else
+      /* A name that tools show (top -H, gdb, /proc/<pid>/task/<tid>/comm). */
+      pthread_setname_np(ts->r_thread, CCACHE__RENEW_THREAD_NAME);
+    } else {
       count_error(ts);
+    }
   }
   r->next = ts->leases;
   if (ts->leases) ts->leases->prev = r;

@@ -58,6 +58,8 @@ int ccache__tiers_check(const ccache_config *cfg);
 int ccache__tiers_open(struct ccache *c, const ccache_config *cfg);
 /* At close (nothing in flight): join the renewal thread, close the tiers. */
 void ccache__tiers_close(struct ccache *c);
+/* The lease-renewal thread's name (at most 15 characters). */
+#define CCACHE__RENEW_THREAD_NAME "ccache-renew"
 /* The single-flight owner of a program miss: a native program from the
  * tiers, or from `compile` (then *compiled is set).  Returns 0, or the
  * compile callback's non-zero result. */
