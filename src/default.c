@@ -45,13 +45,11 @@ static int parse_bound(const char *name, uint64_t *v) {
   return CCACHE_OK;
 }
 
-/* Copy cfg (of any accepted size) into default_cfg with deep copies of its
- * tier fields; tiers of a replaced configuration that the new one does not
- * list are freed.  default_mu held. */
+/* Copy cfg into default_cfg with deep copies of its tier fields; tiers of a
+ * replaced configuration that the new one does not list are freed.
+ * default_mu held. */
 static int keep_config(const ccache_config *cfg) {
-  ccache_config k;
-  ccache_config_init(&k);
-  memcpy(&k, cfg, cfg->size < sizeof k ? cfg->size : sizeof k);
+  ccache_config k = *cfg;
   k.size = sizeof k;
   char *tag = NULL;
   if (k.runtime_tag && !(tag = strdup(k.runtime_tag))) return CCACHE_ENOMEM;

@@ -26,6 +26,8 @@
  * Locks: r_mu guards the lease list and the renewal thread's state; it is a
  * leaf (never held with a cache lock or across any user callback).
  */
+#define _GNU_SOURCE 1 /* pthread_setname_np */
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +58,7 @@ struct ccache__tiers {
   _Atomic uint64_t hits, misses, writes, errors, corrupt, bytes_read, bytes_written;
   _Atomic uint64_t lock_waits, wait_ms_max;
 
-  pthread_mutex_t r_mu;
+  ccache__mutex r_mu;
   pthread_cond_t r_cv; /* CLOCK_MONOTONIC; the list changed or a renew ended */
   pthread_t r_thread;
   int r_started, r_stop;
@@ -96,12 +98,7 @@ void ccache_tier_free(ccache_tier *t) {
 
 /* ------------------------------------------------------------- open, close */
 
-/* Tier fields only exist in configs whose size covers them. */
-#define CFG_HAS(cfg, field) \
-  ((cfg)->size >= offsetof(ccache_config, field) + sizeof((cfg)->field))
-
 int ccache__tiers_check(const ccache_config *cfg) {
-  if (!CFG_HAS(cfg, n_tiers)) return CCACHE_OK; /* an older caller: no tiers */
   const ccache_codec *k = cfg->codec;
   if (k && (!k->encode || !k->free_bytes || !k->decode)) return CCACHE_EINVAL;
   if (cfg->n_tiers > CCACHE_MAX_TIERS) return CCACHE_EINVAL;
@@ -139,31 +136,26 @@ static void count_error(struct ccache__tiers *ts) { atomic_fetch_add(&ts->errors
   } while (0)
 
 static int init_renewal(struct ccache__tiers *ts) {
-  pthread_condattr_t ca;
-  if (pthread_condattr_init(&ca)) return CCACHE_ENOMEM;
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  int rc = pthread_cond_init(&ts->r_cv, &ca);
-  pthread_condattr_destroy(&ca);
-  if (rc) return CCACHE_ENOMEM;
-  if (pthread_mutex_init(&ts->r_mu, NULL)) {
-    pthread_cond_destroy(&ts->r_cv);
-    return CCACHE_ENOMEM;
-  }
-  return CCACHE_OK;
+  int rc = ccache__cond_init(&ts->r_cv, true);
+  if (rc != CCACHE_OK) return rc;
+  rc = ccache__mutex_init(&ts->r_mu);
+  if (rc != CCACHE_OK) ccache__cond_destroy(&ts->r_cv);
+  return rc;
 }
 
 int ccache__tiers_open(ccache *c, const ccache_config *cfg) {
   c->tiers = NULL;
-  if (!CFG_HAS(cfg, n_tiers) || (cfg->n_tiers == 0 && !cfg->codec)) return CCACHE_OK;
+  if (cfg->n_tiers == 0 && !cfg->codec) return CCACHE_OK;
   struct ccache__tiers *ts = ccache__calloc(&c->mem, sizeof *ts);
   if (!ts) return CCACHE_ENOMEM;
-  if (init_renewal(ts) != CCACHE_OK) {
+  int rc = init_renewal(ts);
+  if (rc != CCACHE_OK) {
     ccache__free(&c->mem, ts);
-    return CCACHE_ENOMEM;
+    return rc;
   }
   if (!claim(c, cfg->tiers, cfg->n_tiers)) {
-    pthread_cond_destroy(&ts->r_cv);
-    pthread_mutex_destroy(&ts->r_mu);
+    ccache__cond_destroy(&ts->r_cv);
+    ccache__mutex_destroy(&ts->r_mu);
     ccache__free(&c->mem, ts);
     return CCACHE_EINVAL;
   }
@@ -182,7 +174,7 @@ int ccache__tiers_open(ccache *c, const ccache_config *cfg) {
   ccache__tier_ns(ts->tag_hash, ns);
   for (uint32_t i = 0; i < ts->n; i++) {
     ccache_tier *t = ts->t[i];
-    int rc = CCACHE_OK;
+    rc = CCACHE_OK;
     if (t->ops.attach) IN_FRAME(c, rc = t->ops.attach(t->state, ns));
     ts->usable[i] = rc >= 0;
     if (rc < 0) count_error(ts);
@@ -193,19 +185,22 @@ int ccache__tiers_open(ccache *c, const ccache_config *cfg) {
 void ccache__tiers_close(ccache *c) {
   struct ccache__tiers *ts = c->tiers;
   if (!ts) return;
-  pthread_mutex_lock(&ts->r_mu);
+  ccache__lock(&ts->r_mu);
   int started = ts->r_started;
   ts->r_stop = 1;
-  pthread_cond_broadcast(&ts->r_cv);
-  pthread_mutex_unlock(&ts->r_mu);
-  if (started) pthread_join(ts->r_thread, NULL);
+  ccache__cond_broadcast(&ts->r_cv);
+  ccache__unlock(&ts->r_mu);
+  if (started) {
+    int err = pthread_join(ts->r_thread, NULL);
+    if (err) ccache__panic("pthread_join", err);
+  }
   for (uint32_t i = 0; i < ts->n; i++) {
     ccache_tier *t = ts->t[i];
     if (t->ops.close) IN_FRAME(c, t->ops.close(t->state));
     free(t);
   }
-  pthread_cond_destroy(&ts->r_cv);
-  pthread_mutex_destroy(&ts->r_mu);
+  ccache__cond_destroy(&ts->r_cv);
+  ccache__mutex_destroy(&ts->r_mu);
   ccache__free(&c->mem, ts);
   c->tiers = NULL;
 }
@@ -244,33 +239,34 @@ static ccache__lease_rec *next_due(struct ccache__tiers *ts) {
 static void *renewal_main(void *arg) {
   ccache *c = arg;
   struct ccache__tiers *ts = c->tiers;
-  pthread_mutex_lock(&ts->r_mu);
+
+  ccache__lock(&ts->r_mu);
   while (!ts->r_stop) {
     ccache__lease_rec *r = next_due(ts);
     if (!r) {
-      pthread_cond_wait(&ts->r_cv, &ts->r_mu);
+      ccache__cond_wait(&ts->r_cv, &ts->r_mu);
       continue;
     }
     uint64_t now = ccache__mono_ns();
     if (r->due_ns > now) {
       struct timespec until = mono_ts(r->due_ns);
-      pthread_cond_timedwait(&ts->r_cv, &ts->r_mu, &until);
+      ccache__cond_timedwait(&ts->r_cv, &ts->r_mu, &until);
       continue; /* re-pick: the list may have changed */
     }
     /* busy keeps the record (on its compiling thread's stack) alive and
      * keeps unlock() from running while renew() does. */
     r->busy = 1;
-    pthread_mutex_unlock(&ts->r_mu);
+    ccache__unlock(&ts->r_mu);
     int rc = CCACHE_OK;
     IN_FRAME(c, rc = r->t->ops.renew(r->t->state, r->lock));
     if (rc != CCACHE_OK) count_error(ts);
-    pthread_mutex_lock(&ts->r_mu);
+    ccache__lock(&ts->r_mu);
     r->busy = 0;
     if (rc != CCACHE_OK) r->lost = 1;
     r->due_ns = ccache__mono_ns() + renew_period_ns(r->t);
-    pthread_cond_broadcast(&ts->r_cv);
+    ccache__cond_broadcast(&ts->r_cv);
   }
-  pthread_mutex_unlock(&ts->r_mu);
+  ccache__unlock(&ts->r_mu);
   return NULL;
 }
 
@@ -283,32 +279,35 @@ static void lease_add(ccache *c, ccache__lease_rec *r, ccache_tier *t, void *loc
   r->t = t;
   r->lock = lock;
   r->due_ns = ccache__mono_ns() + renew_period_ns(t);
-  pthread_mutex_lock(&ts->r_mu);
+  ccache__lock(&ts->r_mu);
   if (!ts->r_started && !ts->r_stop) {
-    if (pthread_create(&ts->r_thread, NULL, renewal_main, c) == 0)
+    if (pthread_create(&ts->r_thread, NULL, renewal_main, c) == 0) {
       ts->r_started = 1;
-    else
+      /* A name that tools show (top -H, gdb, /proc/<pid>/task/<tid>/comm). */
+      pthread_setname_np(ts->r_thread, CCACHE__RENEW_THREAD_NAME);
+    } else {
       count_error(ts);
+    }
   }
   r->next = ts->leases;
   if (ts->leases) ts->leases->prev = r;
   ts->leases = r;
-  pthread_cond_broadcast(&ts->r_cv);
-  pthread_mutex_unlock(&ts->r_mu);
+  ccache__cond_broadcast(&ts->r_cv);
+  ccache__unlock(&ts->r_mu);
 }
 
 /* Unregister, waiting out a renew() in progress on it. */
 static void lease_remove(ccache *c, ccache__lease_rec *r) {
   struct ccache__tiers *ts = c->tiers;
-  pthread_mutex_lock(&ts->r_mu);
-  while (r->busy) pthread_cond_wait(&ts->r_cv, &ts->r_mu);
+  ccache__lock(&ts->r_mu);
+  while (r->busy) ccache__cond_wait(&ts->r_cv, &ts->r_mu);
   if (r->prev)
     r->prev->next = r->next;
   else
     ts->leases = r->next;
   if (r->next) r->next->prev = r->prev;
-  pthread_cond_broadcast(&ts->r_cv);
-  pthread_mutex_unlock(&ts->r_mu);
+  ccache__cond_broadcast(&ts->r_cv);
+  ccache__unlock(&ts->r_mu);
 }
 
 /* ------------------------------------------------------------ lookups */

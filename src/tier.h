@@ -50,8 +50,7 @@ ccache__entry_check ccache__tier_verify(const void *blob, size_t blob_len, ccach
 
 /* --------------------------------------------------------------- tier.c */
 struct ccache;
-/* EINVAL unless the config's tier fields (those its size covers) are
- * usable; no side effects. */
+/* EINVAL unless the config's tier fields are usable; no side effects. */
 int ccache__tiers_check(const ccache_config *cfg);
 /* At open, after the cache's locks exist: copy the codec and tag, take
  * ownership of the tiers, attach them.  OK or ENOMEM/EINVAL (then nothing
@@ -59,6 +58,8 @@ int ccache__tiers_check(const ccache_config *cfg);
 int ccache__tiers_open(struct ccache *c, const ccache_config *cfg);
 /* At close (nothing in flight): join the renewal thread, close the tiers. */
 void ccache__tiers_close(struct ccache *c);
+/* The lease-renewal thread's name (at most 15 characters). */
+#define CCACHE__RENEW_THREAD_NAME "ccache-renew"
 /* The single-flight owner of a program miss: a native program from the
  * tiers, or from `compile` (then *compiled is set).  Returns 0, or the
  * compile callback's non-zero result. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tier.h"
@@ -93,14 +94,32 @@ int t_goc(ccache *c, ccache_key pkey, t_compiler *comp, int want) {
   return id;
 }
 
-int t_threads(void) {
+int t_threads_named(const char *name) {
   DIR *d = opendir("/proc/self/task");
   assert_non_null(d);
   int n = 0;
   struct dirent *de;
-  while ((de = readdir(d)) != NULL)
-    if (de->d_name[0] != '.') n++;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    char path[300], comm[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue; /* the thread ended meanwhile */
+    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+    if (strcmp(comm, name) == 0) n++;
+  }
   closedir(d);
+  return n;
+}
+
+int t_threads_named_gone(const char *name) {
+  int n = t_threads_named(name);
+  for (int i = 0; n > 0 && i < 30000; i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+    n = t_threads_named(name);
+  }
   return n;
 }
 

@@ -42,8 +42,11 @@ unsigned char *t_entry(ccache_key key, const char *tag, int id, size_t payload, 
 /* get_or_compile pkey; asserts `want` and returns the native id (-1 if none). */
 int t_goc(ccache *c, ccache_key pkey, t_compiler *comp, int want);
 
-/* Threads of this process (entries of /proc/self/task). */
-int t_threads(void);
+/* Threads of this process named `name` (/proc/self/task/<tid>/comm). */
+int t_threads_named(const char *name);
+/* Wait (up to 30 s) until no thread has that name: a thread just joined may
+ * stay listed for the few microseconds its exit takes in the kernel. */
+int t_threads_named_gone(const char *name);
 /* A fresh empty directory under TMPDIR (or /tmp); caller frees the path. */
 char *t_tempdir(const char *tag);
 /* rm -rf. */

@@ -1,0 +1,216 @@
+/*
+ * bench_tier_cap.c - the directory tier under its size cap (issue 14):
+ * "cap 64 MiB, 10,000 puts of 64 KiB: the directory stays <= cap + one
+ * entry".  Every put is a program miss whose compile is stored (the codec
+ * makes 64 KiB); after each, the directory's entry bytes are summed from the
+ * file system (not from the library's own running total).  Then a fresh
+ * cache over the same directory loads the entries still there: the tier hit
+ * (get, verify, decode, intern) against a plain open+read+close of the same
+ * file.
+ *
+ * --quick: 1,000 puts under a 4 MiB cap.
+ */
+#define _GNU_SOURCE 1 /* nftw's FTW_PHYS */
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "bench_util.h"
+
+#define TAG "bench_tier_cap"
+#define PAYLOAD (64u * 1024u)
+#define ENTRY (PAYLOAD + 56u + 16u) /* header + payload + checksum */
+
+/* ------------------------------------------------------------ the codec */
+
+static int enc(void *ctx, ccache_key pkey, void *native, void **bytes, size_t *len) {
+  (void)ctx;
+  (void)native;
+  unsigned char *b = malloc(PAYLOAD);
+  if (!b) return -1;
+  for (size_t i = 0; i < PAYLOAD; i += 8) memcpy(b + i, &pkey.lo, 8);
+  *bytes = b;
+  *len = PAYLOAD;
+  return 0;
+}
+static void enc_free(void *ctx, void *bytes, size_t len) {
+  (void)ctx;
+  (void)len;
+  free(bytes);
+}
+static int dec(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
+               uint64_t *cost_out) {
+  (void)ctx;
+  uint64_t first;
+  if (len != PAYLOAD) return -1;
+  memcpy(&first, bytes, 8);
+  if (first != pkey.lo) return -1;
+  *native_out = (void *)(uintptr_t)(pkey.lo + 1); /* any non-NULL token */
+  *cost_out = len;
+  return 0;
+}
+static int compile(void *ud, ccache *c, ccache_key pkey, void **native_out, uint64_t *cost_out) {
+  (void)ud;
+  (void)c;
+  *native_out = (void *)(uintptr_t)(pkey.lo + 1);
+  *cost_out = PAYLOAD;
+  return 0;
+}
+
+/* ---------------------------------------------------------- the directory */
+
+static uint64_t dir_bytes;
+static long dir_entries;
+static int add_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
+  (void)f;
+  const char *base = strrchr(path, '/');
+  if (flag == FTW_F && strlen(base ? base + 1 : path) == 32) {
+    dir_bytes += (uint64_t)st->st_size;
+    dir_entries++;
+  }
+  return 0;
+}
+static void scan(const char *dir) {
+  dir_bytes = 0;
+  dir_entries = 0;
+  nftw(dir, add_entry, 16, FTW_PHYS);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f) {
+  (void)st;
+  (void)flag;
+  (void)f;
+  remove(path);
+  return 0;
+}
+
+static ccache *open_over(const char *dir, uint64_t cap) {
+  ccache_disk_options o;
+  ccache_disk_options_init(&o);
+  o.dir = dir;
+  o.max_bytes = cap;
+  ccache_tier *t = NULL;
+  int rc = ccache_tier_disk(&o, &t);
+  BENCH_CHECK(rc == CCACHE_OK, "ccache_tier_disk: %s (%s)", ccache_strerror(rc),
+              ccache_error_detail());
+  ccache_codec k = {enc, enc_free, dec, NULL};
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.sweeper_thread = 0;
+  cfg.codec = &k;
+  cfg.runtime_tag = TAG;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = &t;
+  cfg.n_tiers = 1;
+  ccache *c = NULL;
+  BENCH_OK(ccache_open(&cfg, &c));
+  return c;
+}
+
+/* The documented layout: <dir>/v1/<XXH3-64 of the tag>/<xx>/<key hex>. */
+static void key_path(const char *dir, ccache_key k, char *out, size_t n) {
+  unsigned long long tag = XXH3_64bits(TAG, strlen(TAG));
+  char hex[33];
+  snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)k.hi, (unsigned long long)k.lo);
+  snprintf(out, n, "%s/v1/%016llx/%.2s/%s", dir, tag, hex, hex);
+}
+
+int main(int argc, char **argv) {
+  bench_opts o;
+  bench_parse(argc, argv, &o, "the directory tier under its size cap, and a tier hit", false);
+  bench_report rep;
+  bench_report_init(&rep, "bench_tier_cap", "does the directory tier hold its size cap? (issue 14)");
+  const uint64_t cap = o.quick ? (4u << 20) : (64u << 20);
+  const int puts = o.quick ? 1000 : 10000;
+  char dir[] = "/tmp/ccache-bench-tier-XXXXXX";
+  BENCH_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+
+  /* Puts: each a program miss that compiles and stores 64 KiB. */
+  ccache *c = open_over(dir, cap);
+  double *put_us = malloc(sizeof(double) * (size_t)puts);
+  uint64_t most = 0;
+  long most_entries = 0;
+  for (int i = 0; i < puts; i++) {
+    ccache_program *p = NULL;
+    uint64_t t0 = bench_now_ns();
+    BENCH_OK(ccache_program_get_or_compile(c, bench_key(14, (uint64_t)i), compile, NULL, &p));
+    put_us[i] = (double)(bench_now_ns() - t0) / 1e3;
+    ccache_program_release(c, p);
+    scan(dir);
+    if (dir_bytes > most) most = dir_bytes;
+    if (dir_entries > most_entries) most_entries = dir_entries;
+  }
+  ccache_stats s = {.size = sizeof s};
+  ccache_stats_get(c, &s);
+  BENCH_CHECK(s.tier_writes == (uint64_t)puts && s.tier_errors == 0,
+              "tier_writes %llu tier_errors %llu", (unsigned long long)s.tier_writes,
+              (unsigned long long)s.tier_errors);
+  BENCH_OK(ccache_close(c));
+  bench_stat one = {(double)most / (double)(cap + ENTRY), (double)most / (double)(cap + ENTRY),
+                    (double)most / (double)(cap + ENTRY), 1};
+  char fig[96];
+  snprintf(fig, sizeof fig, "largest directory over %d puts of 64 KiB, cap %llu MiB", puts,
+           (unsigned long long)(cap >> 20));
+  bench_row *row = bench_add(&rep, fig, (double)most / 1048576.0, "MiB",
+                             (double)(cap + ENTRY) / 1048576.0, "cap + one entry", one,
+                             "largest / (cap + entry)", BENCH_RATIO_LE, 1.0);
+  snprintf(row->note, sizeof row->note, "summed from the file system after every put; at most %ld entries",
+           most_entries);
+  bench_stat pst = bench_stats(put_us, puts);
+  bench_add(&rep, "program miss that stores 64 KiB (encode, write, rename, count)", pst.med, "us",
+            NAN, "", (bench_stat){0}, "", BENCH_REPORT, 0);
+
+  /* Hits: a fresh cache (a restart) loads what is left, newest first. */
+  scan(dir);
+  long n = dir_entries < 500 ? dir_entries : 500;
+  double *hit_us = malloc(sizeof(double) * (size_t)n);
+  double *read_us = malloc(sizeof(double) * (size_t)n);
+  double *ratio = malloc(sizeof(double) * (size_t)n);
+  c = open_over(dir, cap);
+  static unsigned char buf[ENTRY];
+  long got = 0;
+  for (int i = puts - 1; i >= 0 && got < n; i--) {
+    ccache_key k = bench_key(14, (uint64_t)i);
+    char path[4400];
+    key_path(dir, k, path, sizeof path);
+    if (access(path, F_OK) != 0) continue;
+    uint64_t t0 = bench_now_ns();
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
+    if (fd >= 0) close(fd);
+    uint64_t t1 = bench_now_ns();
+    BENCH_CHECK(r == (ssize_t)ENTRY, "read %zd bytes of %s", r, path);
+    ccache_program *p = NULL;
+    uint64_t before = s.tier_hits;
+    BENCH_OK(ccache_program_get_or_compile(c, k, compile, NULL, &p));
+    uint64_t t2 = bench_now_ns();
+    ccache_program_release(c, p);
+    ccache_stats_get(c, &s);
+    BENCH_CHECK(s.tier_hits == before + 1, "key %d was on disk but not a tier hit", i);
+    read_us[got] = (double)(t1 - t0) / 1e3;
+    hit_us[got] = (double)(t2 - t1) / 1e3;
+    ratio[got] = hit_us[got] / read_us[got];
+    got++;
+  }
+  BENCH_CHECK(s.program_compiles == 0, "%llu compiles on reload", (unsigned long long)s.program_compiles);
+  BENCH_OK(ccache_close(c));
+  snprintf(fig, sizeof fig, "tier hit, 64 KiB entry (get, verify, decode, intern), %ld keys", got);
+  bench_add(&rep, fig, bench_stats(hit_us, (int)got).med, "us", bench_stats(read_us, (int)got).med,
+            "open+read+close", bench_stats(ratio, (int)got), "hit / plain read", BENCH_REPORT, 0);
+  bench_note(&rep, "directory on %s; the cap counts entry file bytes (not directories or blocks)",
+             "/tmp");
+  if (o.quick) bench_note(&rep, "quick mode: 1,000 puts under a 4 MiB cap");
+  nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  free(put_us);
+  free(hit_us);
+  free(read_us);
+  free(ratio);
+  return bench_report_print(&rep, &o);
+}
