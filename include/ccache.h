@@ -189,6 +189,13 @@ typedef struct ccache_lease {
 /** Bound value meaning "no bound" (for max_items, ttl_ms, max_cost_bytes). */
 #define CCACHE_UNBOUNDED UINT64_MAX
 
+/** Largest `size` any versioned struct of this API may claim (config, stats,
+ *  options): a larger one is taken for a struct that was never set up. */
+#define CCACHE_STRUCT_SIZE_MAX 4096u
+
+/** What ccache_config_init() writes in ccache_config::magic ("ccfg"). */
+#define CCACHE_CONFIG_MAGIC 0x63636667u
+
 /**
  * Destroy callback for a closure or a native program.
  * @param obj the closure (destroy_closure) or native program (destroy_program)
@@ -226,8 +233,14 @@ typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
  */
 typedef struct ccache_config {
   /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
-   *  grow the struct.  A size smaller than version 0.1's struct is EINVAL. */
+   *  grow the struct.  Below the fields up to alloc_ctx (a struct without the
+   *  tier fields gets their defaults) or above CCACHE_STRUCT_SIZE_MAX is
+   *  EINVAL. */
   uint32_t size;
+  /** CCACHE_CONFIG_MAGIC, set by ccache_config_init(): a config that never
+   *  went through it (stack garbage) is refused with EINVAL, never used.
+   *  Since 0.2. */
+  uint32_t magic;
   /** 1 (default): a background sweeper thread expires entries every ttl/2
    *  while ttl_ms is finite.  0: no thread is ever started; call
    *  ccache_sweep() yourself (fetch still never returns an expired entry). */
@@ -287,9 +300,10 @@ typedef struct ccache_config {
 #define CCACHE_MAX_TIERS 8u
 
 /**
- * @brief Fill @p cfg with the defaults: size = sizeof *cfg, every bound
- * CCACHE_UNBOUNDED, sweeper_thread 1, no callbacks, no allocator hook,
- * CLOCK_MONOTONIC, no codec, no tiers, tier_min_compile_us 1000.
+ * @brief Fill @p cfg with the defaults: size = sizeof *cfg, magic =
+ * CCACHE_CONFIG_MAGIC, every bound CCACHE_UNBOUNDED, sweeper_thread 1, no
+ * callbacks, no allocator hook, CLOCK_MONOTONIC, no codec, no tiers,
+ * tier_min_compile_us 1000.
  * @param cfg caller-owned; NULL is a no-op.  Thread-safe.
  */
 CCACHE_API void ccache_config_init(ccache_config *cfg);
@@ -299,9 +313,12 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  * @param cfg options (copied); must come from ccache_config_init().
  * @param out receives the new cache, owned by the caller until
  *            ccache_close() returns CCACHE_OK.  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out, cfg->size smaller than
- *         version 0.1's struct, a bound of 0, alloc without free or free
- *         without alloc, n_tiers over CCACHE_MAX_TIERS, NULL tiers with
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below the
+ *         struct up to alloc_ctx (the fields before the tiers, which then
+ *         take their defaults) or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic
+ *         not CCACHE_CONFIG_MAGIC: a config that never went through
+ *         ccache_config_init(); a bound of 0; alloc without free or free
+ *         without alloc; n_tiers over CCACHE_MAX_TIERS, NULL tiers with
  *         n_tiers > 0, a NULL tier, a tier listed twice or already owned by
  *         another cache, a codec with a NULL callback);
  *         CCACHE_ENOMEM; CCACHE_ETHREAD (the sweeper thread could not start).
@@ -1116,7 +1133,8 @@ typedef struct ccache_stats {
  * @brief Snapshot the statistics.
  * @param c the cache; NULL (or a child-process cache) zeroes the fields.
  * @param out caller-owned; set out->size = sizeof *out first: only the first
- *        out->size bytes are written (a later, larger library never writes
+ *        out->size bytes are written, none if out->size is above
+ *        CCACHE_STRUCT_SIZE_MAX (a struct never set up) (a later, larger library never writes
  *        past an older caller's struct).  NULL is a no-op.
  * Thread-safe; each field is exact, the set is a near-simultaneous snapshot.
  */

@@ -6,10 +6,13 @@
 #include "internal.h"
 #include "tier.h"
 
-int ccache__config_valid(const ccache_config *cfg) {
-  /* Fields appended later (the tiers) take their defaults when a caller's
-   * struct ends before them. */
-  if (cfg->size < CCACHE__CONFIG_MIN_SIZE) return 0;
+bool ccache__config_valid(const ccache_config *cfg) {
+  /* The size bound and the marker catch a struct that never went through
+   * ccache_config_init(): its allocator fields would be garbage.  Fields
+   * appended later (the tiers) take their defaults when a caller's struct
+   * ends before them. */
+  if (cfg->size < CCACHE__CONFIG_MIN_SIZE || cfg->size > CCACHE_STRUCT_SIZE_MAX) return 0;
+  if (cfg->magic != CCACHE_CONFIG_MAGIC) return 0;
   if (ccache__tiers_check(cfg) != CCACHE_OK) return 0;
   if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) return 0;
   if (!cfg->alloc != !cfg->free) return 0; /* both or neither, as zstd's customMem */
@@ -20,6 +23,7 @@ void ccache_config_init(ccache_config *cfg) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
   cfg->size = sizeof *cfg;
+  cfg->magic = CCACHE_CONFIG_MAGIC;
   cfg->sweeper_thread = 1;
   cfg->max_items = CCACHE_UNBOUNDED;
   cfg->ttl_ms = CCACHE_UNBOUNDED;
@@ -95,6 +99,7 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
     ccache__free(&mem, raw);
     return rc;
   }
+  CCACHE__MISUSE(ccache__misuse_cache_opened(c));
   *out = c;
   return CCACHE_OK;
 }
@@ -112,6 +117,7 @@ static bool busy(ccache *c) {
 
 int ccache_close(ccache *c) {
   if (!c) return CCACHE_OK;
+  CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   if (c->is_default) return CCACHE_EINVAL;
   if (ccache__in_callback(c) || busy(c)) return CCACHE_EBUSY;
@@ -136,6 +142,7 @@ int ccache_close(ccache *c) {
   ccache__tiers_close(c);
   ccache__readers_destroy(c);
   destroy_sync(c);
+  CCACHE__MISUSE(ccache__misuse_cache_closed(c));
   ccache__mem mem = c->mem;
   ccache__free(&mem, c->raw);
   return CCACHE_OK;

@@ -49,7 +49,8 @@ void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle) {
 /* Interning shared by ccache_program_intern and the program flights: takes
  * ownership of native; *out +1 handle. */
 static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccache_program **out,
-                  bool count_lookup) {
+                  bool count_lookup, const char *api) {
+  (void)api;
   CCACHE__UTHASH_SCOPE(&c->mem);
   /* Allocated before the lock so a new program costs no allocation under it
    * (uthash's own table growth may still allocate there). */
@@ -70,6 +71,7 @@ static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccach
     *out = p;
     return CCACHE_OK;
   }
+  CCACHE__MISUSE(ccache__misuse_native_in(c, native, api));
   fresh->pkey = pkey;
   fresh->native = native;
   fresh->cost = cost;
@@ -93,6 +95,7 @@ static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccach
 int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
                           ccache_program **out) {
   if (!c) return CCACHE_EINVAL;
+  CCACHE__CHECK_CACHE(c);
   int gate = out ? ccache__gate(c) : CCACHE_EINVAL;
   if (gate != CCACHE_OK) {
     /* Ownership of native passes to the cache on error too. */
@@ -100,10 +103,11 @@ int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cos
     return gate;
   }
   *out = NULL;
-  return intern(c, pkey, native, cost_bytes, out, true);
+  return intern(c, pkey, native, cost_bytes, out, true, __func__);
 }
 
 int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
+  CCACHE__CHECK_CACHE(c);
   if (!c || !out) return CCACHE_EINVAL;
   *out = NULL;
   int gate = ccache__gate(c);
@@ -122,6 +126,7 @@ int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
 void *ccache_program_native(const ccache_program *p) { return p ? p->native : NULL; }
 
 void ccache_program_release(ccache *c, ccache_program *p) {
+  CCACHE__CHECK_CACHE(c);
   if (!c || !p || ccache__forked(c)) return;
   ccache__program_unref(c, p, true);
 }
@@ -152,7 +157,7 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
   bool compiled = false;
   int crc = ccache__tier_obtain(c, f->key, compile, ud, &native, &cost, &compiled);
   ccache_program *p = NULL;
-  int rc = crc != 0 ? CCACHE_ECOMPILE : intern(c, f->key, native, cost, &p, false);
+  int rc = crc != 0 ? CCACHE_ECOMPILE : intern(c, f->key, native, cost, &p, false, "ccache_program_get_or_compile");
   if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
 
   ccache__lock(&c->pmu);
@@ -173,6 +178,7 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
 int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile,
                                   void *ud, ccache_program **out) {
   if (out) *out = NULL;
+  CCACHE__CHECK_CACHE(c);
   if (!c || !compile || !out) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;

@@ -9,7 +9,8 @@
 #include "tier.h"
 
 void ccache_stats_get(ccache *c, ccache_stats *out) {
-  if (!out) return;
+  CCACHE__CHECK_CACHE(c);
+  if (!out || out->size > CCACHE_STRUCT_SIZE_MAX) return; /* never set up: write nothing */
   uint32_t size = out->size;
   if (size > sizeof *out) size = sizeof *out;
   ccache_stats s;
