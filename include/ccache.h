@@ -233,8 +233,9 @@ typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
  */
 typedef struct ccache_config {
   /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
-   *  grow the struct.  Below this version's size or above
-   *  CCACHE_STRUCT_SIZE_MAX is EINVAL. */
+   *  grow the struct.  Below the fields up to alloc_ctx (a struct without the
+   *  tier fields gets their defaults) or above CCACHE_STRUCT_SIZE_MAX is
+   *  EINVAL. */
   uint32_t size;
   /** CCACHE_CONFIG_MAGIC, set by ccache_config_init(): a config that never
    *  went through it (stack garbage) is refused with EINVAL, never used.
@@ -271,7 +272,8 @@ typedef struct ccache_config {
   ccache_free_fn free;
   /** Passed to alloc and free. */
   void *alloc_ctx;
-  /* ---- Persistent tiers (since 0.2; see "Persistent tiers"). ---- */
+  /* ---- Persistent tiers (0.2; see "Persistent tiers").  A config whose
+   * size ends before these fields (a 0.1 caller's) gets their defaults. ---- */
   /** Serialisation callbacks, copied at open (the struct need not outlive
    *  ccache_open()); NULL (default): the tiers are never used (they are
    *  still owned and closed by the cache). */
@@ -311,9 +313,10 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  * @param cfg options (copied); must come from ccache_config_init().
  * @param out receives the new cache, owned by the caller until
  *            ccache_close() returns CCACHE_OK.  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below this
- *         version's struct or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic not
- *         CCACHE_CONFIG_MAGIC: a config that never went through
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below the
+ *         struct up to alloc_ctx (the fields before the tiers, which then
+ *         take their defaults) or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic
+ *         not CCACHE_CONFIG_MAGIC: a config that never went through
  *         ccache_config_init(); a bound of 0; alloc without free or free
  *         without alloc; n_tiers over CCACHE_MAX_TIERS, NULL tiers with
  *         n_tiers > 0, a NULL tier, a tier listed twice or already owned by
@@ -1109,8 +1112,8 @@ typedef struct ccache_stats {
                                   oldest entry's insert time + ttl_ms, or a day when that is
                                   further); its re-arming after an insert into an empty table or
                                   a new TTL is not counted.  Since 0.2. */
-  /* ---- Persistent tiers (since 0.2).  Each program miss that asks the
-   * tiers ends in exactly one of tier_hits / tier_misses. ---- */
+  /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
+   * ends in exactly one of tier_hits / tier_misses. ---- */
   uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */
   uint64_t tier_misses;        /**< program misses that asked the tiers and got nothing
                                     usable (then the compile callback ran) */

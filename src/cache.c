@@ -8,8 +8,10 @@
 
 bool ccache__config_valid(const ccache_config *cfg) {
   /* The size bound and the marker catch a struct that never went through
-   * ccache_config_init(): its allocator fields would be garbage. */
-  if (cfg->size < sizeof(ccache_config) || cfg->size > CCACHE_STRUCT_SIZE_MAX) return 0;
+   * ccache_config_init(): its allocator fields would be garbage.  Fields
+   * appended later (the tiers) take their defaults when a caller's struct
+   * ends before them. */
+  if (cfg->size < CCACHE__CONFIG_MIN_SIZE || cfg->size > CCACHE_STRUCT_SIZE_MAX) return 0;
   if (cfg->magic != CCACHE_CONFIG_MAGIC) return 0;
   if (ccache__tiers_check(cfg) != CCACHE_OK) return 0;
   if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) return 0;

@@ -279,6 +279,10 @@ static inline uint64_t ccache__cost_bytes(const ccache *c) {
   return c->cost.hi ? UINT64_MAX : c->cost.lo;
 }
 
+/* Every ccache_config accepted by ccache_open() is at least this long (the
+ * struct as of 0.1: the fields before the tier fields). */
+#define CCACHE__CONFIG_MIN_SIZE offsetof(ccache_config, codec)
+
 /* ================================================================ floor 1 */
 
 /* ------------------------------------------------------------- callback.c */
