@@ -871,8 +871,12 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * process drops).  The lock file never grows.  Two keys that share a byte
  * only make one wait for the other, since a waiter looks for the entry again
  * after each attempt.  Within one process, threads that miss on keys sharing
- * a byte do not wait for each other (the process already holds it).  A
- * process fork()ed from one holding such a lock does not keep it alive.
+ * a byte (a nested compile included) do not wait for each other, and the
+ * byte stays locked until the last of them unlocks.  A child fork()ed from a
+ * process holding such a lock does not keep it alive (it closes its copy of
+ * the lock file); a tier made before fork() is not usable in the child.
+ * Bytes 4096 and 4097 of the lock file guard the size file and elect the
+ * one cleaner.
  *
  * **Size cap.**  Sizes are the entry files' lengths (directories and
  * filesystem blocks not counted).  Every write adds to the shared running
@@ -882,7 +886,8 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * touch_interval_ms), down to 90 % of the cap, then corrects the total.  So
  * the directory stays under the cap plus the entries written while a
  * clean-up runs (one, for a single writer).  The cap covers every runtime
- * tag under <dir>/v<format>/.
+ * tag under <dir>/v<format>/.  Files changed behind the library's back make
+ * the running total drift until the next clean-up recounts.
  *
  * Needs a local filesystem with open-file-description locks (Linux >= 3.15;
  * not NFS).
@@ -923,8 +928,8 @@ CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
  * @param out receives the tier (owned as with ccache_tier_custom()).
  * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, o->size too small, NULL or
  *         empty dir, max_bytes 0, bad poll bounds); CCACHE_EPERM (owned by
- *         another user, writable by group or others, or not a directory: the
- *         detail names the path); CCACHE_EIO (cannot create or open it: the
+ *         another user, or writable by group or others: the detail names the
+ *         path); CCACHE_EIO (cannot create it or open it as a directory: the
  *         detail names the path and the reason); CCACHE_ENOTSUP (no
  *         open-file-description locks on this system); CCACHE_ENOMEM.  On
  *         error ccache_error_detail() says why.  Thread-safe.

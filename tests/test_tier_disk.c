@@ -455,7 +455,7 @@ static void faults_are_tier_errors_never_failed_fetches(void **state) {
  * not, and no temp file was left; 77: no tmpfs here; else a failure. */
 static int enospc_child(const char *mnt) {
   if (unshare(CLONE_NEWNS) != 0) return 77;
-  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return 77;
+  if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0) return 77;
   if (mount("tmpfs", mnt, "tmpfs", 0, "size=64k,mode=0700") != 0) return 77;
   t_ctx t = {0};
   t_codec tc = {0};
@@ -493,7 +493,11 @@ static void enospc_on_a_full_tmpfs(void **state) {
   fflush(NULL);
   pid_t pid = fork();
   assert_true(pid >= 0);
-  if (pid == 0) _exit(enospc_child(mnt));
+  if (pid == 0) {
+    int rc = enospc_child(mnt);
+    free(mnt); /* (a child under valgrind reports what it leaks) */
+    _exit(rc);
+  }
   int st = 0;
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_true(WIFEXITED(st));
@@ -507,9 +511,9 @@ static void enospc_on_a_full_tmpfs(void **state) {
  * programs compile, and the failed writes and locks are tier errors. */
 static int read_only_child(const char *dir) {
   if (unshare(CLONE_NEWNS) != 0) return 77;
-  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return 77;
-  if (mount(dir, dir, NULL, MS_BIND, NULL) != 0) return 77;
-  if (mount(NULL, dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) return 77;
+  if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0) return 77;
+  if (mount(dir, dir, "none", MS_BIND, NULL) != 0) return 77;
+  if (mount("none", dir, "none", MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) return 77;
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
@@ -548,7 +552,11 @@ static void read_only_directory(void **state) {
   fflush(NULL);
   pid_t pid = fork();
   assert_true(pid >= 0);
-  if (pid == 0) _exit(read_only_child(dir));
+  if (pid == 0) {
+    int rc = read_only_child(dir);
+    free(dir);
+    _exit(rc);
+  }
   int st = 0;
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_true(WIFEXITED(st));
@@ -984,7 +992,9 @@ static void four_processes_compile_each_key_once(void **state) {
     assert_true(pids[i] >= 0);
     if (pids[i] == 0) {
       close(gate[1]);
-      _exit(racer(dir, logfd, gate[0]));
+      int rc = racer(dir, logfd, gate[0]);
+      free(dir);
+      _exit(rc);
     }
   }
   close(gate[0]);
