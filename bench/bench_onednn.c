@@ -19,8 +19,9 @@
  *    finalised on every call (two ccache_fp_final), then the lookup.
  *  - oneDNN: what the same call site costs with oneDNN's own primitive cache
  *    warm (capacity 1024): build the op and memory descriptors and the
- *    attributes, dnnl_primitive_desc_create + dnnl_primitive_create (a cache
- *    hit), and destroy the descriptor, the attributes and the primitive.
+ *    attributes (user-managed scratchpad, as the example),
+ *    dnnl_primitive_desc_create + dnnl_primitive_create (a cache hit), and
+ *    destroy the descriptor, the attributes and the primitive.
  * Ratio = oneDNN time / ccache time, per call site, over the whole step.
  */
 #include <math.h>
@@ -148,6 +149,8 @@ static dnnl_primitive_t onednn_get(dnnl_engine_t eng, const prim_spec *s) {
   }
   dnnl_primitive_attr_t attr;
   DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+  /* As the example: user-managed scratchpad, so primitives may be shared. */
+  DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
   if (s->n_post) {
     dnnl_post_ops_t po;
     DNNL_CHECK(dnnl_post_ops_create(&po));
