@@ -108,10 +108,13 @@ typedef struct prim_worker {
   /* MODE_PER_THREAD: this thread's table (uthash), never shared. */
   struct tl_entry *tl;
   uint64_t tl_hits, tl_misses, tl_clears, tl_entries_cleared;
+  uint64_t fetch_hits; /**< MODE_CCACHE: requests served by ccache_fetch alone */
   uint64_t requests;   /**< primitive requests */
   uint64_t acquire_ns; /**< getting a primitive: creation, lookup, key building, release */
-  uint64_t compile_ns; /**< of which on the miss path (creating primitives, binding weights,
-                            inserting, clearing); the rest is lookup */
+  uint64_t compile_ns; /**< of which on the miss path (mode 1: all; mode 2: a program's
+                            first request; modes 3 and 4: a miss's whole getting, a wait
+                            for another thread's compile included); the rest is lookup
+                            (keys, hits, releases) */
   uint64_t exec_ns;    /**< binding memory, executing, waiting */
   atomic_uint_fast64_t prims_done; /**< primitive requests finished (progress) */
   int omp_threads;

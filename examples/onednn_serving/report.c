@@ -106,6 +106,7 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
   ROW_IF("programs alive at peak", r[i].have_cache_stats || r[i].have_tl_stats, PRIu64,
          r[i].programs_peak);
   ROW_IF("closure entries at end", r[i].have_cache_stats, PRIu64, r[i].items_end);
+  ROW_IF("single-flight waits", r[i].have_cache_stats, PRIu64, r[i].waits);
   ROW_IF("evictions: capacity", r[i].have_cache_stats, PRIu64, r[i].ev_capacity);
   ROW_IF("evictions: ttl", r[i].have_cache_stats, PRIu64, r[i].ev_ttl);
   ROW_IF("evictions: cost", r[i].have_cache_stats, PRIu64, r[i].ev_cost);
@@ -191,9 +192,10 @@ void report_json(FILE *f, const run_info *ri, const mode_result *r, int n) {
               ",\n     \"misses\": %" PRIu64 ", \"closure_compiles\": %" PRIu64 ", \"program_hits\": %" PRIu64
               ", \"programs_alive_end\": %" PRIu64 ", \"programs_alive_peak\": %" PRIu64
               ", \"items_end\": %" PRIu64 ", \"evicted_capacity\": %" PRIu64
-              ", \"evicted_ttl\": %" PRIu64 ", \"evicted_cost\": %" PRIu64,
+              ", \"evicted_ttl\": %" PRIu64 ", \"evicted_cost\": %" PRIu64
+              ", \"fetch_hits\": %" PRIu64 ", \"waits\": %" PRIu64,
               m->misses, m->closure_compiles, m->program_hits, m->programs_end, m->programs_peak,
-              m->items_end, m->ev_capacity, m->ev_ttl, m->ev_cost);
+              m->items_end, m->ev_capacity, m->ev_ttl, m->ev_cost, m->fetch_hits, m->waits);
     if (m->have_tl_stats)
       fprintf(f,
               ",\n     \"misses\": %" PRIu64 ", \"clears\": %" PRIu64 ", \"entries_cleared\": %" PRIu64
