@@ -13,6 +13,8 @@
 #define BENCH_UTIL_H
 
 #include <ccache.h>
+
+#include "keyhash.h" /* src/: the library's bucket hash */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,17 +65,12 @@ static inline ccache_key bench_key(uint64_t salt, uint64_t i) {
   return k;
 }
 
-/* The library's table hash: a copy of ccache__key_hash (src/closure.c), which
- * folds the 128-bit key (already an XXH3 fingerprint) to uthash's 32 bits
- * instead of rehashing it.  Keep in sync.  The bare-uthash baselines use it
- * through HASH_ADD/FIND_BYHASHVALUE, so "ccache / uthash" compares the same
- * table with the same hash, with and without the library around it. */
-static inline unsigned bench_fold_hash(ccache_key key) {
-  uint64_t x = key.lo * 0x9E3779B97F4A7C15ull ^ key.hi * 0xC2B2AE3D27D4EB4Full;
-  x ^= x >> 29;
-  x *= 0xD6E8FEB86659FD93ull;
-  return (unsigned)(x >> 32);
-}
+/* The library's table hash itself (src/keyhash.h), which folds the 128-bit
+ * key (already an XXH3 fingerprint) to uthash's 32 bits instead of rehashing
+ * it.  The bare-uthash baselines use it through HASH_ADD/FIND_BYHASHVALUE, so
+ * "ccache / uthash" compares the same table with the same hash, with and
+ * without the library around it. */
+static inline unsigned bench_fold_hash(ccache_key key) { return ccache__key_hash(key); }
 
 /* A small PRNG for shuffles and random orders. */
 static inline uint64_t bench_rand(uint64_t *state) { return bench_mix64((*state)++); }

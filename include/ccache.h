@@ -648,6 +648,10 @@ typedef struct ccache_stats {
   uint64_t waits;            /**< single-flight joins (both levels) */
   uint64_t compile_ns;       /**< nanoseconds spent in compile callbacks (both levels; a
                                   program compile nested in a closure compile counts in both) */
+  uint64_t sweeper_wakeups;  /**< times the sweeper thread woke at a deadline it had set (the
+                                  oldest entry's insert time + ttl_ms, or a day when that is
+                                  further); its re-arming after an insert into an empty table or
+                                  a new TTL is not counted.  Since 0.2. */
 } ccache_stats;
 
 /**

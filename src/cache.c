@@ -1,25 +1,9 @@
 /*
- * cache.c - creating and closing a cache, and fork() detection.
+ * cache.c - creating and closing a cache.
  */
 #include <string.h>
 
 #include "internal.h"
-
-/* Bumped in every child after fork(); a cache remembers the value it was
- * created under.  The child has none of the parent's other threads (the
- * sweeper included) and may have inherited a lock held by one of them, so a
- * cache created before the fork refuses every call there (CCACHE_EFORKED). */
-_Atomic uint64_t ccache__fork_generation;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void on_fork_child(void) {
-  atomic_fetch_add_explicit(&ccache__fork_generation, 1, memory_order_relaxed);
-  ccache__default_after_fork();
-}
-
-static void register_atfork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
-
-void ccache__register_atfork(void) { pthread_once(&atfork_once, register_atfork); }
 
 static int config_valid(const ccache_config *cfg) {
   if (cfg->size < sizeof(ccache_config)) return 0;
@@ -38,42 +22,42 @@ void ccache_config_init(ccache_config *cfg) {
   cfg->max_cost_bytes = CCACHE_UNBOUNDED;
 }
 
-/* Locks and condition variables; on failure everything made is undone. */
+/* Locks, condition variables and the reader side; on failure everything
+ * made is undone. */
 static int init_sync(ccache *c) {
-  unsigned i;
-  for (i = 0; i < CCACHE__NSTRIPES; i++)
-    if (pthread_mutex_init(&c->stripes[i].s.mu, NULL)) goto fail_stripes;
-  if (pthread_mutex_init(&c->wlock, NULL)) goto fail_stripes;
-  if (pthread_mutex_init(&c->pmu, NULL)) goto fail_wlock;
-  if (pthread_cond_init(&c->flight_cv, NULL)) goto fail_pmu;
-  if (pthread_cond_init(&c->pflight_cv, NULL)) goto fail_fcv;
-  if (ccache__sweeper_init(c) != CCACHE_OK) goto fail_pcv;
+  int rc = ccache__readers_init(c);
+  if (rc != CCACHE_OK) return rc;
+  if ((rc = ccache__mutex_init(&c->wlock)) != CCACHE_OK) goto fail_readers;
+  if ((rc = ccache__mutex_init(&c->pmu)) != CCACHE_OK) goto fail_wlock;
+  if ((rc = ccache__cond_init(&c->flight_cv, false)) != CCACHE_OK) goto fail_pmu;
+  if ((rc = ccache__cond_init(&c->pflight_cv, false)) != CCACHE_OK) goto fail_fcv;
+  if ((rc = ccache__alarm_init(c)) != CCACHE_OK) goto fail_pcv;
   return CCACHE_OK;
 fail_pcv:
-  pthread_cond_destroy(&c->pflight_cv);
+  ccache__cond_destroy(&c->pflight_cv);
 fail_fcv:
-  pthread_cond_destroy(&c->flight_cv);
+  ccache__cond_destroy(&c->flight_cv);
 fail_pmu:
-  pthread_mutex_destroy(&c->pmu);
+  ccache__mutex_destroy(&c->pmu);
 fail_wlock:
-  pthread_mutex_destroy(&c->wlock);
-fail_stripes:
-  while (i-- > 0) pthread_mutex_destroy(&c->stripes[i].s.mu);
-  return CCACHE_ENOMEM;
+  ccache__mutex_destroy(&c->wlock);
+fail_readers:
+  ccache__readers_destroy(c);
+  return rc;
 }
 
 static void destroy_sync(ccache *c) {
-  ccache__sweeper_destroy(c);
-  pthread_cond_destroy(&c->pflight_cv);
-  pthread_cond_destroy(&c->flight_cv);
-  pthread_mutex_destroy(&c->pmu);
-  pthread_mutex_destroy(&c->wlock);
-  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) pthread_mutex_destroy(&c->stripes[i].s.mu);
+  ccache__alarm_destroy(c);
+  ccache__cond_destroy(&c->pflight_cv);
+  ccache__cond_destroy(&c->flight_cv);
+  ccache__mutex_destroy(&c->pmu);
+  ccache__mutex_destroy(&c->wlock);
+  ccache__readers_destroy(c);
 }
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
   if (!cfg || !out || !config_valid(cfg)) return CCACHE_EINVAL;
-  ccache__register_atfork();
+  ccache__fork_register();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
   /* The allocator promises only malloc's alignment; place the cache on a
    * stripe boundary by hand so no two stripes share a cache line. */
@@ -106,18 +90,15 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   return CCACHE_OK;
 }
 
-static uint64_t leases_out(ccache *c) {
-  uint64_t n = 0;
-  for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) n += atomic_load(&c->stripes[i].s.leases_out);
-  return n;
-}
-
 static bool busy(ccache *c) {
-  bool b = atomic_load(&c->inflight) > 0;
-  pthread_mutex_lock(&c->pmu);
-  b = b || c->handles_out > 0;
-  pthread_mutex_unlock(&c->pmu);
-  return b || leases_out(c) > 0;
+  uint64_t hits, misses, leases;
+  ccache__lock(&c->wlock);
+  ccache__readers_sum(c, &hits, &misses, &leases);
+  ccache__lock(&c->pmu);
+  bool b = c->handles_out > 0;
+  ccache__unlock(&c->pmu);
+  ccache__unlock(&c->wlock);
+  return b || leases > 0 || atomic_load(&c->inflight) > 0;
 }
 
 int ccache_close(ccache *c) {
@@ -137,13 +118,10 @@ int ccache_close(ccache *c) {
     ccache__sweeper_kick(c, atomic_load(&c->ttl_ms));
     return CCACHE_EBUSY;
   }
-  ccache__graveyard gy = {NULL, NULL};
-  pthread_mutex_lock(&c->wlock);
-  ccache__readers_lock(c);
-  ccache__clear_wlocked(c, NULL, &gy);
-  ccache__readers_unlock(c);
-  pthread_mutex_unlock(&c->wlock);
-  ccache__graveyard_drain(c, &gy);
+  ccache__wsec w;
+  ccache__wsec_begin(c, &w);
+  ccache__clear_locked(c, &w, NULL);
+  ccache__wsec_end(c, &w);
   ccache__assert(c->programs == NULL && c->items == 0);
   destroy_sync(c);
   ccache__mem mem = c->mem;

@@ -10,7 +10,7 @@
 
 #include "internal.h"
 
-static pthread_mutex_t default_mu = PTHREAD_MUTEX_INITIALIZER;
+static ccache__mutex default_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static _Atomic(ccache *) default_cache;
 static ccache_config default_cfg;
 static int default_cfg_set;
@@ -42,7 +42,7 @@ int ccache_default_init(const ccache_config *cfg) {
       cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0)
     return CCACHE_EINVAL;
   int rc = CCACHE_OK;
-  pthread_mutex_lock(&default_mu);
+  ccache__lock(&default_mu);
   if (atomic_load(&default_cache)) {
     rc = CCACHE_EBUSY;
   } else {
@@ -50,15 +50,23 @@ int ccache_default_init(const ccache_config *cfg) {
     default_cfg.size = sizeof default_cfg;
     default_cfg_set = 1;
   }
-  pthread_mutex_unlock(&default_mu);
+  ccache__unlock(&default_mu);
   return rc;
 }
 
-void ccache__default_after_fork(void) {
-  /* Another parent thread may have held the mutex at fork(); the child has
-   * only this thread, so start from a fresh one. */
-  pthread_mutex_init(&default_mu, NULL);
+/* In a fork child, forget the parent's default instance (it refuses every
+ * call there) so the child's first ccache_default() makes its own.  Another
+ * parent thread may have held the mutex at fork(); the child has only this
+ * thread, so it starts from a fresh one. */
+static void after_fork_child(void) {
+  (void)ccache__mutex_init(&default_mu);
   atomic_store(&default_cache, NULL);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) {
+  int err = pthread_atfork(NULL, NULL, after_fork_child);
+  if (err) ccache__panic("pthread_atfork", err);
 }
 
 static int create_default(ccache **out) {
@@ -82,14 +90,16 @@ int ccache_default(ccache **out) {
     *out = c;
     return CCACHE_OK;
   }
-  pthread_mutex_lock(&default_mu);
+  int err = pthread_once(&atfork_once, register_atfork);
+  if (err) ccache__panic("pthread_once", err);
+  ccache__lock(&default_mu);
   c = atomic_load(&default_cache);
   int rc = CCACHE_OK;
   if (!c) {
     rc = create_default(&c);
     if (rc == CCACHE_OK) atomic_store_explicit(&default_cache, c, memory_order_release);
   }
-  pthread_mutex_unlock(&default_mu);
+  ccache__unlock(&default_mu);
   if (rc == CCACHE_OK) *out = c;
   return rc;
 }

@@ -1,15 +1,28 @@
 /*
- * internal.h - shared internal structures of ccache.  Not installed.
+ * internal.h - the cache's internal structures, and each file's internal
+ * calls grouped by floor.  Not installed.  docs/design.md explains the why.
+ *
+ * Floors (a file calls only files on its own floor or below, and files never
+ * call each other in a circle; .ci/layers.py checks this against the call
+ * graph, reading the table in docs/design.md):
+ *   0  status.c mem.c sync.c fork.c      no cache logic
+ *   1  callback.c flight.c alarm.c       user callbacks; single-flight records; the sweeper's alarm
+ *   2  program.c                         the program table (+ its get-or-compile)
+ *   3  readers.c                         the closure table's reader side
+ *   4  table.c                           the closure table: entries, writer sections
+ *   5  sweeper.c                         the sweeper thread
+ *   6  closure.c compile.c bounds.c      the public closure-table calls
+ *   7  stats.c cache.c                   statistics; open and close
+ *   8  default.c                         the default instance
+ *  (fp/ is separate: it uses no cache structure.  check.c is test-only and
+ *   sits above everything; table.c reaches it only through a hook.)
  *
  * Locking (always taken in this order, never the other way round):
- *   1. c->wlock   the writer lock: every change to the closure tables'
+ *   1. c->wlock   the writer lock: every change to the closure table's
  *                 structure, the FIFO, the bounds, the cost total, the
- *                 single-flight tables and the global counters.
- *   2. stripe->mu one per reader stripe, a big-reader lock: a reader
- *                 (ccache_fetch) takes only its own thread's stripe, so hits
- *                 from different threads share no lock and no written line;
- *                 a writer changing the closure table takes all of them, in
- *                 index order.
+ *                 closure-level flights and the global counters.
+ *   2. readers    writers block the reader side (readers.c) while they change
+ *                 the table's structure, and only while holding wlock.
  *   3. c->pmu     the program table, its reference counts and counters.
  * The sweeper's own c->sw_mu is never held together with any of these.
  * No user callback (compile, destroy, clock) runs under any of them; only the
@@ -24,30 +37,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "debug.h"
+#include "keyhash.h"
 #include "mem.h" /* must precede uthash: it routes uthash's allocator */
+#include "sync.h"
 
-/* ---------------------------------------------------------------- asserts */
-/* Levelled asserts (as mimalloc): level 1 checks cheap invariants in debug
- * builds; level 2 (tests) adds expensive ones.  Never active in release
- * builds, and never used for user errors (those return statuses). */
-#ifndef CCACHE_DEBUG
-#if defined(CCACHE_TESTING)
-#define CCACHE_DEBUG 2
-#elif !defined(NDEBUG)
-#define CCACHE_DEBUG 1
-#else
-#define CCACHE_DEBUG 0
-#endif
-#endif
-#if CCACHE_DEBUG >= 1
-#include <assert.h>
-#define ccache__assert(x) assert(x)
-#else
-#define ccache__assert(x) ((void)0)
-#endif
-
-#define CCACHE__LIKELY(x) __builtin_expect(!!(x), 1)
-#define CCACHE__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define CCACHE__CACHELINE 64
 
 /* ------------------------------------------------------------- structures */
@@ -62,12 +56,12 @@ struct ccache_program {
   void *native;
   uint64_t cost;       /* bytes */
   uint64_t refs;       /* under c->pmu */
-  uint64_t table_refs; /* under c->wlock */
+  uint64_t table_refs; /* under c->wlock (table.c's charging) */
   ccache *owner;       /* the cache it belongs to (put validates it) */
 };
 
 /* Entry flags. */
-#define CCACHE__E_BORROWED 1u /* closure field holds the owning entry, see closure.c */
+#define CCACHE__E_BORROWED 1u /* closure field holds the owning entry, see table.c */
 
 /* A closure entry.  refs counts: 1 while it is in the table, 1 per lease,
  * 1 per entry that borrows its closure.  The last one to drop it runs the
@@ -77,7 +71,7 @@ typedef struct ccache__entry {
   ccache_key key;
   void *closure;       /* or the owning entry, if CCACHE__E_BORROWED */
   ccache_program *program;
-  uint64_t idx;        /* insert index, global, strictly increasing */
+  uint64_t idx;        /* insert index, global, increasing (mod 2^64) */
   uint64_t ins_ms;     /* insert time, never decreasing along the FIFO */
   _Atomic uint32_t refs;
   uint32_t flags;
@@ -105,7 +99,7 @@ typedef struct {
 
 #define CCACHE__NSTRIPES 16u
 
-/* A single-flight record: one compile in progress for one key. */
+/* A single-flight record: one compile in progress for one key (flight.c). */
 typedef struct ccache__flight {
   UT_hash_handle hh;
   ccache_key key;
@@ -137,7 +131,7 @@ struct ccache {
   ccache_destroy_fn destroy_closure, destroy_program;
   ccache__mem mem;
 
-  _Alignas(CCACHE__CACHELINE) pthread_mutex_t wlock;
+  _Alignas(CCACHE__CACHELINE) ccache__mutex wlock;
   ccache__entry *table;         /* the closure table; its head is the oldest entry */
   pthread_cond_t flight_cv;     /* closure flights finished (with wlock) */
   ccache__flight *flights;      /* closure-level flights, under wlock */
@@ -152,21 +146,24 @@ struct ccache {
   /* Counted by both levels, so under neither level's lock. */
   _Atomic uint64_t waits, compile_failures, compile_ns;
 
-  pthread_mutex_t pmu;
+  ccache__mutex pmu;
   pthread_cond_t pflight_cv;    /* program flights finished (with pmu) */
   ccache_program *programs;     /* program table */
   ccache__flight *pflights;     /* program-level flights, under pmu */
   uint64_t nprograms, handles_out, program_hits, program_misses, program_compiles;
 
   _Atomic uint64_t closures_destroyed, programs_destroyed;
+  /* Counts no reader holds any more (readers.c), under wlock; tests seed them. */
+  uint64_t hits_retired, misses_retired;
 
-  /* sweeper */
-  pthread_mutex_t sw_mu;
+  /* sweeper (sweeper.c) */
+  ccache__mutex sw_mu;
   pthread_cond_t sw_cv;
   pthread_t sw_thread;
   int sw_started, sw_stop;
-  uint64_t sw_gen; /* bumped by set_limits to restart the tick */
+  uint64_t sw_gen; /* bumped by the alarm: the next deadline may be earlier */
   int sweeper_enabled;
+  _Atomic uint64_t sweeper_wakeups; /* waits that ended at their deadline */
 
   int is_default;
   void *raw; /* what the allocator returned; the cache is aligned inside it */
@@ -178,18 +175,26 @@ typedef struct ccache__graveyard {
   ccache__entry *head, *tail; /* destroyed in the order they left */
 } ccache__graveyard;
 
-/* --------------------------------------------------------------- cache.c */
+/* A writer section (table.c): wlock held from begin to end; the reader side
+ * is blocked from the first structural change on; the destroys it caused run
+ * at end, after every lock is released, on the calling thread. */
+typedef struct ccache__wsec {
+  ccache__graveyard gy;
+  bool readers_blocked;
+  bool ring_alarm; /* an insert into an empty table: the sweeper's next
+                      deadline is now this entry's */
+} ccache__wsec;
+
+/* ================================================================ floor 0 */
+
+/* ----------------------------------------------------------------- fork.c */
 extern _Atomic uint64_t ccache__fork_generation;
+void ccache__fork_register(void);
 /* CCACHE_EFORKED if c was created before a fork() in this (child) process. */
 static inline int ccache__forked(const ccache *c) {
   return CCACHE__UNLIKELY(c->fork_gen !=
                           atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed));
 }
-/* The charged cost, saturated to 64 bits for the stats. */
-static inline uint64_t ccache__cost_bytes(const ccache *c) {
-  return c->cost.hi ? UINT64_MAX : c->cost.lo;
-}
-
 /* Calls that add to the cache (fetch, put, intern, get-or-compile,
  * set_limits) pass this gate: EFORKED in a fork child, EBUSY while
  * ccache_close() tears the cache down (its destroy callbacks may call in). */
@@ -198,13 +203,14 @@ static inline int ccache__gate(ccache *c) {
   if (CCACHE__UNLIKELY(atomic_load_explicit(&c->closing, memory_order_relaxed))) return CCACHE_EBUSY;
   return CCACHE_OK;
 }
-void ccache__register_atfork(void);
-/* default.c: in a fork child, forget the parent's default instance (it
- * refuses every call there) so the child's first ccache_default() makes its
- * own. */
-void ccache__default_after_fork(void);
+/* The charged cost, saturated to 64 bits for the stats. */
+static inline uint64_t ccache__cost_bytes(const ccache *c) {
+  return c->cost.hi ? UINT64_MAX : c->cost.lo;
+}
 
-/* ------------------------------------------------------------ callback.c */
+/* ================================================================ floor 1 */
+
+/* ------------------------------------------------------------- callback.c */
 /* Every user callback runs through these, with no lock held; each pushes a
  * thread-local frame so ccache_close() can refuse to run inside one. */
 uint64_t ccache__now_ms(ccache *c);
@@ -219,56 +225,112 @@ void ccache__frame_push(ccache__frame *f, const ccache *c);
 void ccache__frame_pop(ccache__frame *f);
 bool ccache__in_callback(const ccache *c);
 
-/* ------------------------------------------------------------- program.c */
+/* ---------------------------------------------------------------- alarm.c */
+int ccache__alarm_init(ccache *c);
+void ccache__alarm_destroy(ccache *c);
+/* Wake the sweeper: its next deadline may have moved earlier. */
+void ccache__alarm_ring(ccache *c);
+
+/* --------------------------------------------------------------- flight.c */
+/* Single-flight records, for both levels; `mu` is the level's lock (held by
+ * the caller of every function here) and `cv` its condition variable. */
+ccache__flight *ccache__flight_find_locked(ccache__mutex *mu, ccache__flight *table,
+                                           ccache_key key);
+/* A new flight owned by this thread, added to *table; NULL on ENOMEM. */
+ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem *mem,
+                                            ccache__flight **table, ccache_key key);
+bool ccache__flight_mine(const ccache__flight *f);
+/* Join: count the wait and sleep until the owner publishes; returns the
+ * flight's status with mu held.  Take the result, then flight_leave. */
+int ccache__flight_wait_locked(ccache *c, ccache__flight *f, pthread_cond_t *cv,
+                               ccache__mutex *mu);
+/* The last waiter to take its result frees the flight. */
+void ccache__flight_leave_locked(ccache__mutex *mu, const ccache__mem *mem, ccache__flight *f);
+/* The owner's side, results for the waiters already in place: end the
+ * flight and wake the waiters.  Returns true if the caller must free f
+ * (nobody waits) with ccache__flight_free() once it has unlocked. */
+bool ccache__flight_publish_locked(ccache__mutex *mu, const ccache__mem *mem,
+                                   ccache__flight **table, ccache__flight *f, int status,
+                                   pthread_cond_t *cv);
+void ccache__flight_free(const ccache__mem *mem, ccache__flight *f);
+
+/* ================================================================ floor 2 */
+
+/* -------------------------------------------------------------- program.c */
 /* Drop one reference; destroys the program (no lock held) if it was the last. */
 void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle);
 /* Take one more entry reference (not a handle).  Caller holds no pmu. */
 void ccache__program_ref(ccache *c, ccache_program *p);
-/* Interning shared by ccache_program_intern and the program flights:
- * takes ownership of native; *out +1 handle. */
-int ccache__program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost,
-                           ccache_program **out, bool count_lookup);
-/* Look up under pmu (held by caller); +1 handle on hit. */
-ccache_program *ccache__program_find_locked(ccache *c, ccache_key pkey);
 
-/* ------------------------------------------------------------- closure.c */
-unsigned ccache__key_hash(ccache_key key);
-ccache__stripe *ccache__my_stripe(ccache *c);
-void ccache__readers_lock(ccache *c);   /* every stripe: wlock held first */
-void ccache__readers_unlock(ccache *c);
+/* ================================================================ floor 3 */
+
+/* -------------------------------------------------------------- readers.c */
+int ccache__readers_init(ccache *c);
+void ccache__readers_destroy(ccache *c);
+/* The calling thread's reader: begin/end a read-side section (the table's
+ * structure does not change inside one) and count on it. */
+ccache__stripe *ccache__reader_begin(ccache *c);
+void ccache__reader_end(ccache__stripe *r);
+void ccache__reader_count(ccache *c, bool hit);
+void ccache__reader_leases(ccache *c, int64_t n);
+/* Writers (wlock held): block / unblock every read-side section. */
+void ccache__readers_block(ccache *c);
+void ccache__readers_unblock(ccache *c);
+/* Sums over every reader (hits, misses, outstanding leases). */
+void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *leases);
+
+/* ================================================================ floor 4 */
+
+/* ---------------------------------------------------------------- table.c */
+void ccache__wsec_begin(ccache *c, ccache__wsec *w);
+/* Unblock the reader side early (e.g. before waiting on a condition with
+ * wlock); the next structural change blocks it again. */
+void ccache__wsec_unblock(ccache *c, ccache__wsec *w);
+void ccache__wsec_end(ccache *c, ccache__wsec *w);
+
+bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl);
 ccache__entry *ccache__entry_new(ccache *c);
 void ccache__entry_free(ccache *c, ccache__entry *e);
-void ccache__entry_unref(ccache *c, ccache__entry *e);
 void *ccache__entry_closure(const ccache__entry *e);
 void ccache__lease_fill(ccache_lease *out, ccache__entry *e);
-/* Look up key under the thread's stripe lock; on a live hit take a lease
- * (counted as a hit).  Returns OK, MISS, or 2 when the entry found has
- * expired. */
+/* Hit path: look up key in a read-side section; on a live hit take a lease
+ * (counted as a hit).  Returns OK, MISS, or CCACHE__EXPIRED. */
+#define CCACHE__EXPIRED 2
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out);
-/* Insert e (fresh, from ccache__entry_new) under wlock (it takes the readers
- * itself); e takes one program
- * reference, borrows or owns closure; runs the bounds; detached entries go to
- * gy.  Returns OK or ENOMEM (then e is untouched and still the caller's). */
-int ccache__insert_locked(ccache *c, ccache__entry *e, ccache_key key, void *closure,
-                          ccache_program *p, uint64_t now, ccache__graveyard *gy);
-ccache__entry *ccache__find_locked(ccache *c, ccache_key key); /* wlock held */
+void ccache__lease_drop(ccache *c, ccache__entry *e);
+/* The rest need a writer section (wlock held). */
+ccache__entry *ccache__find_locked(ccache *c, ccache_key key);
 bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure);
-/* The _wlocked functions below need wlock and every reader stripe held. */
-void ccache__detach_wlocked(ccache *c, ccache__entry *e, uint64_t *cause, ccache__graveyard *gy);
-void ccache__clear_wlocked(ccache *c, uint64_t *cause, ccache__graveyard *gy);
-void ccache__graveyard_drain(ccache *c, ccache__graveyard *gy);
+/* n leases on an entry in the table; fills out (if not NULL) with one. */
+void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease *out);
+/* Insert e (fresh, from ccache__entry_new): it takes one program reference,
+ * borrows or owns closure; then the bounds run.  OK or ENOMEM (then e is
+ * untouched and still the caller's). */
+int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_key key,
+                          void *closure, ccache_program *p, uint64_t now);
+void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause);
+void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause);
+/* New bounds: evicts what no longer fits (capacity, then cost). */
+void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, uint64_t max_cost);
+/* Removes key if it is still there and expired at now (a fetch saw it). */
+void ccache__expire_key(ccache *c, ccache_key key, uint64_t now);
+/* Removes the expired prefix of the FIFO; returns how many left.  If next is
+ * not NULL it receives the new oldest entry's deadline on the cache's clock
+ * (insert time + ttl, saturated), or UINT64_MAX when there is none. */
+int64_t ccache__sweep(ccache *c, uint64_t now, uint64_t *next);
+#ifdef CCACHE_TESTING
+/* Called after every writer section when set (check.c sets it). */
+extern void (*ccache__after_write_hook)(ccache *c);
+#endif
 
-/* -------------------------------------------------------------- bounds.c */
-bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl);
-void ccache__enforce_wlocked(ccache *c, const ccache__entry *keep, ccache__graveyard *gy);
-int64_t ccache__sweep(ccache *c, uint64_t now);
+/* ================================================================ floor 5 */
 
-/* ------------------------------------------------------------- sweeper.c */
-int ccache__sweeper_init(ccache *c);
-int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start or wake */
+/* -------------------------------------------------------------- sweeper.c */
+int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start if needed, and ring */
 void ccache__sweeper_stop(ccache *c);
-void ccache__sweeper_destroy(ccache *c);
+
+/* ========================================================== test-only, top */
 
 /* ---------------------------------------------------------------- check.c */
 #ifdef CCACHE_TESTING
@@ -276,6 +338,13 @@ void ccache__sweeper_destroy(ccache *c);
  * totals and that no expired entry is in reach at `now` (pass UINT64_MAX to
  * skip that).  Returns 0, or -1 after printing what is wrong to stderr. */
 CCACHE_API int ccache__check(ccache *c, uint64_t now);
+/* Set a counter to v (test-only: drives counters near 2^64 that calls could
+ * never reach).  field: "next_idx", "last_ins_ms", "hits", "misses", or a
+ * ccache_stats counter name.  Returns 0, or -1 for an unknown field. */
+CCACHE_API int ccache__seed(ccache *c, const char *field, uint64_t v);
+/* Run the checker after every k-th writer section of every cache (0: never);
+ * a failure aborts.  Also set from CCACHE_DEBUG_CHECK_EVERY at start-up. */
+CCACHE_API void ccache__debug_check_every(uint64_t k);
 #endif
 
 #endif /* CCACHE_INTERNAL_H */

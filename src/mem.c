@@ -1,6 +1,7 @@
 /* mem.c - every allocation the cache makes goes through here. */
 #include "mem.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,10 +15,14 @@ void *ccache__calloc(const ccache__mem *m, size_t size) {
   return p;
 }
 
+/* A user's free hook may clobber errno; callers (and theirs) may be about to
+ * report one, so it is kept. */
 void ccache__free(const ccache__mem *m, void *ptr) {
   if (!ptr) return;
+  int saved = errno;
   if (m->free)
     m->free(m->ctx, ptr);
   else
     free(ptr);
+  errno = saved;
 }

@@ -14,7 +14,7 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
   ccache_stats s;
   memset(&s, 0, sizeof s);
   if (c && !ccache__forked(c)) {
-    pthread_mutex_lock(&c->wlock);
+    ccache__lock(&c->wlock);
     s.inserts = c->n.inserts;
     s.replaced = c->n.replaced;
     s.evicted_capacity = c->n.evicted_capacity;
@@ -28,23 +28,20 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
     s.compile_failures = atomic_load(&c->compile_failures);
     s.waits = atomic_load(&c->waits);
     s.compile_ns = atomic_load(&c->compile_ns);
-    for (unsigned i = 0; i < CCACHE__NSTRIPES; i++) {
-      ccache__stripe *sh = &c->stripes[i].s;
-      pthread_mutex_lock(&sh->mu);
-      s.hits += sh->hits;
-      s.misses += sh->misses;
-      pthread_mutex_unlock(&sh->mu);
-      s.leases_out += atomic_load_explicit(&sh->leases_out, memory_order_relaxed);
-    }
-    pthread_mutex_lock(&c->pmu);
+    ccache__readers_sum(c, &s.hits, &s.misses, &s.leases_out);
+    /* A gauge never wraps: a caller who released a lease twice (a caller
+     * error the checked build catches) sees 0, not 2^64 - 1. */
+    if (s.leases_out > INT64_MAX) s.leases_out = 0;
+    ccache__lock(&c->pmu);
     s.programs = c->nprograms;
     s.program_hits = c->program_hits;
     s.program_misses = c->program_misses;
     s.program_compiles = c->program_compiles;
-    pthread_mutex_unlock(&c->pmu);
-    pthread_mutex_unlock(&c->wlock);
+    ccache__unlock(&c->pmu);
+    ccache__unlock(&c->wlock);
     s.closures_destroyed = atomic_load(&c->closures_destroyed);
     s.programs_destroyed = atomic_load(&c->programs_destroyed);
+    s.sweeper_wakeups = atomic_load(&c->sweeper_wakeups);
   }
   s.size = out->size;
   memcpy(out, &s, size);

@@ -20,12 +20,11 @@
  * 576-byte state.  Until then the state's storage is part of the buffer
  * (see fp_impl), so the one-shot case gets nearly the whole builder.
  *
- * Only libxxhash's generic (SSE2) entry points are used here, not the
- * x86 *_dispatch ones: with the Debian 0.8.1 build those leave the upper
- * AVX state dirty on return (no vzeroupper), so the caller's next SSE
- * instructions pay a transition penalty (measured: ccache_fp_final() on a
- * 300-byte stream 180 ns with dispatch, 70 ns without), and on the CPUs
- * measured they were no faster (300 B: 24 vs 24 ns; 1 MiB: 46 vs 47 us).
+ * Which XXH3 entry points: the generic (SSE2) ones for everything the
+ * builder buffers and for blobs under 64 KiB; a blob of 64 KiB or more fed
+ * directly takes libxxhash's x86 dispatcher, followed by our own vzeroupper
+ * (fp_encode.h says why: Debian 0.8.1's AVX2 kernel leaves the upper AVX
+ * state dirty, and only large inputs gain from it).
  */
 #include "ccache.h"
 

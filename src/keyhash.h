@@ -1,0 +1,22 @@
+/*
+ * keyhash.h - the 32-bit bucket hash of a 128-bit key, shared by the closure
+ * table, the program table and the benchmarks (bench/ includes this file so
+ * its bare-uthash baseline hashes exactly as the library does).
+ *
+ * Keys are already XXH3-128 fingerprints, so uthash need not hash them again:
+ * fold the 128 bits to uthash's 32 with a multiply, which still spreads keys
+ * that are not fingerprints (hand-made or sequential ones).
+ */
+#ifndef CCACHE_KEYHASH_H
+#define CCACHE_KEYHASH_H
+
+#include "ccache.h"
+
+static inline unsigned ccache__key_hash(ccache_key key) {
+  uint64_t x = key.lo * 0x9E3779B97F4A7C15ull ^ key.hi * 0xC2B2AE3D27D4EB4Full;
+  x ^= x >> 29;
+  x *= 0xD6E8FEB86659FD93ull;
+  return (unsigned)(x >> 32);
+}
+
+#endif

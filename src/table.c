@@ -1,0 +1,320 @@
+/*
+ * table.c - the closure table: entries and their lifetime, lookup, insert,
+ * detach, clear, cost charging, the bounds' evictions, expiry, the graveyard,
+ * and the writer section every change goes through.
+ *
+ * One uthash table.  Readers (hits) run in read-side sections of readers.c
+ * and never see the structure change under them; writers hold wlock and block
+ * the reader side for the moment they change the structure.
+ *
+ * FIFO: uthash keeps the table's items in insertion order (its app-order
+ * list), so its head is the oldest entry and eviction and sweeps cost
+ * O(evicted).  Insert times never decrease along it, so expired entries are
+ * always a prefix.
+ *
+ * An entry's lifetime is its atomic refs (see internal.h).  Detaching an entry
+ * moves it to the writer section's graveyard; the graveyard is drained after
+ * every lock is released, so destroy callbacks never run under a lock.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+#ifdef CCACHE_TESTING
+void (*ccache__after_write_hook)(ccache *c);
+#endif
+
+/* ------------------------------------------------------------- entries */
+
+ccache__entry *ccache__entry_new(ccache *c) {
+  return ccache__malloc(&c->mem, sizeof(ccache__entry));
+}
+
+void ccache__entry_free(ccache *c, ccache__entry *e) { ccache__free(&c->mem, e); }
+
+/* A re-put of the very closure pointer an entry already holds must not
+ * destroy it, yet leases on the replaced entry must keep it valid.  So the new
+ * entry *borrows* the closure: its closure field points at the owning entry
+ * (the first one that stored it) and holds a reference on it; the closure is
+ * destroyed when the owner's last reference goes. */
+void *ccache__entry_closure(const ccache__entry *e) {
+  if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
+  return e->closure;
+}
+
+static ccache__entry *owner_of(ccache__entry *e) {
+  return (e->flags & CCACHE__E_BORROWED) ? (ccache__entry *)e->closure : e;
+}
+
+static void entry_unref(ccache *c, ccache__entry *e);
+
+/* The last reference is gone: closure first, then the program it runs. */
+static void entry_destroy(ccache *c, ccache__entry *e) {
+  if (e->flags & CCACHE__E_BORROWED)
+    entry_unref(c, (ccache__entry *)e->closure);
+  else
+    ccache__destroy_closure(c, e->closure);
+  ccache__program_unref(c, e->program, false);
+  ccache__entry_free(c, e);
+}
+
+static void entry_unref(ccache *c, ccache__entry *e) {
+  if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) entry_destroy(c, e);
+}
+
+void ccache__lease_fill(ccache_lease *out, ccache__entry *e) {
+  out->closure = ccache__entry_closure(e);
+  out->native = e->program->native;
+  out->internal_[0] = e;
+}
+
+/* ------------------------------------------------------------ the hit path */
+
+bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
+  /* Inserted at t: a hit for now < t + ttl, a miss for now >= t + ttl.
+   * Written without t + ttl, which could overflow. */
+  return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
+}
+
+/* No allocation, no program refcount, nothing written but the thread's own
+ * reader and the entry's refs. */
+int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
+                   ccache_lease *out) {
+  unsigned hv = ccache__key_hash(key);
+  ccache__entry *e;
+  ccache__stripe *r = ccache__reader_begin(c);
+  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
+  if (CCACHE__LIKELY(e != NULL) && !ccache__expired(e->ins_ms, now, ttl)) {
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->leases_out, 1, memory_order_relaxed);
+    r->hits++;
+    ccache__reader_end(r);
+    ccache__lease_fill(out, e);
+    return CCACHE_OK;
+  }
+  if (count_miss) r->misses++;
+  ccache__reader_end(r);
+  return e ? CCACHE__EXPIRED : CCACHE_MISS;
+}
+
+void ccache__lease_drop(ccache *c, ccache__entry *e) {
+  ccache__reader_leases(c, -1);
+  entry_unref(c, e);
+}
+
+/* ------------------------------------------------------- writer sections */
+
+void ccache__wsec_begin(ccache *c, ccache__wsec *w) {
+  w->gy.head = w->gy.tail = NULL;
+  w->readers_blocked = false;
+  w->ring_alarm = false;
+  ccache__lock(&c->wlock);
+}
+
+/* Before the first structural change of a section. */
+static void block_readers(ccache *c, ccache__wsec *w) {
+  if (!w->readers_blocked) {
+    ccache__readers_block(c);
+    w->readers_blocked = true;
+  }
+}
+
+void ccache__wsec_unblock(ccache *c, ccache__wsec *w) {
+  if (w->readers_blocked) {
+    ccache__readers_unblock(c);
+    w->readers_blocked = false;
+  }
+}
+
+/* Drops the table's reference of every detached entry, in the order they
+ * left; this is where destroys run, with no lock held. */
+static void graveyard_drain(ccache *c, ccache__graveyard *gy) {
+  ccache__entry *e = gy->head;
+  gy->head = gy->tail = NULL;
+  while (e) {
+    ccache__entry *next = e->hh.next;
+    entry_unref(c, e);
+    e = next;
+  }
+}
+
+void ccache__wsec_end(ccache *c, ccache__wsec *w) {
+  ccache__wsec_unblock(c, w);
+  ccache__unlock(&c->wlock);
+  if (w->ring_alarm) ccache__alarm_ring(c);
+#ifdef CCACHE_TESTING
+  if (ccache__after_write_hook) ccache__after_write_hook(c);
+#endif
+  graveyard_drain(c, &w->gy);
+}
+
+/* ------------------------------------------------------------- writers */
+
+ccache__entry *ccache__find_locked(ccache *c, ccache_key key) {
+  ccache__assert_held(&c->wlock);
+  /* Under wlock the structure cannot change: no read-side section needed. */
+  ccache__entry *e;
+  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, ccache__key_hash(key), e);
+  return e;
+}
+
+/* After a failed insert the closure is the caller's to destroy, unless the
+ * entry now in the table under key holds that very pointer (a re-put, or a
+ * compile that returned what was put meanwhile).  Both ccache_put() and the
+ * closure compile once destroyed such a closure twice. */
+bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure) {
+  ccache__entry *cur = ccache__find_locked(c, key);
+  return cur && ccache__entry_closure(cur) == closure;
+}
+
+void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease *out) {
+  ccache__assert_held(&c->wlock);
+  atomic_fetch_add_explicit(&e->refs, n, memory_order_relaxed);
+  ccache__reader_leases(c, n);
+  if (out) ccache__lease_fill(out, e);
+}
+
+/* The cost of a program is charged once, while at least one entry in the
+ * table refers to it; 128 bits wide so no sum of 64-bit costs wraps. */
+static void charge_locked(ccache *c, ccache_program *p) {
+  if (p->table_refs++ == 0) {
+    c->cost.lo += p->cost;
+    c->cost.hi += c->cost.lo < p->cost; /* carry */
+  }
+}
+
+static void uncharge_locked(ccache *c, ccache_program *p) {
+  ccache__assert(p->table_refs > 0);
+  if (--p->table_refs == 0) {
+    c->cost.hi -= c->cost.lo < p->cost; /* borrow */
+    c->cost.lo -= p->cost;
+  }
+}
+
+static void graveyard_push(ccache__graveyard *gy, ccache__entry *e) {
+  e->hh.next = NULL;
+  if (gy->tail)
+    gy->tail->hh.next = e;
+  else
+    gy->head = e;
+  gy->tail = e;
+}
+
+void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause) {
+  CCACHE__UTHASH_SCOPE(&c->mem);
+  ccache__assert_held(&c->wlock);
+  block_readers(c, w);
+  HASH_DELETE(hh, c->table, e);
+  c->items--;
+  uncharge_locked(c, e->program);
+  if (cause) (*cause)++;
+  graveyard_push(&w->gy, e);
+}
+
+void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause) {
+  ccache__entry *e, *tmp;
+  HASH_ITER(hh, c->table, e, tmp) ccache__detach_locked(c, w, e, cause);
+}
+
+/* "Unbounded" (CCACHE_UNBOUNDED, i.e. UINT64_MAX) never evicts for that
+ * bound, however large the sum of costs grows: the 128-bit total may pass
+ * 2^64 and still no entry leaves for cost. */
+static bool over_items(const ccache *c) {
+  return c->max_items != CCACHE_UNBOUNDED && c->items > c->max_items;
+}
+
+static bool over_cost(const ccache *c) {
+  return c->max_cost != CCACHE_UNBOUNDED && (c->cost.hi || c->cost.lo > c->max_cost);
+}
+
+/* Items first (each insert evicts at most what it added), then cost: the
+ * oldest entries (the table's head) leave until the charged total fits, but
+ * never `keep`, the entry just inserted.  Evicting one of several entries that
+ * share a program frees nothing, so the loop simply goes on.  O(evicted). */
+static void enforce_locked(ccache *c, ccache__wsec *w, const ccache__entry *keep) {
+  while (over_items(c) && c->table && c->table != keep)
+    ccache__detach_locked(c, w, c->table, &c->n.evicted_capacity);
+  while (over_cost(c) && c->table && c->table != keep)
+    ccache__detach_locked(c, w, c->table, &c->n.evicted_cost);
+}
+
+void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, uint64_t max_cost) {
+  ccache__assert_held(&c->wlock);
+  c->max_items = max_items;
+  c->max_cost = max_cost;
+  enforce_locked(c, w, NULL);
+}
+
+int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_key key,
+                          void *closure, ccache_program *p, uint64_t now) {
+  CCACHE__UTHASH_SCOPE(&c->mem);
+  ccache__assert_held(&c->wlock);
+  unsigned hv = ccache__key_hash(key);
+  ccache__entry *old = ccache__find_locked(c, key);
+  ccache__entry *owner = NULL;
+
+  e->key = key;
+  e->program = p;
+  e->idx = c->next_idx;
+  /* Insert times never decrease along the FIFO, even if the clock steps
+   * back, so expired entries always form a prefix of it. */
+  e->ins_ms = now > c->last_ins_ms ? now : c->last_ins_ms;
+  atomic_init(&e->refs, 1);
+  e->flags = 0;
+  e->closure = closure;
+  if (old && ccache__entry_closure(old) == closure) {
+    owner = owner_of(old);
+    e->flags = CCACHE__E_BORROWED;
+    e->closure = owner;
+  }
+
+  /* Add before deleting the old entry: the add is the only step that can
+   * fail, and if it does the table is exactly as before. */
+  block_readers(c, w);
+  HASH_ADD_BYHASHVALUE(hh, c->table, key, sizeof e->key, hv, e);
+  if (uh_oom) return CCACHE_ENOMEM;
+  if (owner) atomic_fetch_add_explicit(&owner->refs, 1, memory_order_relaxed);
+  ccache__program_ref(c, p);
+  c->next_idx++;
+  c->last_ins_ms = e->ins_ms;
+  c->n.inserts++;
+  if (c->items++ == 0) w->ring_alarm = true;
+  charge_locked(c, p);
+  if (old) {
+    c->n.replaced++;
+    ccache__detach_locked(c, w, old, NULL); /* items back to where it was */
+  }
+  enforce_locked(c, w, e);
+  return CCACHE_OK;
+}
+
+/* ---------------------------------------------------------------- expiry */
+
+void ccache__expire_key(ccache *c, ccache_key key, uint64_t now) {
+  ccache__wsec w;
+  ccache__wsec_begin(c, &w);
+  ccache__entry *e = ccache__find_locked(c, key);
+  if (e && ccache__expired(e->ins_ms, now, atomic_load(&c->ttl_ms)))
+    ccache__detach_locked(c, &w, e, &c->n.evicted_ttl);
+  ccache__wsec_end(c, &w);
+}
+
+int64_t ccache__sweep(ccache *c, uint64_t now, uint64_t *next) {
+  ccache__wsec w;
+  int64_t n = 0;
+  ccache__wsec_begin(c, &w);
+  uint64_t ttl = atomic_load(&c->ttl_ms);
+  /* Expired entries are a prefix of the FIFO: stop at the first live one.
+   * The reader side is only blocked when there is something to remove. */
+  while (c->table && ccache__expired(c->table->ins_ms, now, ttl)) {
+    ccache__detach_locked(c, &w, c->table, &c->n.evicted_ttl);
+    n++;
+  }
+  if (next) {
+    uint64_t t = c->table ? c->table->ins_ms : UINT64_MAX;
+    *next = ttl == CCACHE_UNBOUNDED || t == UINT64_MAX || ttl > UINT64_MAX - t ? UINT64_MAX
+                                                                             : t + ttl;
+  }
+  ccache__wsec_end(c, &w);
+  return n;
+}
