@@ -12,6 +12,7 @@
  * Both are expected to be O(evicted): the ratio shows what the table size
  * costs beyond that (mostly cache misses on cold entries).
  */
+#include <pthread.h>
 #include <string.h>
 #include <uthash.h>
 
@@ -293,6 +294,90 @@ static void sweep(bench_report *rep, const bench_opts *o) {
   fifo_free(&fs);
 }
 
+/* ------------------------------------------------ registered readers */
+
+/* A writer blocks every reader registered on the cache (readers.c): it
+ * reads each one's flag and looks through its occupied slots.  Evicting puts
+ * on a 1k cache that 63 other live threads have used (each fetched once, then
+ * waits) against the same puts with no other thread: what the readers cost a
+ * writer. */
+typedef struct idle_reader {
+  ccache *c;
+  ccache_key key;
+  pthread_barrier_t *ready, *done;
+} idle_reader;
+
+static void *idle_main(void *arg) {
+  idle_reader *ir = arg;
+  ccache_lease l;
+  BENCH_CHECK(ccache_fetch(ir->c, ir->key, &l) == CCACHE_OK, "idle reader missed");
+  ccache_lease_release(ir->c, &l);
+  pthread_barrier_wait(ir->ready);
+  pthread_barrier_wait(ir->done);
+  return NULL;
+}
+
+static double timed_batch(sized *s, uint64_t batch) {
+  uint64_t t0 = bench_now_ns();
+  put_fresh(s, batch);
+  return (double)(bench_now_ns() - t0) / (double)batch;
+}
+
+static void readers_cost(bench_report *rep, const bench_opts *o) {
+  enum { IDLE = 63 };
+  const int reps = o->quick ? 5 : 31;
+  const uint64_t batch = o->quick ? 2000 : 20000;
+  sized plain, crowd;
+  open_cache(&plain, 15, 1000, CCACHE_UNBOUNDED);
+  open_cache(&crowd, 16, 1000, CCACHE_UNBOUNDED);
+  put_fresh(&plain, 1000);
+  put_fresh(&crowd, 1000);
+  pthread_barrier_t ready, done;
+  pthread_barrier_init(&ready, NULL, IDLE + 1);
+  pthread_barrier_init(&done, NULL, IDLE + 1);
+  pthread_t th[IDLE];
+  idle_reader ir = {.c = crowd.c, .key = bench_key(16, 999), .ready = &ready, .done = &done};
+  for (int t = 0; t < IDLE; t++)
+    BENCH_CHECK(pthread_create(&th[t], NULL, idle_main, &ir) == 0, "pthread_create");
+  pthread_barrier_wait(&ready); /* 63 readers registered on crowd, alive */
+  /* The calling thread registers on both (its puts read nothing, so fetch
+   * once each): 1 reader against 64. */
+  ccache_lease l;
+  BENCH_OK(ccache_fetch(plain.c, bench_key(15, 999), &l));
+  ccache_lease_release(plain.c, &l);
+  BENCH_OK(ccache_fetch(crowd.c, bench_key(16, 999), &l));
+  ccache_lease_release(crowd.c, &l);
+  timed_batch(&plain, batch);
+  timed_batch(&crowd, batch);
+  double *tc = malloc(sizeof(double) * (size_t)reps), *tp = malloc(sizeof(double) * (size_t)reps),
+         *ratio = malloc(sizeof(double) * (size_t)reps);
+  BENCH_CHECK(tc && tp && ratio, "out of memory");
+  for (int r = 0; r < reps; r++) {
+    if (r % 2) {
+      tc[r] = timed_batch(&crowd, batch);
+      tp[r] = timed_batch(&plain, batch);
+    } else {
+      tp[r] = timed_batch(&plain, batch);
+      tc[r] = timed_batch(&crowd, batch);
+    }
+    ratio[r] = tc[r] / tp[r];
+  }
+  pthread_barrier_wait(&done);
+  for (int t = 0; t < IDLE; t++) pthread_join(th[t], NULL);
+  pthread_barrier_destroy(&ready);
+  pthread_barrier_destroy(&done);
+  BENCH_CHECK(stats_of(crowd.c).evicted_capacity == batch * (uint64_t)(reps + 1), "crowd evictions");
+  bench_add(rep, "put that evicts, 64 readers registered vs 1 (max_items 1k)",
+            bench_stats(tc, reps).med, "ns/put", bench_stats(tp, reps).med, "1 reader",
+            bench_stats(ratio, reps), "64 / 1", BENCH_REPORT, 0);
+  free(tc);
+  free(tp);
+  free(ratio);
+  close_cache(&plain);
+  close_cache(&crowd);
+  bench_trim();
+}
+
 int main(int argc, char **argv) {
   bench_opts o;
   bench_parse(argc, argv, &o, "P4: evicting put at 1M vs 1k items; sweep of 10 of 1M vs 10 of 1k",
@@ -302,6 +387,7 @@ int main(int argc, char **argv) {
   bench_pin(0);
   p4(&rep, &o);
   sweep(&rep, &o);
+  readers_cost(&rep, &o);
   bench_note(&rep, "puts of fresh keys in batches; big and small caches alternate, each pair "
                    "gives one ratio; warm-up batch/sweeps first");
   bench_note(&rep, "sweep: fake clock, exactly 10 entries expire before each sweep, 10 fresh "

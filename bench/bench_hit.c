@@ -21,7 +21,8 @@
  * compiler cannot know), so what is timed is the latency of one lookup, as a
  * JIT path sees it (look up, then run), not the overlap of many.
  *
- * --callgrind N: build 100k entries, then run N lookups through each of
+ * --callgrind N [--callgrind-entries E]: build E entries (default 100k), then
+ * run N lookups through each of
  * cg_loop_empty (key generation only), cg_loop_uthash (fold hash),
  * cg_loop_uthash_jen (default hash) and cg_loop_ccache; bench/run reads their
  * inclusive instruction counts from callgrind.
@@ -423,8 +424,7 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
 
 /* ---------------------------------------------------------- callgrind */
 
-static int callgrind_mode(size_t n) {
-  const uint64_t size = 100000;
+static int callgrind_mode(size_t n, uint64_t size) {
   ccache *c = bench_cc_build(KEY_SALT, size, NPROGRAMS);
   bench_uh_entry *uh = bench_uh_build(KEY_SALT, size, true), *uj = bench_uh_build(KEY_SALT, size, false);
   uint32_t *order = bench_random_order(n ? n : 1, (uint32_t)size, 3000);
@@ -449,7 +449,7 @@ int main(int argc, char **argv) {
   bench_parse(argc, argv,
               &o, "P1 hit latency vs bare uthash; EMLX server-thread mechanism; naive mutex table",
               true);
-  if (o.callgrind >= 0) return callgrind_mode((size_t)o.callgrind);
+  if (o.callgrind >= 0) return callgrind_mode((size_t)o.callgrind, (uint64_t)o.cg_entries);
   bench_report rep;
   bench_report_init(&rep, "bench_hit",
                     "hit latency (fetch + release) vs a bare uthash lookup, and two other mechanisms");

@@ -1,28 +1,28 @@
 /*
- * bench_scaling.c - P2: do hits scale with threads?
+ * bench_scaling.c - P2: do hits scale with threads on the workloads serving
+ * threads really run?
  *
  * Aggregate hits/s (ccache_fetch + ccache_lease_release) with 2 threads
- * divided by hits/s with 1 thread:
- *  - distinct keys: each thread looks up its own half of the keys (random
- *    order, dependent chain as in bench_hit), at 100k and 1k entries;
- *  - one hot key: every thread looks up the same key (every hit writes that
- *    entry's reference count: the one line the design still shares);
- *  - diagnostic: distinct keys in disjoint memory halves: thread t looks up
- *    keys [t n/2, (t+1) n/2), which were put one after the other, so their
- *    entries were allocated apart and no cache line holds entries of both
- *    threads.  In "distinct keys" thread t takes the keys i with i % 2 == t,
- *    whose entries are malloc neighbours.  A hit writes only its thread's
- *    reader stripe (ccache__my_stripe in src/closure.c: a mutex and counters,
- *    on lines of their own) and the entry's reference count; if this row
- *    scales and "distinct keys" does not, the cost is false sharing between
- *    neighbouring entries' reference counts.
- * The same ratio for a bare, lock-free, read-only uthash table (the same
- * hash as the library: bench_fold_hash) is measured alongside: it is what
- * the machine itself allows (2 vCPUs that share a core, or memory bandwidth,
- * show up there first).
+ * divided by hits/s with 1 thread, each repetition a pinned pair (1 thread
+ * then 2, one per CPU, back to back), on four workloads:
+ *  - one hot closure: every thread fetches the same key;
+ *  - 1k entries, random keys: each thread its own random order;
+ *  - a decode step's 361 call sites: each thread walks them in order, again
+ *    and again (what the oneDNN example's serving threads do);
+ *  - 100k distinct entries, random keys.
+ * Beside ccache, in the same repetitions and on the same keys:
+ *  - bare uthash: the same table and hash, read-only, no lock, no counts:
+ *    what the machine allows (its ratio is ccache's ceiling);
+ *  - mutex + uthash: one pthread mutex around the same table;
+ *  - thread-local (RLX's approach): each thread its own uthash table.  Hits
+ *    scale trivially, but every thread holds (and compiles) every program.
+ * And one cliff check: 64 threads on the 361-site walk (threads pinned round
+ * robin to the CPUs) against 2 threads, aggregate hits/s.
  *
- * Threads are pinned one per CPU; each repetition runs 1 thread and then 2
- * threads back to back and keeps the ratio of that pair.
+ * Every lookup's key depends on the value the previous one returned (through
+ * a bit that is always zero, which the compiler cannot know), so the loops
+ * measure latency-bound hits, as a JIT path sees them.  Every value found is
+ * summed and checked: a wrong lookup fails the benchmark.
  */
 #include <pthread.h>
 #include <string.h>
@@ -31,9 +31,20 @@
 #include "bench_tables.h"
 
 #define KEY_SALT 2u
-#define NTHREADS 2
+#define MAXT 64
 
+typedef enum { S_CCACHE, S_BARE, S_MUTEX, S_LOCAL, NSUBJ } subject;
+static const char *const subj_name[NSUBJ] = {"ccache", "bare uthash", "mutex + uthash",
+                                             "thread-local uthash (RLX)"};
 
+typedef struct tables {
+  ccache *c;
+  bench_uh_entry *shared;              /* bare and mutex */
+  pthread_mutex_t mu;
+  bench_uh_entry *local[2];            /* one per thread (RLX) */
+} tables;
+
+/* --------------------------------------------------------------- loops */
 
 static uint64_t loop_ccache(ccache *c, const uint32_t *order, size_t n) {
   uint64_t dep = 0, sum = 0;
@@ -48,14 +59,17 @@ static uint64_t loop_ccache(ccache *c, const uint32_t *order, size_t n) {
   return sum;
 }
 
-static uint64_t loop_uthash(bench_uh_entry *head, const uint32_t *order, size_t n) {
+static uint64_t loop_uthash(bench_uh_entry *head, pthread_mutex_t *mu, const uint32_t *order,
+                            size_t n) {
   uint64_t dep = 0, sum = 0;
   for (size_t i = 0; i < n; i++) {
     ccache_key k = bench_key(KEY_SALT, order[i] + dep);
     bench_uh_entry *e;
+    if (mu) pthread_mutex_lock(mu);
     HASH_FIND_BYHASHVALUE(hh, head, &k, sizeof k, bench_fold_hash(k), e);
+    uintptr_t v = e ? (uintptr_t)e->value : 0;
+    if (mu) pthread_mutex_unlock(mu);
     if (!e) return UINT64_MAX;
-    uintptr_t v = (uintptr_t)e->value;
     sum += v;
     dep = v >> 60;
   }
@@ -63,13 +77,13 @@ static uint64_t loop_uthash(bench_uh_entry *head, const uint32_t *order, size_t 
 }
 
 typedef struct worker {
-  int cpu;
-  ccache *c;      /* or */
-  bench_uh_entry *uh;
+  int cpu, t;
+  subject s;
+  tables *tb;
   const uint32_t *order;
   size_t n;
   uint64_t want, sum;
-  uint64_t t0, t1; /* this thread's own start and end */
+  uint64_t t0, t1;
   pthread_barrier_t *start;
 } worker;
 
@@ -78,140 +92,199 @@ static void *worker_main(void *arg) {
   bench_pin(w->cpu);
   pthread_barrier_wait(w->start);
   w->t0 = bench_now_ns();
-  w->sum = w->c ? loop_ccache(w->c, w->order, w->n) : loop_uthash(w->uh, w->order, w->n);
+  switch (w->s) {
+    case S_CCACHE: w->sum = loop_ccache(w->tb->c, w->order, w->n); break;
+    case S_BARE: w->sum = loop_uthash(w->tb->shared, NULL, w->order, w->n); break;
+    case S_MUTEX: w->sum = loop_uthash(w->tb->shared, &w->tb->mu, w->order, w->n); break;
+    default: w->sum = loop_uthash(w->tb->local[w->t % 2], NULL, w->order, w->n); break;
+  }
   w->t1 = bench_now_ns();
   return NULL;
 }
 
-/* Hits per second of nt threads, thread t on orders[t]. */
-static double run(int nt, ccache *c, bench_uh_entry *uh, uint32_t *const *orders, const uint64_t *want,
+/* Aggregate hits/s of nt threads; thread t runs orders[t % 2]. */
+static double run(subject s, int nt, tables *tb, uint32_t *const *orders, const uint64_t *want,
                   size_t n) {
-  pthread_t th[NTHREADS];
-  worker w[NTHREADS];
+  static pthread_t th[MAXT];
+  static worker w[MAXT];
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, (unsigned)nt + 1);
+  int ncpu = bench_ncpu();
   for (int t = 0; t < nt; t++) {
-    w[t] = (worker){.cpu = t, .c = c, .uh = uh, .order = orders[t], .n = n, .want = want[t],
-                    .start = &start};
+    w[t] = (worker){.cpu = t % ncpu, .t = t, .s = s, .tb = tb, .order = orders[t % 2], .n = n,
+                    .want = want[t % 2], .start = &start};
     BENCH_CHECK(pthread_create(&th[t], NULL, worker_main, &w[t]) == 0, "pthread_create");
   }
   pthread_barrier_wait(&start);
   for (int t = 0; t < nt; t++) pthread_join(th[t], NULL);
   pthread_barrier_destroy(&start);
-  /* From the first thread's start to the last thread's end. */
   uint64_t t0 = w[0].t0, t1 = w[0].t1;
-  for (int t = 1; t < nt; t++) {
+  for (int t = 0; t < nt; t++) {
+    BENCH_CHECK(w[t].sum == w[t].want, "%s, thread %d: a lookup returned a wrong value",
+                subj_name[s], t);
     if (w[t].t0 < t0) t0 = w[t].t0;
     if (w[t].t1 > t1) t1 = w[t].t1;
   }
-  uint64_t dt = t1 > t0 ? t1 - t0 : 1;
-  for (int t = 0; t < nt; t++)
-    BENCH_CHECK(w[t].sum == w[t].want, "thread %d: a lookup returned a wrong value", t);
-  return (double)nt * (double)n * 1e9 / (double)dt;
+  return (double)nt * (double)n * 1e9 / (double)(t1 > t0 ? t1 - t0 : 1);
 }
 
+/* ----------------------------------------------------------- workloads */
 
-typedef enum { KM_DISTINCT, KM_HOT, KM_HALVES } keymode;
+typedef enum { W_HOT, W_RANDOM, W_WALK } wmode;
 
-/* Key index for thread t's j-th pick (j random in [0, n/2)). */
-static uint32_t pick(keymode km, uint32_t j, int t, uint64_t half) {
-  switch (km) {
-  case KM_HOT: return 0;
-  case KM_HALVES: return (uint32_t)((uint64_t)t * half + j);
-  default: return j * NTHREADS + (uint32_t)t;
-  }
+typedef struct workload {
+  const char *label;
+  uint64_t entries;
+  wmode mode;
+} workload;
+
+static uint32_t *make_order(const workload *wl, size_t per, int t) {
+  if (wl->mode == W_RANDOM) return bench_random_order(per, (uint32_t)wl->entries, 700 + (uint64_t)t);
+  uint32_t *o = malloc(per * sizeof *o);
+  BENCH_CHECK(o != NULL, "out of memory");
+  for (size_t i = 0; i < per; i++) o[i] = wl->mode == W_HOT ? 0 : (uint32_t)(i % wl->entries);
+  return o;
 }
 
-/* One configuration: ratio (2 threads / 1 thread) of ccache and of uthash.
- * KM_DISTINCT: thread t uses keys i with i % 2 == t; KM_HOT: every thread
- * uses key 0; KM_HALVES: thread t uses keys [t n/2, (t+1) n/2). */
-static void scaling(bench_report *rep, const bench_opts *o, uint64_t n, const char *label,
-                    keymode km, bool target) {
-  const uint64_t half = n / NTHREADS;
-  int reps = o->quick ? 3 : 15;
-  ccache *c = bench_cc_build(KEY_SALT, n, 1);
-  bench_uh_entry *uh = bench_uh_build(KEY_SALT, n, true);
-  uint32_t *orders[NTHREADS];
-  uint64_t want[NTHREADS];
-  /* Lookups per thread: enough for ~25 ms (quick) / ~120 ms (full) on one
-   * thread, from a short calibration run, so scheduler noise stays small. */
-  size_t per = 20000;
-  for (int pass = 0; pass < 2; pass++) {
-    for (int t = 0; t < NTHREADS; t++) {
-      orders[t] = bench_random_order(per, (uint32_t)half, 500 + (uint64_t)t);
-      want[t] = 0;
-      for (size_t i = 0; i < per; i++) {
-        orders[t][i] = pick(km, orders[t][i], t, half);
-        want[t] += (uintptr_t)bench_closure_of(orders[t][i]);
-      }
-    }
-    if (pass == 1) break;
-    run(1, c, NULL, orders, want, per);
-    double rate = run(1, c, NULL, orders, want, per); /* hits/s */
-    double target_s = o->quick ? 0.025 : 0.12;
-    size_t want_n = (size_t)(rate * target_s);
-    per = want_n < 20000 ? 20000 : want_n > 20000000 ? 20000000 : want_n;
-    for (int t = 0; t < NTHREADS; t++) free(orders[t]);
-  }
-  double *r_cc = malloc(sizeof(double) * (size_t)reps), *r_uh = malloc(sizeof(double) * (size_t)reps),
-         *one = malloc(sizeof(double) * (size_t)reps), *two = malloc(sizeof(double) * (size_t)reps),
-         *one_u = malloc(sizeof(double) * (size_t)reps), *two_u = malloc(sizeof(double) * (size_t)reps);
-  BENCH_CHECK(r_cc && r_uh && one && two && one_u && two_u, "out of memory");
-  uint64_t h0 = bench_cc_hits(c);
-  run(1, c, NULL, orders, want, per); /* warm-up (and the hit count starts here) */
-  run(NTHREADS, c, NULL, orders, want, per);
-  run(1, NULL, uh, orders, want, per);
-  for (int r = 0; r < reps; r++) {
-    one[r] = run(1, c, NULL, orders, want, per);
-    two[r] = run(NTHREADS, c, NULL, orders, want, per);
-    one_u[r] = run(1, NULL, uh, orders, want, per);
-    two_u[r] = run(NTHREADS, NULL, uh, orders, want, per);
-    r_cc[r] = two[r] / one[r];
-    r_uh[r] = two_u[r] / one_u[r];
-  }
-  uint64_t lookups = (uint64_t)per * (uint64_t)(reps + 1) * (1 + NTHREADS);
-  BENCH_CHECK(bench_cc_hits(c) - h0 == lookups, "hit counter %llu, want %llu",
-              (unsigned long long)(bench_cc_hits(c) - h0), (unsigned long long)lookups);
-  char fig[96];
-  snprintf(fig, sizeof fig, "P2 scaling, %d threads / 1, %s, %s entries", NTHREADS,
-           km == KM_HOT      ? "one hot key"
-           : km == KM_HALVES ? "distinct keys in disjoint memory halves (diagnostic)"
-                             : "distinct keys",
-           label);
-  bool can = bench_ncpu() >= NTHREADS;
-  bench_row *row = bench_add(rep, fig, bench_stats(two, reps).med / 1e6, "M hits/s",
-                             bench_stats(one, reps).med / 1e6, "ccache, 1 thread",
-                             bench_stats(r_cc, reps), "2T / 1T", target && can ? BENCH_RATIO_GE : BENCH_REPORT,
-                             1.8);
-  bench_stat su = bench_stats(r_uh, reps);
-  snprintf(row->note, sizeof row->note, "bare uthash (no lock) scales %.2f× [%.2f, %.2f]%s",
-           su.med, su.min, su.max, can ? "" : "; fewer CPUs than threads: no target");
-  free(r_cc);
-  free(r_uh);
-  free(one);
-  free(two);
-  free(one_u);
-  free(two_u);
-  for (int t = 0; t < NTHREADS; t++) free(orders[t]);
-  bench_uh_free(&uh);
-  BENCH_OK(ccache_close(c));
+static uint64_t sum_of(const uint32_t *order, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < n; i++) s += (uintptr_t)bench_closure_of(order[i]);
+  return s;
+}
+
+static void build(tables *tb, uint64_t n) {
+  tb->c = bench_cc_build(KEY_SALT, n, 16);
+  tb->shared = bench_uh_build(KEY_SALT, n, true);
+  pthread_mutex_init(&tb->mu, NULL);
+  for (int t = 0; t < 2; t++) tb->local[t] = bench_uh_build(KEY_SALT, n, true);
+}
+
+static void teardown(tables *tb) {
+  BENCH_OK(ccache_close(tb->c));
+  bench_uh_free(&tb->shared);
+  pthread_mutex_destroy(&tb->mu);
+  for (int t = 0; t < 2; t++) bench_uh_free(&tb->local[t]);
   bench_trim();
+}
+
+/* Lookups per thread: enough for ~100 ms (full) / ~20 ms (quick) on one
+ * thread, from a calibration run. */
+static size_t calibrate(tables *tb, const workload *wl, const bench_opts *o) {
+  size_t per = 20000;
+  uint32_t *ord[2] = {make_order(wl, per, 0), make_order(wl, per, 1)};
+  uint64_t want[2] = {sum_of(ord[0], per), sum_of(ord[1], per)};
+  run(S_CCACHE, 1, tb, ord, want, per);
+  double rate = run(S_CCACHE, 1, tb, ord, want, per);
+  free(ord[0]);
+  free(ord[1]);
+  size_t n = (size_t)(rate * (o->quick ? 0.02 : 0.1));
+  return n < 20000 ? 20000 : n > 20000000 ? 20000000 : n;
+}
+
+static void scaling(bench_report *rep, const bench_opts *o, const workload *wl, bool with64) {
+  int reps = o->quick ? 3 : 15;
+  tables tb;
+  build(&tb, wl->entries);
+  size_t per = calibrate(&tb, wl, o);
+  uint32_t *ord[2] = {make_order(wl, per, 0), make_order(wl, per, 1)};
+  uint64_t want[2] = {sum_of(ord[0], per), sum_of(ord[1], per)};
+  double *one[NSUBJ], *two[NSUBJ], *ratio[NSUBJ], *rel = malloc(sizeof(double) * (size_t)reps);
+  for (int s = 0; s < NSUBJ; s++) {
+    one[s] = malloc(sizeof(double) * (size_t)reps);
+    two[s] = malloc(sizeof(double) * (size_t)reps);
+    ratio[s] = malloc(sizeof(double) * (size_t)reps);
+    BENCH_CHECK(one[s] && two[s] && ratio[s] && rel, "out of memory");
+    run((subject)s, 1, &tb, ord, want, per); /* warm-up */
+    run((subject)s, 2, &tb, ord, want, per);
+  }
+  uint64_t h0 = bench_cc_hits(tb.c);
+  for (int r = 0; r < reps; r++)
+    for (int s = 0; s < NSUBJ; s++) {
+      one[s][r] = run((subject)s, 1, &tb, ord, want, per);
+      two[s][r] = run((subject)s, 2, &tb, ord, want, per);
+      ratio[s][r] = two[s][r] / one[s][r];
+    }
+  BENCH_CHECK(bench_cc_hits(tb.c) - h0 == (uint64_t)reps * per * 3, "hit counter %llu, want %llu",
+              (unsigned long long)(bench_cc_hits(tb.c) - h0),
+              (unsigned long long)((uint64_t)reps * per * 3));
+  for (int r = 0; r < reps; r++) rel[r] = ratio[S_CCACHE][r] / ratio[S_BARE][r];
+  bool can = bench_ncpu() >= 2;
+  char fig[96], note[160];
+  snprintf(fig, sizeof fig, "P2 scaling, 2 threads / 1, %s", wl->label);
+  bench_row *row = bench_add(rep, fig, bench_stats(two[S_CCACHE], reps).med / 1e6, "M hits/s",
+                             bench_stats(one[S_CCACHE], reps).med / 1e6, "ccache, 1 thread",
+                             bench_stats(ratio[S_CCACHE], reps), "2T / 1T",
+                             can ? BENCH_RATIO_GE : BENCH_REPORT, 1.8);
+  bench_stat sb = bench_stats(ratio[S_BARE], reps);
+  snprintf(row->note, sizeof row->note, "bare uthash scales %.2f× [%.2f, %.2f]%s", sb.med, sb.min,
+           sb.max, can ? "" : "; fewer CPUs than threads: no target");
+  snprintf(fig, sizeof fig, "P2 ccache's scaling / bare uthash's, %s", wl->label);
+  bench_add(rep, fig, bench_stats(ratio[S_CCACHE], reps).med, "× (2T/1T)", sb.med,
+            "bare uthash 2T/1T", bench_stats(rel, reps), "ccache / uthash",
+            can ? BENCH_RATIO_GE : BENCH_REPORT, 0.9);
+  for (int s = S_MUTEX; s < NSUBJ; s++) {
+    snprintf(fig, sizeof fig, "peer: %s, 2 threads / 1, %s", subj_name[s], wl->label);
+    row = bench_add(rep, fig, bench_stats(two[s], reps).med / 1e6, "M hits/s",
+                    bench_stats(one[s], reps).med / 1e6, "1 thread", bench_stats(ratio[s], reps),
+                    "2T / 1T", BENCH_REPORT, 0);
+    snprintf(note, sizeof note, "2 threads: %.2f× ccache's hits/s%s",
+             bench_stats(two[s], reps).med / bench_stats(two[S_CCACHE], reps).med,
+             s == S_LOCAL ? "; every thread holds every program: memory and compiles × threads"
+                          : "");
+    snprintf(row->note, sizeof row->note, "%s", note);
+  }
+  if (with64) {
+    /* The cliff check: 64 threads on 2 CPUs, aggregate, against 2 threads. */
+    int r64 = o->quick ? 2 : 7;
+    size_t per64 = per / 32 > 5000 ? per / 32 : 5000;
+    uint32_t *o64[2] = {make_order(wl, per64, 0), make_order(wl, per64, 1)};
+    uint64_t w64[2] = {sum_of(o64[0], per64), sum_of(o64[1], per64)};
+    double *a = malloc(sizeof(double) * (size_t)r64), *b = malloc(sizeof(double) * (size_t)r64),
+           *q = malloc(sizeof(double) * (size_t)r64);
+    BENCH_CHECK(a && b && q, "out of memory");
+    run(S_CCACHE, MAXT, &tb, o64, w64, per64);
+    for (int r = 0; r < r64; r++) {
+      b[r] = run(S_CCACHE, 2, &tb, ord, want, per);
+      a[r] = run(S_CCACHE, MAXT, &tb, o64, w64, per64);
+      q[r] = a[r] / b[r];
+    }
+    snprintf(fig, sizeof fig, "P2 no cliff: 64 threads / 2 threads, %s", wl->label);
+    bench_add(rep, fig, bench_stats(a, r64).med / 1e6, "M hits/s", bench_stats(b, r64).med / 1e6,
+              "2 threads", bench_stats(q, r64), "64T / 2T", BENCH_RATIO_GE, 0.8);
+    free(a);
+    free(b);
+    free(q);
+    free(o64[0]);
+    free(o64[1]);
+  }
+  for (int s = 0; s < NSUBJ; s++) {
+    free(one[s]);
+    free(two[s]);
+    free(ratio[s]);
+  }
+  free(rel);
+  free(ord[0]);
+  free(ord[1]);
+  teardown(&tb);
 }
 
 int main(int argc, char **argv) {
   bench_opts o;
   bench_parse(argc, argv, &o, "P2: aggregate hits/s with 2 threads / 1 thread", false);
   bench_report rep;
-  bench_report_init(&rep, "bench_scaling", "do hits scale with threads? (aggregate hits/s, 2 threads / 1)");
-  scaling(&rep, &o, 100000, "100k", KM_DISTINCT, true);
-  scaling(&rep, &o, 1000, "1k", KM_DISTINCT, false);
-  scaling(&rep, &o, 100000, "100k", KM_HOT, false);
-  scaling(&rep, &o, 100000, "100k", KM_HALVES, false);
-  scaling(&rep, &o, 1000, "1k", KM_HALVES, false);
-  bench_note(&rep, "threads pinned one per CPU (%d online); each repetition runs 1 then 2 "
-                   "threads (~120 ms each) and keeps that pair's ratio; warm-up first; time = "
-                   "first thread's start to last thread's end",
+  bench_report_init(&rep, "bench_scaling",
+                    "do hits scale with threads on the hot sets serving threads share?");
+  static const workload wls[] = {
+      {"one hot closure", 1000, W_HOT},
+      {"1k entries, random keys", 1000, W_RANDOM},
+      {"361-site walk (one decode step)", 361, W_WALK},
+      {"100k distinct entries, random keys", 100000, W_RANDOM},
+  };
+  for (size_t i = 0; i < sizeof wls / sizeof wls[0]; i++) scaling(&rep, &o, &wls[i], wls[i].mode == W_WALK);
+  bench_note(&rep, "threads pinned one per CPU (%d online); each repetition runs 1 then 2 threads "
+                   "(~100 ms each) of every subject and keeps that pair's ratio; warm-up first; "
+                   "time = first thread's start to last thread's end",
              bench_ncpu());
-  if (o.quick) bench_note(&rep, "quick mode: 3 repetitions of ~25 ms");
+  if (o.quick) bench_note(&rep, "quick mode: 3 repetitions of ~20 ms");
   return bench_report_print(&rep, &o);
 }

@@ -19,7 +19,7 @@
 void bench_parse(int argc, char **argv, bench_opts *o, const char *what, bool allow_callgrind) {
   memset(o, 0, sizeof *o);
   o->callgrind = -1;
-  o->cg_what = "ccache";
+  o->cg_entries = 100000;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--quick") == 0) {
       o->quick = true;
@@ -32,17 +32,23 @@ void bench_parse(int argc, char **argv, bench_opts *o, const char *what, bool al
         fprintf(stderr, "%s: --callgrind wants a count >= 0\n", argv[0]);
         exit(2);
       }
-    } else if (allow_callgrind && strcmp(argv[i], "--callgrind-loop") == 0 && i + 1 < argc) {
-      o->cg_what = argv[++i];
+    } else if (allow_callgrind && strcmp(argv[i], "--callgrind-entries") == 0 && i + 1 < argc) {
+      char *end;
+      o->cg_entries = strtol(argv[++i], &end, 10);
+      if (*end || o->cg_entries < 1) {
+        fprintf(stderr, "%s: --callgrind-entries wants a count >= 1\n", argv[0]);
+        exit(2);
+      }
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       printf("usage: %s [--quick] [--json]%s\n%s\n"
              "  --quick  short mode (CI): a missed target never fails it\n"
              "  --json   print one JSON object instead of the markdown table\n",
-             argv[0], allow_callgrind ? " [--callgrind N [--callgrind-loop ccache|uthash]]" : "",
+             argv[0], allow_callgrind ? " [--callgrind N [--callgrind-entries E]]" : "",
              what);
       if (allow_callgrind)
-        printf("  --callgrind N  only run N hit-path lookups at 100k entries (for valgrind\n"
-               "                 --tool=callgrind --toggle-collect=cg_loop_ccache|cg_loop_uthash)\n");
+        printf("  --callgrind N  only run N hit-path lookups through each callgrind loop\n"
+               "                 (cg_loop_empty, cg_loop_uthash, cg_loop_uthash_jen, cg_loop_ccache)\n"
+               "  --callgrind-entries E  table size for --callgrind (default 100000)\n");
       exit(0);
     } else {
       fprintf(stderr, "%s: unknown option %s (try --help)\n", argv[0], argv[i]);

@@ -27,7 +27,7 @@ typedef struct bench_opts {
   bool quick;           /* --quick: short mode for CI (targets never fail it) */
   bool json;            /* --json: one JSON object instead of the table */
   long callgrind;       /* --callgrind N (bench_hit only): -1 when absent */
-  const char *cg_what;  /* --callgrind-loop ccache|uthash (bench_hit only) */
+  long cg_entries;      /* --callgrind-entries E (bench_hit only): table size, default 100k */
 } bench_opts;
 
 /* Parses --quick, --json, --help (and --callgrind N / --callgrind-loop X when

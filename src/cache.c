@@ -25,9 +25,8 @@ void ccache_config_init(ccache_config *cfg) {
 /* Locks, condition variables and the reader side; on failure everything
  * made is undone. */
 static int init_sync(ccache *c) {
-  int rc = ccache__readers_init(c);
-  if (rc != CCACHE_OK) return rc;
-  if ((rc = ccache__mutex_init(&c->wlock)) != CCACHE_OK) goto fail_readers;
+  int rc;
+  if ((rc = ccache__mutex_init(&c->wlock)) != CCACHE_OK) return rc;
   if ((rc = ccache__mutex_init(&c->pmu)) != CCACHE_OK) goto fail_wlock;
   if ((rc = ccache__cond_init(&c->flight_cv, false)) != CCACHE_OK) goto fail_pmu;
   if ((rc = ccache__cond_init(&c->pflight_cv, false)) != CCACHE_OK) goto fail_fcv;
@@ -41,8 +40,6 @@ fail_pmu:
   ccache__mutex_destroy(&c->pmu);
 fail_wlock:
   ccache__mutex_destroy(&c->wlock);
-fail_readers:
-  ccache__readers_destroy(c);
   return rc;
 }
 
@@ -52,7 +49,6 @@ static void destroy_sync(ccache *c) {
   ccache__cond_destroy(&c->flight_cv);
   ccache__mutex_destroy(&c->pmu);
   ccache__mutex_destroy(&c->wlock);
-  ccache__readers_destroy(c);
 }
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
@@ -60,11 +56,11 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   ccache__fork_register();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
   /* The allocator promises only malloc's alignment; place the cache on a
-   * stripe boundary by hand so no two stripes share a cache line. */
-  void *raw = ccache__calloc(&mem, sizeof(ccache) + CCACHE__STRIPE_ALIGN);
+   * line boundary by hand so its read-mostly line is shared with nothing. */
+  void *raw = ccache__calloc(&mem, sizeof(ccache) + CCACHE__CACHELINE);
   if (!raw) return CCACHE_ENOMEM;
-  ccache *c = (ccache *)(((uintptr_t)raw + CCACHE__STRIPE_ALIGN - 1) &
-                         ~(uintptr_t)(CCACHE__STRIPE_ALIGN - 1));
+  ccache *c = (ccache *)(((uintptr_t)raw + CCACHE__CACHELINE - 1) &
+                         ~(uintptr_t)(CCACHE__CACHELINE - 1));
   c->raw = raw;
   c->mem = mem;
   c->max_items = cfg->max_items;
@@ -77,6 +73,8 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   c->sweeper_enabled = cfg->sweeper_thread != 0;
   c->next_idx = 1;
   c->fork_gen = atomic_load(&ccache__fork_generation);
+  atomic_init(&c->gate, c->fork_gen);
+  ccache__readers_init(c);
   int rc = init_sync(c);
   if (rc == CCACHE_OK) {
     rc = ccache__sweeper_kick(c, cfg->ttl_ms);
@@ -109,12 +107,13 @@ int ccache_close(ccache *c) {
   /* From here on, calls that would add to the cache are refused (EBUSY), so
    * destroy callbacks run by the last sweep or by the teardown below cannot
    * leave anything behind, nor start a new sweeper. */
-  atomic_store(&c->closing, 1);
+  atomic_store(&c->gate, CCACHE__GATE_CLOSED);
+  ccache__readers_renew_id(c); /* the fast paths do not read the gate */
   ccache__sweeper_stop(c);
   /* A destroy run by the last sweep may itself have taken a lease before
    * the gate closed. */
   if (busy(c)) {
-    atomic_store(&c->closing, 0);
+    atomic_store(&c->gate, c->fork_gen);
     ccache__sweeper_kick(c, atomic_load(&c->ttl_ms));
     return CCACHE_EBUSY;
   }
@@ -123,6 +122,7 @@ int ccache_close(ccache *c) {
   ccache__clear_locked(c, &w, NULL);
   ccache__wsec_end(c, &w);
   ccache__assert(c->programs == NULL && c->items == 0);
+  ccache__readers_destroy(c);
   destroy_sync(c);
   ccache__mem mem = c->mem;
   ccache__free(&mem, c->raw);

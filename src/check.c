@@ -75,7 +75,11 @@ int ccache__check(ccache *c, uint64_t now) {
     if (e->ins_ms < prev_ms) FAIL("insert time decreasing along the FIFO");
     if (d >= c->next_idx - base) FAIL("insert index from the future");
     if (e->hh.hashv != ccache__key_hash(e->key)) FAIL("entry with a stale hash");
-    if (atomic_load(&e->refs) < 1) FAIL("entry in table with no reference");
+    /* Its references: refs plus the leases in readers' slots (mod 2^32),
+     * at least the table's own. */
+    uint32_t refs = atomic_load(&e->refs) + (uint32_t)ccache__readers_slots_of(c, e);
+    if (refs < 1 || refs > (1u << 31)) FAIL("entry in table with %u references", refs);
+    if (e->flags & CCACHE__E_DETACHED) FAIL("entry in table marked detached");
     if (e->program->owner != c) FAIL("entry runs a program of another cache");
     prev_d = d;
     prev_ms = e->ins_ms;

@@ -4,30 +4,97 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "hit.h"
 
-int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
-  if (out) memset(out, 0, sizeof *out);
-  if (!c || !out) return CCACHE_EINVAL;
-  int gate = ccache__gate(c);
-  if (gate != CCACHE_OK) return gate;
-  uint64_t ttl = atomic_load_explicit(&c->ttl_ms, memory_order_relaxed);
-  /* The clock is a user callback: read it before any lock, and only when a
-   * TTL makes it matter. */
-  uint64_t now = ttl == CCACHE_UNBOUNDED ? 0 : ccache__now_ms(c);
-  int rc = ccache__lookup(c, key, now, ttl, true, out);
-  if (rc == CCACHE__EXPIRED) {
-    ccache__expire_key(c, key, now);
-    rc = CCACHE_MISS;
+/* Every fetch that is not the common case: a TTL (the clock is read), no
+ * reader yet, a writer at work, a miss, an expired entry, a closed gate, bad
+ * arguments.  Out of line so the common case below needs no stack frame. */
+__attribute__((noinline)) static int fetch_general(ccache *c, ccache_key key, ccache_lease *out) {
+  if (!c || !out) {
+    if (out) memset(out, 0, sizeof *out);
+    return CCACHE_EINVAL;
   }
+  int rc = ccache__gate(c);
+  if (CCACHE__LIKELY(rc == CCACHE_OK)) {
+    uint64_t ttl = atomic_load_explicit(&c->ttl_ms, memory_order_relaxed);
+    /* The clock is a user callback: read it before any lock, and only when a
+     * TTL makes it matter. */
+    uint64_t now = ttl == CCACHE_UNBOUNDED ? 0 : ccache__now_ms(c);
+    rc = ccache__hit_lookup(c, key, now, ttl, true, out); /* fills out on a hit */
+    if (CCACHE__LIKELY(rc == CCACHE_OK)) return rc;
+    if (rc == CCACHE__EXPIRED) {
+      ccache__expire_key(c, key, now);
+      rc = CCACHE_MISS;
+    }
+  }
+  memset(out, 0, sizeof *out);
   return rc;
 }
 
-void ccache_lease_release(ccache *c, ccache_lease *lease) {
+/* The common case - no TTL, this thread's reader known, no writer, a hit
+ * with a free slot - writes the reader's flag, slot, free bit and hit count;
+ * everything else goes to fetch_general (a miss is looked up again there).
+ * The gate needs no test here: a thread finds its reader in its TLS array
+ * only while the cache is open and not forked away (readers.c). */
+int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
+  ccache__reader *r;
+  unsigned hv = ccache__key_hash(key);
+  if (CCACHE__UNLIKELY(!c || !out || !(r = ccache__reader_front(c)) ||
+                       atomic_load_explicit(&c->ttl_ms, memory_order_relaxed) != CCACHE_UNBOUNDED ||
+                       !ccache__reader_enter(c, r)))
+    return fetch_general(c, key, out);
+  ccache__entry *e;
+  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
+  uint64_t free = atomic_load_explicit(&r->free, memory_order_relaxed);
+  if (CCACHE__UNLIKELY(e == NULL || free == 0)) { /* a miss, or no free slot */
+    ccache__reader_exit(r);
+    return fetch_general(c, key, out);
+  }
+  unsigned i = (unsigned)__builtin_ctzll(free);
+  atomic_store_explicit(&r->free, free & (free - 1), memory_order_relaxed);
+  r->slot[i] = e;
+  out->closure = ccache__entry_closure(e);
+  out->native = e->program->native;
+  out->internal_[0] = e;
+  out->internal_[1] = (void *)((uintptr_t)r | i); /* readers are 512-aligned */
+  ccache__bump(&r->hits, 1);
+  ccache__reader_exit(r);
+  return CCACHE_OK;
+}
+
+__attribute__((noinline)) static void release_general(ccache *c, ccache_lease *lease) {
   if (!c || !lease || !lease->internal_[0] || ccache__forked(c)) return;
   ccache__entry *e = lease->internal_[0];
+  void *slot = lease->internal_[1];
   memset(lease, 0, sizeof *lease);
-  ccache__lease_drop(c, e);
+  ccache__release_slow(c, ccache__reader_get(c), e, slot);
+}
+
+/* The common case: this thread took the lease into its own reader's slot,
+ * the entry is still in the table and no writer is at work: free the slot.
+ * Everything else (a lease in an entry's refs, taken on another thread, a
+ * slot folded since, a zeroed lease) goes to release_general.  A fork child
+ * never gets here: its TLS has no reader (readers.c forgets them). */
+void ccache_lease_release(ccache *c, ccache_lease *lease) {
+  ccache__reader *r;
+  if (CCACHE__LIKELY(c && lease && (r = ccache__reader_front(c)) != NULL)) {
+    void *v = lease->internal_[1];
+    ccache__entry *e = lease->internal_[0];
+    if (CCACHE__LIKELY(ccache__slot_reader(v) == r && ccache__reader_enter(c, r))) {
+      unsigned i = ccache__slot_index(v);
+      if (CCACHE__LIKELY(r->slot[i] == e)) {
+        atomic_store_explicit(&r->free,
+                              atomic_load_explicit(&r->free, memory_order_relaxed) |
+                                  (UINT64_C(1) << i),
+                              memory_order_relaxed);
+        ccache__reader_exit(r);
+        memset(lease, 0, sizeof *lease);
+        return;
+      }
+      ccache__reader_exit(r);
+    }
+  }
+  release_general(c, lease);
 }
 
 int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {

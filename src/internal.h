@@ -8,7 +8,7 @@
  *   0  status.c mem.c sync.c fork.c      no cache logic
  *   1  callback.c flight.c alarm.c       user callbacks; single-flight records; the sweeper's alarm
  *   2  program.c                         the program table (+ its get-or-compile)
- *   3  readers.c                         the closure table's reader side
+ *   3  readers.c                         the closure table's reader side (per-thread readers)
  *   4  table.c                           the closure table: entries, writer sections
  *   5  sweeper.c                         the sweeper thread
  *   6  closure.c compile.c bounds.c      the public closure-table calls
@@ -62,10 +62,15 @@ struct ccache_program {
 
 /* Entry flags. */
 #define CCACHE__E_BORROWED 1u /* closure field holds the owning entry, see table.c */
+#define CCACHE__E_DETACHED 2u /* left the table: refs is exact, releases count there */
 
-/* A closure entry.  refs counts: 1 while it is in the table, 1 per lease,
- * 1 per entry that borrows its closure.  The last one to drop it runs the
- * destroys (closure first, then the program reference). */
+/* A closure entry.  Its references: 1 while it is in the table, 1 per
+ * lease, 1 per entry that borrows its closure.  While it is in the table,
+ * leases taken by hits sit in the readers' slots and refs holds the rest
+ * (mod 2^32: a lease released on another thread than its taker's subtracts
+ * here, so refs alone may read low); when it leaves, the slots are folded in
+ * and refs is exact.  The last reference runs the destroys (closure first,
+ * then the program reference). */
 typedef struct ccache__entry {
   UT_hash_handle hh;   /* closure table; app order = insert order: the FIFO */
   ccache_key key;
@@ -77,27 +82,74 @@ typedef struct ccache__entry {
   uint32_t flags;
 } ccache__entry;
 
-/* A reader stripe: a big-reader lock, split by thread.  Each thread uses
- * one stripe (assigned round-robin on first use), so a hit locks and counts
- * on a line no other thread writes; writers take every stripe.  The first
- * CCACHE__NSTRIPES threads of the process get a stripe each; more threads
- * share, which stays correct and only costs contention. */
-typedef struct ccache__stripe {
-  pthread_mutex_t mu;
-  uint64_t hits, misses;         /* under mu */
-  _Atomic uint64_t leases_out;   /* +1 where a lease is taken, -1 where it is
-                                    released: only the sum over stripes
-                                    (mod 2^64) is the count */
-} ccache__stripe;
+/* Store 1 to *flag, then a StoreLoad fence; and the load that follows it on
+ * the other side of the pairing.  ThreadSanitizer does not model fences, so
+ * its builds use sequentially consistent accesses instead: the same
+ * ordering, which it understands. */
+static inline void ccache__store_fence(_Atomic uint32_t *flag) {
+#if defined(__SANITIZE_THREAD__)
+  atomic_store_explicit(flag, 1, memory_order_seq_cst);
+#else
+  atomic_store_explicit(flag, 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+static inline uint32_t ccache__load_fenced(_Atomic uint32_t *flag) {
+#if defined(__SANITIZE_THREAD__)
+  return atomic_load_explicit(flag, memory_order_seq_cst);
+#else
+  return atomic_load_explicit(flag, memory_order_acquire);
+#endif
+}
 
-/* Two lines per stripe (the adjacent-line prefetcher pairs lines), and the
- * cache itself is placed on a CCACHE__STRIPE_ALIGN boundary (cache.c). */
-#define CCACHE__STRIPE_ALIGN (2 * CCACHE__CACHELINE)
-typedef struct {
-  _Alignas(CCACHE__STRIPE_ALIGN) ccache__stripe s;
-} ccache__stripe_slot;
+/* A reader: one per (thread, cache), made on the thread's first call on the
+ * cache (readers.c).  Everything a hit writes is here, on lines only its
+ * thread writes: the read-side flag, the counts, and the lease slots.
+ *
+ * A lease taken by a hit sits in one of this reader's slots instead of in
+ * the entry's shared reference count (as Linux's percpu_ref keeps counts per
+ * CPU while the object is live).  When an entry leaves the table, the writer
+ * (with every reader outside its section) folds the slots that hold it into
+ * the entry's refs; from then on releases count on refs, exactly. */
+#define CCACHE__SLOTS 32u
+#define CCACHE__SLOT_MASK ((UINT64_C(1) << CCACHE__SLOTS) - 1)
+/* Readers are aligned to two lines (the adjacent-line prefetcher pairs
+ * lines), so a lease can name its reader and slot in one word (reader |
+ * index) and a release tells its own reader's slot from the address alone.
+ * What a writer reads of every reader - `active`, `free`, the link to the
+ * next - is on the first line, so blocking n readers touches n lines. */
+#define CCACHE__READER_ALIGN 128u
+typedef struct ccache__reader {
+  _Alignas(CCACHE__READER_ALIGN) _Atomic uint32_t active; /* in a read-side section */
+  uint32_t pad_;
+  /* Bit i: slot i is free.  Written by the owner (and by writers while it is
+   * outside its sections) with plain stores; read by stats. */
+  _Atomic uint64_t free;
+  _Atomic uint64_t hits, misses; /* written by the owner only, read by stats */
+  /* Outstanding leases this thread counts outside its slots: taken into an
+   * entry's refs (+1) or released from one (-1), mod 2^64.  The leases out
+   * are these, plus the occupied slots, over every reader. */
+  _Atomic uint64_t leases;
+  ccache *cache;
+  uint32_t index; /* in the cache's array of readers, under wlock */
+  struct ccache__entry *slot[CCACHE__SLOTS]; /* a lease each */
+  /* Registry (readers.c), not touched by hits or writers' sections. */
+  void *raw; /* what the allocator returned */
+  struct ccache__reader *tnext, **tpprev; /* its thread's readers, under the registry lock */
+} ccache__reader;
+_Static_assert(__builtin_offsetof(ccache__reader, leases) < CCACHE__CACHELINE,
+               "what writers read of a reader must fit its first line");
+_Static_assert(CCACHE__SLOTS <= CCACHE__READER_ALIGN, "slot index must fit the alignment");
 
-#define CCACHE__NSTRIPES 16u
+/* The calling thread's last few readers, by cache id (readers.c).  Initial
+ * exec TLS: one instruction to reach it, also from the shared library. */
+#define CCACHE__TLS_READERS 4u
+typedef struct ccache__tls {
+  uint64_t id[CCACHE__TLS_READERS];
+  ccache__reader *r[CCACHE__TLS_READERS];
+  unsigned next; /* round-robin replacement */
+} ccache__tls;
+extern _Thread_local ccache__tls ccache__tls_readers __attribute__((tls_model("initial-exec")));
 
 /* A single-flight record: one compile in progress for one key (flight.c). */
 typedef struct ccache__flight {
@@ -119,12 +171,17 @@ typedef struct ccache__counters {
 } ccache__counters;
 
 struct ccache {
-  ccache__stripe_slot stripes[CCACHE__NSTRIPES];
-
-  /* Read by every hit and written only by open and set_limits: kept on a
+  /* Read by every hit, written only by writers, open and set_limits: on a
    * line of its own so puts and counters do not invalidate it. */
   _Alignas(CCACHE__CACHELINE) uint64_t fork_gen;
-  _Atomic int closing;          /* ccache_close() is tearing the cache down */
+  /* Unique per open, and again when close begins: keys the threads' TLS
+   * arrays of readers, so a fresh id sends every thread's next call down the
+   * general path, which checks the gate (readers.c). */
+  _Atomic uint64_t id;
+  _Atomic uint32_t writer_waiting; /* a writer blocks the read side (readers.c) */
+  /* fork_gen while the cache is open; CCACHE__GATE_CLOSED while close tears
+   * it down.  One compare lets every adding call past (ccache__gate). */
+  _Atomic uint64_t gate;
   _Atomic uint64_t ttl_ms;      /* read without a lock by fetch */
   ccache_clock_fn clock_ms;
   void *ctx;
@@ -153,8 +210,13 @@ struct ccache {
   uint64_t nprograms, handles_out, program_hits, program_misses, program_compiles;
 
   _Atomic uint64_t closures_destroyed, programs_destroyed;
-  /* Counts no reader holds any more (readers.c), under wlock; tests seed them. */
-  uint64_t hits_retired, misses_retired;
+  /* The readers (readers.c): a packed array, so a writer blocking them walks
+   * pointers on a few lines and then one line per reader.  And the counts of
+   * readers gone (threads that exited, calls that found no reader).  All
+   * under wlock. */
+  ccache__reader **readers;
+  uint32_t nreaders, readers_cap;
+  uint64_t hits_retired, misses_retired, leases_retired;
 
   /* sweeper (sweeper.c) */
   ccache__mutex sw_mu;
@@ -198,10 +260,15 @@ static inline int ccache__forked(const ccache *c) {
 /* Calls that add to the cache (fetch, put, intern, get-or-compile,
  * set_limits) pass this gate: EFORKED in a fork child, EBUSY while
  * ccache_close() tears the cache down (its destroy callbacks may call in). */
+#define CCACHE__GATE_CLOSED UINT64_MAX
 static inline int ccache__gate(ccache *c) {
-  if (ccache__forked(c)) return CCACHE_EFORKED;
-  if (CCACHE__UNLIKELY(atomic_load_explicit(&c->closing, memory_order_relaxed))) return CCACHE_EBUSY;
-  return CCACHE_OK;
+  if (CCACHE__LIKELY(atomic_load_explicit(&c->gate, memory_order_relaxed) ==
+                     atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed)))
+    return CCACHE_OK;
+  return ccache__forked(c) ? CCACHE_EFORKED : CCACHE_EBUSY;
+}
+static inline bool ccache__closing(const ccache *c) {
+  return atomic_load_explicit(&c->gate, memory_order_relaxed) == CCACHE__GATE_CLOSED;
 }
 /* The charged cost, saturated to 64 bits for the stats. */
 static inline uint64_t ccache__cost_bytes(const ccache *c) {
@@ -265,19 +332,68 @@ void ccache__program_ref(ccache *c, ccache_program *p);
 /* ================================================================ floor 3 */
 
 /* -------------------------------------------------------------- readers.c */
-int ccache__readers_init(ccache *c);
+void ccache__readers_init(ccache *c);
+/* When close begins: a new id, so no thread finds its reader in its TLS any
+ * more and every call takes the general path (which checks the gate). */
+void ccache__readers_renew_id(ccache *c);
+/* At close: forget every reader of c (they are freed). */
 void ccache__readers_destroy(ccache *c);
-/* The calling thread's reader: begin/end a read-side section (the table's
- * structure does not change inside one) and count on it. */
-ccache__stripe *ccache__reader_begin(ccache *c);
-void ccache__reader_end(ccache__stripe *r);
+/* The calling thread's reader for c, made on first use; NULL when that
+ * allocation failed (the caller then counts under wlock). */
+ccache__reader *ccache__reader_find(ccache *c);
+/* Only the TLS array: never registers (for callers holding wlock). */
+/* The rest of the array, moving what it finds to the front (readers.c). */
+ccache__reader *ccache__reader_peek_rest(uint64_t id);
+/* Only the front of the array: what the fast paths look at (no call, so
+ * they need no stack frame); the general paths then move the reader there. */
+static inline ccache__reader *ccache__reader_front(ccache *c) {
+  if (CCACHE__LIKELY(ccache__tls_readers.id[0] == atomic_load_explicit(&c->id, memory_order_relaxed))) {
+    ccache__reader *r = ccache__tls_readers.r[0];
+    if (!r) __builtin_unreachable(); /* only found readers are remembered */
+    return r;
+  }
+  return NULL;
+}
+static inline ccache__reader *ccache__reader_peek(ccache *c) {
+  ccache__reader *r = ccache__reader_front(c);
+  return r ? r : ccache__reader_peek_rest(atomic_load_explicit(&c->id, memory_order_relaxed));
+}
+static inline ccache__reader *ccache__reader_get(ccache *c) {
+  ccache__reader *r = ccache__reader_peek(c);
+  return CCACHE__LIKELY(r != NULL) ? r : ccache__reader_find(c);
+}
+/* A read-side section: the table's structure does not change inside one.
+ * The one StoreLoad fence pairs with the writer's (Dekker): either the
+ * writer sees this reader active and waits, or the reader sees the writer
+ * and takes the slow path (false: not entered; use wlock instead). */
+static inline bool ccache__reader_enter(ccache *c, ccache__reader *r) {
+  ccache__store_fence(&r->active);
+  if (CCACHE__LIKELY(!ccache__load_fenced(&c->writer_waiting))) return true;
+  atomic_store_explicit(&r->active, 0, memory_order_release);
+  return false;
+}
+static inline void ccache__reader_exit(ccache__reader *r) {
+  atomic_store_explicit(&r->active, 0, memory_order_release);
+}
+/* Private counters: a plain load and store, no read-modify-write. */
+static inline void ccache__bump(_Atomic uint64_t *n, uint64_t d) {
+  atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + d, memory_order_relaxed);
+}
+/* Count a lookup, or n leases taken (negative: released), on this thread's
+ * reader, or under wlock when it has none.  The _locked ones need wlock. */
 void ccache__reader_count(ccache *c, bool hit);
-void ccache__reader_leases(ccache *c, int64_t n);
+void ccache__reader_leases_locked(ccache *c, int64_t n);
 /* Writers (wlock held): block / unblock every read-side section. */
 void ccache__readers_block(ccache *c);
 void ccache__readers_unblock(ccache *c);
-/* Sums over every reader (hits, misses, outstanding leases). */
+/* Readers blocked: the leases in slots on entries that have left the table
+ * (E_DETACHED) move into those entries' refs. */
+void ccache__readers_fold_locked(ccache *c);
+/* Sums over every reader and the retired counts (wlock held). */
 void ccache__readers_sum(ccache *c, uint64_t *hits, uint64_t *misses, uint64_t *leases);
+/* How many slots of every reader hold e (wlock held, readers blocked; the
+ * checker's). */
+uint64_t ccache__readers_slots_of(ccache *c, const struct ccache__entry *e);
 
 /* ================================================================ floor 4 */
 
@@ -288,17 +404,31 @@ void ccache__wsec_begin(ccache *c, ccache__wsec *w);
 void ccache__wsec_unblock(ccache *c, ccache__wsec *w);
 void ccache__wsec_end(ccache *c, ccache__wsec *w);
 
-bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl);
+/* Inserted at t: a hit for now < t + ttl, a miss for now >= t + ttl.  Written
+ * without t + ttl, which could overflow. */
+static inline bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
+  return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
+}
 ccache__entry *ccache__entry_new(ccache *c);
 void ccache__entry_free(ccache *c, ccache__entry *e);
-void *ccache__entry_closure(const ccache__entry *e);
+/* The closure an entry runs (its own, or its owner's when borrowed). */
+static inline void *ccache__entry_closure(const ccache__entry *e) {
+  if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
+  return e->closure;
+}
+/* A lease on e held in refs (not in a reader's slot). */
 void ccache__lease_fill(ccache_lease *out, ccache__entry *e);
-/* Hit path: look up key in a read-side section; on a live hit take a lease
- * (counted as a hit).  Returns OK, MISS, or CCACHE__EXPIRED. */
+/* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
+ * MISS, or CCACHE__EXPIRED.  The hit path proper is hit.h's, inlined into
+ * ccache_fetch(); these are its out-of-line forms and slow paths. */
 #define CCACHE__EXPIRED 2
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out);
-void ccache__lease_drop(ccache *c, ccache__entry *e);
+int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
+                        uint64_t ttl, bool count_miss, ccache_lease *out);
+/* A release that is not its own reader's slot, or met a writer: destroys run
+ * here if it was the last reference of an entry that has left the table. */
+void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *slot);
 /* The rest need a writer section (wlock held). */
 ccache__entry *ccache__find_locked(ccache *c, ccache_key key);
 bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure);

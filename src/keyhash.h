@@ -4,8 +4,10 @@
  * its bare-uthash baseline hashes exactly as the library does).
  *
  * Keys are already XXH3-128 fingerprints, so uthash need not hash them again:
- * fold the 128 bits to uthash's 32 with a multiply, which still spreads keys
- * that are not fingerprints (hand-made or sequential ones).
+ * the 128 bits are folded to uthash's 32 by multiply-shift hashing (the high
+ * half of a product with an odd constant), which still spreads keys that are
+ * not fingerprints - sequential ones, or ones whose halves are equal (hence
+ * a different multiplier for each half).  Two multiplies: every hit pays it.
  */
 #ifndef CCACHE_KEYHASH_H
 #define CCACHE_KEYHASH_H
@@ -13,9 +15,7 @@
 #include "ccache.h"
 
 static inline unsigned ccache__key_hash(ccache_key key) {
-  uint64_t x = key.lo * 0x9E3779B97F4A7C15ull ^ key.hi * 0xC2B2AE3D27D4EB4Full;
-  x ^= x >> 29;
-  x *= 0xD6E8FEB86659FD93ull;
+  uint64_t x = (key.lo ^ key.hi * 0xC2B2AE3D27D4EB4Full) * 0x9E3779B97F4A7C15ull;
   return (unsigned)(x >> 32);
 }
 

@@ -68,7 +68,7 @@ int ccache__sweeper_kick(ccache *c, uint64_t ttl) {
   int rc = CCACHE_OK;
   ccache__lock(&c->sw_mu);
   /* Never a new thread once close has begun: it would outlive the cache. */
-  if (!c->sw_started && ttl != CCACHE_UNBOUNDED && !atomic_load(&c->closing)) {
+  if (!c->sw_started && ttl != CCACHE_UNBOUNDED && !ccache__closing(c)) {
     int err = pthread_create(&c->sw_thread, NULL, sweeper_main, c);
     if (err == 0)
       c->sw_started = 1;

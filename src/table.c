@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "hit.h"
 
 #ifdef CCACHE_TESTING
 void (*ccache__after_write_hook)(ccache *c);
@@ -36,11 +36,7 @@ void ccache__entry_free(ccache *c, ccache__entry *e) { ccache__free(&c->mem, e);
  * destroy it, yet leases on the replaced entry must keep it valid.  So the new
  * entry *borrows* the closure: its closure field points at the owning entry
  * (the first one that stored it) and holds a reference on it; the closure is
- * destroyed when the owner's last reference goes. */
-void *ccache__entry_closure(const ccache__entry *e) {
-  if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
-  return e->closure;
-}
+ * destroyed when the owner's last reference goes (ccache__entry_closure). */
 
 static ccache__entry *owner_of(ccache__entry *e) {
   return (e->flags & CCACHE__E_BORROWED) ? (ccache__entry *)e->closure : e;
@@ -66,40 +62,72 @@ void ccache__lease_fill(ccache_lease *out, ccache__entry *e) {
   out->closure = ccache__entry_closure(e);
   out->native = e->program->native;
   out->internal_[0] = e;
+  out->internal_[1] = NULL; /* counted in e->refs */
 }
 
 /* ------------------------------------------------------------ the hit path */
 
-bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
-  /* Inserted at t: a hit for now < t + ttl, a miss for now >= t + ttl.
-   * Written without t + ttl, which could overflow. */
-  return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
+
+/* The slow path of a lookup: a writer holds (or wants) the table, or this
+ * thread has no reader.  The same lookup under wlock; counts on the reader,
+ * or in the retired counts. */
+int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
+                        uint64_t ttl, bool count_miss, ccache_lease *out) {
+  ccache__entry *e;
+  ccache__lock(&c->wlock);
+  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
+  bool hit = e && !ccache__expired(e->ins_ms, now, ttl);
+  if (hit) {
+    ccache__take_lease(r, e, out);
+    if (!r && !out->internal_[1]) c->leases_retired++;
+  }
+  if (hit || count_miss) {
+    if (r)
+      ccache__bump(hit ? &r->hits : &r->misses, 1);
+    else if (hit)
+      c->hits_retired++;
+    else
+      c->misses_retired++;
+  }
+  ccache__unlock(&c->wlock);
+  return hit ? CCACHE_OK : e ? CCACHE__EXPIRED : CCACHE_MISS;
 }
 
-/* No allocation, no program refcount, nothing written but the thread's own
- * reader and the entry's refs. */
 int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
                    ccache_lease *out) {
-  unsigned hv = ccache__key_hash(key);
-  ccache__entry *e;
-  ccache__stripe *r = ccache__reader_begin(c);
-  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
-  if (CCACHE__LIKELY(e != NULL) && !ccache__expired(e->ins_ms, now, ttl)) {
-    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&r->leases_out, 1, memory_order_relaxed);
-    r->hits++;
-    ccache__reader_end(r);
-    ccache__lease_fill(out, e);
-    return CCACHE_OK;
-  }
-  if (count_miss) r->misses++;
-  ccache__reader_end(r);
-  return e ? CCACHE__EXPIRED : CCACHE_MISS;
+  return ccache__hit_lookup(c, key, now, ttl, count_miss, out);
 }
 
-void ccache__lease_drop(ccache *c, ccache__entry *e) {
-  ccache__reader_leases(c, -1);
-  entry_unref(c, e);
+/* Inside a read-side section or under wlock, for a lease that is not in
+ * r's slot: it counts in e->refs.  Returns true when e has left the table:
+ * refs is then exact, and the caller drops the lease's reference there,
+ * outside (it may be the last). */
+static bool release_refs(ccache *c, ccache__reader *r, ccache__entry *e) {
+  if (r)
+    ccache__bump(&r->leases, (uint64_t)-1);
+  else
+    c->leases_retired--;
+  if (!(e->flags & CCACHE__E_DETACHED)) {
+    /* Taken under wlock, with no free slot, or by another thread (whose slot
+     * keeps its count until e leaves and is folded): the table holds one
+     * more, so this is never the last. */
+    atomic_fetch_sub_explicit(&e->refs, 1, memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *slot) {
+  bool left;
+  if (r && ccache__reader_enter(c, r)) {
+    left = !ccache__own_slot(r, e, slot) && release_refs(c, r, e);
+    ccache__reader_exit(r);
+  } else {
+    ccache__lock(&c->wlock);
+    left = !ccache__own_slot(r, e, slot) && release_refs(c, r, e);
+    ccache__unlock(&c->wlock);
+  }
+  if (left) entry_unref(c, e);
 }
 
 /* ------------------------------------------------------- writer sections */
@@ -139,6 +167,9 @@ static void graveyard_drain(ccache *c, ccache__graveyard *gy) {
 }
 
 void ccache__wsec_end(ccache *c, ccache__wsec *w) {
+  /* Entries that left: the leases in readers' slots move to their refs
+   * while the readers are still blocked. */
+  if (w->gy.head) ccache__readers_fold_locked(c);
   ccache__wsec_unblock(c, w);
   ccache__unlock(&c->wlock);
   if (w->ring_alarm) ccache__alarm_ring(c);
@@ -167,10 +198,12 @@ bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closur
   return cur && ccache__entry_closure(cur) == closure;
 }
 
+/* For a flight's owner and waiters: in refs, since the waiters' readers
+ * are theirs to write. */
 void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease *out) {
   ccache__assert_held(&c->wlock);
   atomic_fetch_add_explicit(&e->refs, n, memory_order_relaxed);
-  ccache__reader_leases(c, n);
+  ccache__reader_leases_locked(c, n);
   if (out) ccache__lease_fill(out, e);
 }
 
@@ -205,6 +238,7 @@ void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_
   ccache__assert_held(&c->wlock);
   block_readers(c, w);
   HASH_DELETE(hh, c->table, e);
+  e->flags |= CCACHE__E_DETACHED; /* once; releases read it in their sections */
   c->items--;
   uncharge_locked(c, e->program);
   if (cause) (*cause)++;

@@ -176,7 +176,13 @@ static void take_snap(ccache *c, t_ctx *t, hook *h, snap *s) {
   s->handles_out = c->handles_out;
   s->n = c->n;
   s->s = t_stats(c);
-  s->live_bytes = h->live_bytes;
+  /* A thread's reader (src/readers.c) is made on its first call on a cache,
+   * whatever that call's outcome, and lives as long as the thread, as does
+   * the cache's array of readers: not cache content an ENOMEM could have
+   * leaked.  The rest must not grow. */
+  int64_t readers = c->nreaders, array = c->readers ? c->readers_cap * (int64_t)sizeof(void *) : 0;
+  s->live_bytes = h->live_bytes - array -
+                  readers * (int64_t)(sizeof(ccache__reader) + CCACHE__READER_ALIGN);
 }
 
 /* After an ENOMEM: the cache is as it was (see the file comment). */
