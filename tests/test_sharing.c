@@ -175,9 +175,123 @@ static void two_threads_share_one_closure_and_release_across_threads(void **stat
   free(s);
 }
 
+/* The same contract while the entry stays in the table: a lease taken on
+ * one thread and released on another never leaves the table's count wrong,
+ * whichever thread later takes or releases, and the destroys wait for the
+ * entry to leave.  Phases:
+ *  1. A compiles K(2) and keeps its lease.
+ *  2. B releases that lease (the entry is still in the table).
+ *  3. A and B each fetch K(2) again (hits): both hold a lease.
+ *  4. A releases B's lease, B releases A's.
+ * Then the main thread, with no lease out, removes K(2): the destroys run
+ * there, once. */
+static void *thread_a2(void *arg) {
+  sharing *s = arg;
+  s->rc_a = ccache_get_or_compile(s->c, K(2), compile_on_a, s, &s->lease_a);
+  phase_end(s); /* 1 */
+  phase_end(s); /* 2 */
+  s->rc_a = ccache_fetch(s->c, K(2), &s->lease_a);
+  phase_end(s); /* 3 */
+  ccache_lease_release(s->c, &s->lease_b); /* taken on B */
+  phase_end(s); /* 4 */
+  return NULL;
+}
+
+static void *thread_b2(void *arg) {
+  sharing *s = arg;
+  phase_end(s); /* 1 */
+  ccache_lease_release(s->c, &s->lease_a); /* taken on A */
+  phase_end(s); /* 2 */
+  s->rc_b = ccache_fetch(s->c, K(2), &s->lease_b);
+  phase_end(s); /* 3 */
+  ccache_lease_release(s->c, &s->lease_a); /* taken on A */
+  phase_end(s); /* 4 */
+  return NULL;
+}
+
+static void cross_thread_releases_while_the_entry_stays(void **state) {
+  (void)state;
+  sharing *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  ccache_config cfg;
+  t_config(&cfg, &s->t);
+  cfg.destroy_closure = destroy_closure_where;
+  cfg.destroy_program = destroy_program_where;
+  cfg.ctx = s;
+  assert_int_equal(ccache_open(&cfg, &s->c), CCACHE_OK);
+  assert_int_equal(pthread_barrier_init(&s->step, NULL, 3), 0);
+  assert_int_equal(pthread_create(&s->thread_a, NULL, thread_a2, s), 0);
+  assert_int_equal(pthread_create(&s->thread_b, NULL, thread_b2, s), 0);
+
+  phase_done(s); /* 1: A compiled K(2) and holds a lease */
+  assert_int_equal(s->rc_a, CCACHE_OK);
+  assert_int_equal(s->compile_calls, 1);
+  ccache_stats st = t_stats(s->c);
+  assert_int_equal(st.misses, 1);
+  assert_int_equal(st.leases_out, 1);
+  phase_go(s);
+
+  phase_done(s); /* 2: B released A's lease; the entry is still in */
+  assert_null(s->lease_a.closure);
+  st = t_stats(s->c);
+  assert_int_equal(st.leases_out, 0);
+  assert_int_equal(st.items, 1);
+  assert_int_equal(st.programs, 1);
+  assert_int_equal(s->t.closures_destroyed, 0);
+  assert_int_equal(s->t.programs_destroyed, 0);
+  t_check(s->c, &s->t);
+  phase_go(s);
+
+  phase_done(s); /* 3: both hit and hold a lease */
+  assert_int_equal(s->rc_a, CCACHE_OK);
+  assert_int_equal(s->rc_b, CCACHE_OK);
+  assert_int_equal(s->compile_calls, 1);
+  assert_ptr_equal(s->lease_a.closure, s->lease_b.closure);
+  assert_ptr_equal(s->lease_a.native, s->lease_b.native);
+  assert_int_equal(t_id(s->lease_b.closure), 70);
+  st = t_stats(s->c);
+  assert_int_equal(st.hits, 2);
+  assert_int_equal(st.misses, 1);
+  assert_int_equal(st.leases_out, 2);
+  t_check(s->c, &s->t);
+  phase_go(s);
+
+  phase_done(s); /* 4: each released the other's lease */
+  assert_null(s->lease_a.closure);
+  assert_null(s->lease_b.closure);
+  st = t_stats(s->c);
+  assert_int_equal(st.leases_out, 0);
+  assert_int_equal(st.items, 1);
+  assert_int_equal(s->t.closures_destroyed, 0);
+  assert_int_equal(s->t.programs_destroyed, 0);
+  t_check(s->c, &s->t);
+  phase_go(s);
+
+  assert_int_equal(pthread_join(s->thread_a, NULL), 0);
+  assert_int_equal(pthread_join(s->thread_b, NULL), 0);
+  pthread_barrier_destroy(&s->step);
+  /* No lease out: removing the entry destroys both, here, once. */
+  assert_int_equal(ccache_remove(s->c, K(2)), CCACHE_OK);
+  st = t_stats(s->c);
+  assert_int_equal(st.items, 0);
+  assert_int_equal(st.programs, 0);
+  assert_int_equal(st.leases_out, 0);
+  assert_int_equal(st.closures_destroyed, 1);
+  assert_int_equal(st.programs_destroyed, 1);
+  assert_int_equal(s->t.closures_destroyed, 1);
+  assert_int_equal(s->t.programs_destroyed, 1);
+  assert_true(pthread_equal(s->closure_destroyed_on, pthread_self()));
+  t_check(s->c, &s->t);
+  t_close(s->c);
+  assert_int_equal(s->t.closures_destroyed, 1);
+  assert_int_equal(s->t.programs_destroyed, 1);
+  free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(two_threads_share_one_closure_and_release_across_threads),
+      cmocka_unit_test(cross_thread_releases_while_the_entry_stays),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
