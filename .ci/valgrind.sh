@@ -21,7 +21,7 @@ run_one() {
   name="$(basename "$exe")"
   log="build/valgrind/memcheck/$name.log"
   start=$(date +%s)
-  if timeout 900 valgrind --error-exitcode=1 --leak-check=full --track-origins=yes \
+  if timeout 900 valgrind --error-exitcode=1 --leak-check=full --track-origins=yes --num-callers=40 \
        --suppressions=.ci/valgrind.supp \
        --quiet "$exe" >"$log" 2>&1; then
     echo "valgrind: $name OK ($(( $(date +%s) - start )) s)"

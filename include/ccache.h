@@ -164,7 +164,11 @@ CCACHE_API unsigned ccache_version(void);
   X(EDEADLK, -5, "a compile asked for its own key (directly or through a "     \
                  "cycle on the same thread)")                                  \
   X(EFORKED, -6, "the cache was created in the parent process before fork()")  \
-  X(ETHREAD, -7, "the sweeper thread could not be started")
+  X(ETHREAD, -7, "the sweeper thread could not be started")                  \
+  X(ENOTSUP, -8, "not supported by this build (e.g. the Redis tier without "   \
+                 "hiredis)")                                                   \
+  X(EPERM, -9, "refused: a tier's directory is not private to this user")     \
+  X(EIO, -10, "a tier could not be opened or used (I/O error)")
 
 /** Status codes returned by ccache calls. */
 typedef enum ccache_status {
@@ -180,6 +184,21 @@ typedef enum ccache_status {
  *         free it.  Thread-safe.
  */
 CCACHE_API const char *ccache_strerror(int status);
+
+/**
+ * @brief One line of detail about the most recent failed call on this
+ * thread that records one.
+ *
+ * Calls whose failure is worth a name (the path of a refused tier
+ * directory, a bad server list) record a line of text in thread-local
+ * storage before returning their status: ccache_tier_disk() and
+ * ccache_tier_redis() do.  Calls that record nothing leave it unchanged, and
+ * a later success does not clear it; compare with the status you got.
+ * @return a NUL-terminated string owned by the library ("" if nothing was
+ *         recorded on this thread); never NULL.  Valid until the next ccache
+ *         call on this thread; never free it.  Thread-safe (per thread).
+ */
+CCACHE_API const char *ccache_error_detail(void);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -197,6 +216,13 @@ typedef struct ccache_key {
 
 /** An open cache.  Opaque; create with ccache_open(). */
 typedef struct ccache ccache;
+
+/** Serialisation callbacks for tiers (see "Persistent tiers" below). */
+typedef struct ccache_codec ccache_codec;
+
+/** A persistent tier (a backend plus the cache's state for it).  Opaque;
+ *  see "Persistent tiers" below. */
+typedef struct ccache_tier ccache_tier;
 
 /**
  * A program handle.  Opaque.  Every handle returned by ccache_program_intern(),
@@ -231,6 +257,13 @@ typedef struct ccache_lease {
 
 /** Bound value meaning "no bound" (for max_items, ttl_ms, max_cost_bytes). */
 #define CCACHE_UNBOUNDED UINT64_MAX
+
+/** Largest `size` any versioned struct of this API may claim (config, stats,
+ *  options): a larger one is taken for a struct that was never set up. */
+#define CCACHE_STRUCT_SIZE_MAX 4096u
+
+/** What ccache_config_init() writes in ccache_config::magic ("ccfg"). */
+#define CCACHE_CONFIG_MAGIC 0x63636667u
 
 /**
  * Destroy callback for a closure or a native program.
@@ -269,8 +302,14 @@ typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
  */
 typedef struct ccache_config {
   /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
-   *  grow the struct.  A size smaller than version 0.1's struct is EINVAL. */
+   *  grow the struct.  Below the fields up to alloc_ctx (a struct without the
+   *  tier fields gets their defaults) or above CCACHE_STRUCT_SIZE_MAX is
+   *  EINVAL. */
   uint32_t size;
+  /** CCACHE_CONFIG_MAGIC, set by ccache_config_init(): a config that never
+   *  went through it (stack garbage) is refused with EINVAL, never used.
+   *  Since 0.2. */
+  uint32_t magic;
   /** 1 (default): a background sweeper thread expires entries every ttl/2
    *  while ttl_ms is finite.  0: no thread is ever started; call
    *  ccache_sweep() yourself (fetch still never returns an expired entry). */
@@ -302,12 +341,38 @@ typedef struct ccache_config {
   ccache_free_fn free;
   /** Passed to alloc and free. */
   void *alloc_ctx;
+  /* ---- Persistent tiers (0.2; see "Persistent tiers").  A config whose
+   * size ends before these fields (a 0.1 caller's) gets their defaults. ---- */
+  /** Serialisation callbacks, copied at open (the struct need not outlive
+   *  ccache_open()); NULL (default): the tiers are never used (they are
+   *  still owned and closed by the cache). */
+  const ccache_codec *codec;
+  /** The runtime's identity (its version, target, compile flags): entries
+   *  made under another tag are never loaded.  Copied at open; NULL (default)
+   *  is the same as "".  Any length. */
+  const char *runtime_tag;
+  /** Programs whose compile callback ran for less than this many
+   *  microseconds are not written to the tiers (writing costs more than
+   *  compiling them again).  Default 1000 (1 ms); 0 stores every program. */
+  uint64_t tier_min_compile_us;
+  /** @p n_tiers tiers, the one asked first (the fastest, e.g. the disk) at
+   *  index 0.  On CCACHE_OK from ccache_open() the cache owns every one of
+   *  them and closes them in ccache_close(); on any error the caller still
+   *  owns them all.  The array itself is not retained.  NULL only when
+   *  n_tiers is 0. */
+  ccache_tier *const *tiers;
+  /** Number of tiers, 0 (default) .. CCACHE_MAX_TIERS. */
+  uint32_t n_tiers;
 } ccache_config;
 
+/** Most tiers one cache may have (ccache_config::n_tiers). */
+#define CCACHE_MAX_TIERS 8u
+
 /**
- * @brief Fill @p cfg with the defaults: size = sizeof *cfg, every bound
- * CCACHE_UNBOUNDED, sweeper_thread 1, no callbacks, no allocator hook,
- * CLOCK_MONOTONIC.
+ * @brief Fill @p cfg with the defaults: size = sizeof *cfg, magic =
+ * CCACHE_CONFIG_MAGIC, every bound CCACHE_UNBOUNDED, sweeper_thread 1, no
+ * callbacks, no allocator hook, CLOCK_MONOTONIC, no codec, no tiers,
+ * tier_min_compile_us 1000.
  * @param cfg caller-owned; NULL is a no-op.  Thread-safe.
  */
 CCACHE_API void ccache_config_init(ccache_config *cfg);
@@ -317,18 +382,28 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  * @param cfg options (copied); must come from ccache_config_init().
  * @param out receives the new cache, owned by the caller until
  *            ccache_close() returns CCACHE_OK.  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out, cfg->size too small, a
- *         bound of 0, alloc without free or free without alloc);
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below the
+ *         struct up to alloc_ctx (the fields before the tiers, which then
+ *         take their defaults) or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic
+ *         not CCACHE_CONFIG_MAGIC: a config that never went through
+ *         ccache_config_init(); a bound of 0; alloc without free or free
+ *         without alloc; n_tiers over CCACHE_MAX_TIERS, NULL tiers with
+ *         n_tiers > 0, a NULL tier, a tier listed twice or already owned by
+ *         another cache, a codec with a NULL callback);
  *         CCACHE_ENOMEM; CCACHE_ETHREAD (the sweeper thread could not start).
+ *         On every error the caller keeps its tiers.
  * Thread-safe.  If ttl_ms is finite and sweeper_thread is 1, the sweeper
- * thread starts here.
+ * thread starts here.  With a codec, each tier's attach op runs here (its
+ * failure disables that tier for this cache and counts in tier_errors; it is
+ * not an error of the open).
  */
 CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
 
 /**
  * @brief Close a cache: stop and join its sweeper thread (at once, whatever
- * the TTL), destroy every closure and program it still holds (closures
- * first), and free it.
+ * the TTL) and its lease-renewal thread, destroy every closure and program
+ * it still holds (closures first), close its tiers (each tier's close op,
+ * in tier order), and free it.
  * @param c the cache; NULL is a no-op returning CCACHE_OK.
  * @return CCACHE_OK (c is freed); CCACHE_EBUSY, nothing changed and the cache
  *         still usable, while any lease or program handle is outstanding,
@@ -601,6 +676,11 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  * @brief ccache_program_fetch(), or compile the program once whatever the
  * number of concurrent callers; same contract as ccache_get_or_compile() at
  * the program level (program_hits, program_misses, program_compiles, waits).
+ * With tiers and a codec (see "Persistent tiers"), the owner of a miss asks
+ * the tiers before compiling: a tier hit counts program_misses +1 and
+ * tier_hits +1, never program_compiles (which counts only compile callbacks
+ * that really ran), and the compile callback is not called.  Tier failures
+ * never change the status returned here.
  * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
  * @return CCACHE_OK; CCACHE_EINVAL; CCACHE_ECOMPILE; CCACHE_ENOMEM (the
  *         native program was destroyed); CCACHE_EDEADLK; CCACHE_EFORKED.
@@ -609,6 +689,455 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
 CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
                                              ccache_program_compile_fn compile, void *ud,
                                              ccache_program **out);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Persistent tiers
+ *
+ * Tiers let compiled programs outlive the process and be shared between
+ * processes: a directory on this machine (ccache_tier_disk()), a Redis
+ * server for a fleet (ccache_tier_redis()), or a backend of your own
+ * (ccache_tier_custom()).
+ *
+ * **Model.**  Tiers sit behind the *program* table only; the closure table
+ * and every hit path (ccache_fetch(), ccache_program_fetch(), a program
+ * already interned) never touch a tier.  When ccache_program_get_or_compile()
+ * misses, the one thread that owns the miss (the single-flight owner; the
+ * other threads for that key wait for it as usual):
+ *  1. asks the tiers top-down (tiers[0] first).  A usable entry in tier i is
+ *     decoded into a native program and written to tiers 0..i-1 ("fills the
+ *     tiers above"); nothing is compiled.
+ *  2. otherwise takes each tier's compile lock in tier order.  A lock another
+ *     process holds (CCACHE_EBUSY) is retried with a backoff from the tier's
+ *     poll_ms doubling up to poll_max_ms, and after every failed attempt that
+ *     tier is asked again: when the other process publishes, this one loads
+ *     its entry instead of compiling.  Past the tier's wait_ms it stops
+ *     waiting and compiles without the remaining locks.  After taking a lock
+ *     the tier is asked once more (the holder may have published just before
+ *     letting go).
+ *  3. runs the compile callback (no cache lock held; the tier locks are),
+ *     and if it ran for at least tier_min_compile_us and the codec does not
+ *     answer CCACHE_CODEC_SKIP, encodes the program once and writes the entry
+ *     to every tier;
+ *  4. releases the locks in reverse order.
+ * Leased locks (lease_ms > 0, e.g. Redis) are renewed every lease_ms/3 by
+ * one library thread per cache, started the first time a leased lock is
+ * taken and joined by ccache_close(); the compiling thread never renews.
+ *
+ * **Failures never fail a fetch.**  A tier op that fails (I/O error, full
+ * disk, vanished directory, unreachable server) and a codec call that fails
+ * count in tier_errors, and the cache proceeds as if that tier were absent:
+ * the program is compiled.  Every entry is verified in full before the codec
+ * sees a byte; one that fails (torn, truncated, bit-flipped, not an entry)
+ * counts in tier_corrupt, is removed through the tier's remove op, and the
+ * program is compiled.  An intact entry written under another runtime tag is
+ * a miss (never loaded, never tier_corrupt).
+ *
+ * **Entry format** (the core writes and checks it; backends store opaque
+ * blobs).  Little-endian:
+ *   magic "CCTIER\0\n" (8 bytes), u32 format version (CCACHE_TIER_FORMAT),
+ *   u32 header length (56), u64 key.lo, u64 key.hi, u64 XXH3-64 of the
+ *   runtime tag, u64 payload length, u64 creation time (ms since the Unix
+ *   epoch), the payload (the codec's bytes), then XXH3-128 of header and
+ *   payload (u64 low half, u64 high half).
+ *
+ * **Keys must be stable across processes.**  An entry is found by its
+ * program key alone, in another process, maybe after a restart or on another
+ * machine: derive program keys from what the program *is* (the fingerprint
+ * builder's keys of op, shapes, dtypes, attributes, target are), never from
+ * anything that differs between processes (pointers, addresses, handles,
+ * counters, ASLR-dependent values).  Whatever the program depends on that
+ * the key does not hold (the compiler's version, the CPU features targeted,
+ * compile flags) belongs in ccache_config::runtime_tag.
+ *
+ * **Trust.**  A tier is trusted: whoever can write to it can hand every
+ * process that uses it a program to run (the checksum detects accidents, not
+ * attacks).  The directory tier therefore refuses a directory that is not
+ * private to the user (see ccache_tier_disk()); a Redis server must be
+ * writable only by parties you trust, over a network path you trust (no TLS:
+ * see ccache_redis_options).
+ *
+ * **Lock order.**  Tier ops and codec callbacks are never called while the
+ * cache holds any of its own locks; they may call into the cache (except
+ * ccache_close() on it).  The tier compile locks are held across the compile
+ * callback, which may itself miss on other program keys (nested compiles):
+ * backends must not make a thread wait on a lock it already holds.
+ * @{ */
+
+/** Version of the entry format, in every entry and in every namespace. */
+#define CCACHE_TIER_FORMAT 1u
+
+/** What ccache_codec::encode returns for a program that must never reach a
+ *  tier (not an error: nothing is counted). */
+#define CCACHE_CODEC_SKIP 1
+
+/**
+ * Serialisation callbacks, one set per cache (ccache_config::codec),
+ * supplied by the runtime.  Each runs on the thread that owns the miss (a
+ * caller of ccache_program_get_or_compile()), with no cache lock held; it
+ * may be called from several threads at once for different keys.  Each may
+ * call into the cache, except ccache_close() on it.
+ */
+struct ccache_codec {
+  /**
+   * Serialise a program just compiled.
+   * @param ctx ccache_codec::ctx.
+   * @param pkey its program key.
+   * @param native the native program the compile callback returned, not yet
+   *        interned: read it, do not keep or free it.
+   * @param bytes set to the serialised bytes (any allocation of yours;
+   *        given back once through free_bytes after they are written).
+   * @param len set to their length in bytes, at most 2^40.
+   * @return 0 with *bytes and *len set; CCACHE_CODEC_SKIP (this program is
+   *         never stored; *bytes is not read); anything else is a failure
+   *         (tier_errors +1, nothing stored, the fetch still succeeds).
+   */
+  int (*encode)(void *ctx, ccache_key pkey, void *native, void **bytes, size_t *len);
+  /**
+   * Give back what encode() returned in *bytes (once per successful encode).
+   * @param ctx ccache_codec::ctx.
+   * @param bytes, len as encode() set them.
+   */
+  void (*free_bytes)(void *ctx, void *bytes, size_t len);
+  /**
+   * Build a native program from verified bytes (an entry whose checksum,
+   * key, length and runtime tag all matched).
+   * @param ctx ccache_codec::ctx.
+   * @param pkey the program key.
+   * @param bytes @p len bytes, owned by the library, valid only during the
+   *        call (copy what you keep).
+   * @param native_out set to the new native program: on 0, ownership passes
+   *        to the cache, which destroys it with destroy_program like a
+   *        compiled one.
+   * @param cost_out set to its cost in bytes (see ccache_program_intern()).
+   * @return 0 on success; non-zero: tier_errors +1, nothing is taken, and
+   *         the program is compiled instead.
+   */
+  int (*decode)(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
+                uint64_t *cost_out);
+  void *ctx; /**< passed to the three callbacks */
+};
+
+/**
+ * Backend operations, for your own backends (ccache_tier_custom()); the
+ * library's backends use the same table.  Every op receives the @c state
+ * given to ccache_tier_custom().  Ops may be called from any thread,
+ * concurrently with each other for different keys (and get/put/remove
+ * concurrently for the same key); renew() runs on the library's renewal
+ * thread.  No op is called with a cache lock held.  Status returns use the
+ * CCACHE_* codes; an op must never call exit() or abort() on an I/O failure.
+ */
+typedef struct ccache_tier_ops {
+  uint32_t size;    /**< sizeof(ccache_tier_ops); smaller is CCACHE_EINVAL */
+  const char *name; /**< "disk", "redis", ...: a static string, or NULL ("custom") */
+  /**
+   * Called once per cache, at ccache_open() (only if the cache has a codec):
+   * the namespace every key of this cache lives in, "v<format>/<hash>" with
+   * the hash the XXH3-64 of the runtime tag as 16 lowercase hex digits (e.g.
+   * "v1/3f2a9c0d11e2b4a7").  Two runtime tags never share a namespace.  The
+   * disk tier maps it to <dir>/v1/<hash>/, the Redis tier to
+   * <prefix>:v1:<hash>:.  @p ns is valid only during the call.
+   * May be NULL.  A negative status disables the tier for this cache
+   * (tier_errors +1).
+   */
+  int (*attach)(void *state, const char *ns);
+  /**
+   * Look up the entry for @p pkey.
+   * @return CCACHE_OK with *blob and *len set (given back once through
+   *         free_blob); CCACHE_MISS; or a negative status (tier_errors +1,
+   *         treated as a miss).
+   */
+  int (*get)(void *state, ccache_key pkey, void **blob, size_t *len);
+  /** Give back a blob returned by get(). */
+  void (*free_blob)(void *state, void *blob, size_t len);
+  /**
+   * Store (or replace) the entry for @p pkey; @p blob (@p len bytes) is
+   * valid only during the call.  Should be atomic: a concurrent get() sees
+   * the old entry, the new one or none, never a mix (a torn entry is caught
+   * by the checksum, but costs a compile).
+   * @return CCACHE_OK or a negative status (tier_errors +1).
+   */
+  int (*put)(void *state, ccache_key pkey, const void *blob, size_t len);
+  /** Remove the entry for @p pkey (it failed verification).
+   *  @return CCACHE_OK, CCACHE_MISS or a negative status.  May be NULL. */
+  int (*remove)(void *state, ccache_key pkey);
+  /**
+   * Try once, without blocking, to take the compile lock for @p pkey.
+   * @param lock set on CCACHE_OK to a handle of yours, passed to renew()
+   *        and unlock().
+   * @return CCACHE_OK; CCACHE_EBUSY (another holder has it: the core waits
+   *         and retries); or another negative status (tier_errors +1: the
+   *         core proceeds without this tier's lock).
+   * NULL: this tier has no locks (then unlock and renew are unused).
+   */
+  int (*lock)(void *state, ccache_key pkey, void **lock);
+  /**
+   * Extend a leased lock; called every lease_ms/3 from the renewal thread
+   * while the compile runs.  Never called concurrently with unlock() on the
+   * same handle.
+   * @return CCACHE_OK, or a negative status (the lease is lost:
+   *         tier_errors +1, no more renewals for it; the compile goes on).
+   * Required when lease_ms > 0; unused (may be NULL) when lease_ms is 0
+   * (locks that never expire, e.g. ones the kernel drops when their holder
+   * dies).
+   */
+  int (*renew)(void *state, void *lock);
+  /** Release a lock taken by lock().  Required when lock is set. */
+  void (*unlock)(void *state, void *lock);
+  /** Free the backend and @c state: once, from ccache_close() or
+   *  ccache_tier_free().  May be NULL. */
+  void (*close)(void *state);
+  uint64_t lease_ms;    /**< lock lease, ms: 0 (locks do not expire) or >= 3 */
+  uint64_t poll_ms;     /**< first wait between lock attempts while EBUSY, ms, >= 1 */
+  uint64_t poll_max_ms; /**< backoff cap, ms, >= poll_ms */
+  uint64_t wait_ms;     /**< total wait for a busy lock before compiling without
+                             it, ms (0: never wait) */
+} ccache_tier_ops;
+
+/**
+ * @brief Make a tier from your own backend.
+ * @param ops copied (need not outlive the call).  Required: get, free_blob,
+ *        put; unlock whenever lock is set; renew whenever lease_ms > 0.  When
+ *        lock is set: 1 <= poll_ms <= poll_max_ms.
+ * @param state passed to every op; freed by ops->close when the tier is
+ *        freed (not on error: on error it stays yours).
+ * @param out receives the tier, owned by the caller until a successful
+ *        ccache_open() takes it (or ccache_tier_free()).  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL ops or out, ops->size too small, a
+ *         required op missing, lease_ms 1 or 2, bad poll bounds);
+ *         CCACHE_ENOMEM.  Thread-safe.
+ */
+CCACHE_API int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **out);
+
+/**
+ * @brief Free a tier that no cache owns (ops->close runs).
+ * @param t a tier from ccache_tier_custom(), ccache_tier_disk() or
+ *        ccache_tier_redis() that was never handed to a successful
+ *        ccache_open() (a cache frees its own tiers); NULL is a no-op.
+ * Freeing a tier a cache owns is a caller error.
+ */
+CCACHE_API void ccache_tier_free(ccache_tier *t);
+
+/**
+ * Options of the directory tier.  Initialise with ccache_disk_options_init().
+ *
+ * **Layout.**  One file per program at
+ * <dir>/v<format>/<runtime-tag hash>/<2 hex>/<32 hex key> (the 2 hex digits
+ * are the key's first two; the key is key.hi then key.lo, 16 lowercase hex
+ * digits each), so two runtime versions never overwrite each other.  Also in
+ * <dir>/v<format>/: "lock" (the compile locks: byte-range locks, see below)
+ * and "size" (the running total of entry bytes).  Writers create
+ * ".tmp.<pid>.<n>" in the entry's directory and publish it with one
+ * rename(); a stale temporary file (its writer dead, or over an hour old) is
+ * removed by the next writer in that directory or by the cleaner.
+ *
+ * **One compile per machine.**  The compile lock of a key is an
+ * open-file-description byte-range lock (F_OFD_SETLK) on byte (key.lo mod
+ * 4096) of the lock file, which is opened O_CLOEXEC: the kernel drops it
+ * when its holder dies, and only the holder's own unlock or death releases
+ * it (unlike classic POSIX record locks, which any close() of the file in the
+ * process drops).  The lock file never grows.  Two keys that share a byte
+ * only make one wait for the other, since a waiter looks for the entry again
+ * after each attempt.  Within one process, threads that miss on keys sharing
+ * a byte do not wait for each other (the process already holds it).  A
+ * process fork()ed from one holding such a lock does not keep it alive.
+ *
+ * **Size cap.**  Sizes are the entry files' lengths (directories and
+ * filesystem blocks not counted).  Every write adds to the shared running
+ * total; when it exceeds max_bytes, one process (the others skip) lists
+ * every entry and removes the least recently used first (age = the file's
+ * modification time, refreshed by a hit at most once per
+ * touch_interval_ms), down to 90 % of the cap, then corrects the total.  So
+ * the directory stays under the cap plus the entries written while a
+ * clean-up runs (one, for a single writer).  The cap covers every runtime
+ * tag under <dir>/v<format>/.
+ *
+ * Needs a local filesystem with open-file-description locks (Linux >= 3.15;
+ * not NFS).
+ */
+typedef struct ccache_disk_options {
+  uint32_t size;     /**< sizeof, set by ccache_disk_options_init() */
+  const char *dir;   /**< the directory (NUL-terminated, non-empty), copied;
+                          created 0700 (with missing parents) if absent */
+  uint64_t max_bytes; /**< size cap, bytes: CCACHE_UNBOUNDED (default) or >= 1 */
+  int fsync;         /**< 1: fsync the file before publishing it and its
+                          directory after; 0 (default): no fsync (the checksum
+                          catches a file torn by a crash) */
+  uint64_t lock_poll_ms;      /**< first wait between lock attempts, ms (>= 1; default 10) */
+  uint64_t lock_poll_max_ms;  /**< backoff cap, ms (>= lock_poll_ms; default 100) */
+  uint64_t lock_wait_ms;      /**< total wait for another process's compile before
+                                   compiling here, ms (default 60000) */
+  uint64_t touch_interval_ms; /**< a hit refreshes an entry's age at most once per
+                                   interval, ms (default 60000; 0: every hit) */
+} ccache_disk_options;
+
+/**
+ * @brief Fill @p o with the defaults (dir NULL: set it).
+ * @param o caller-owned; NULL is a no-op.  Thread-safe.
+ */
+CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
+
+/**
+ * @brief Make a directory tier.
+ *
+ * Creates @p o->dir (mode 0700, and missing parents 0700) if absent, then
+ * checks that it is private: a directory owned by another user than the
+ * effective user, or writable by group or others, is refused (the check is
+ * the library's own, so it holds for root too).  The directory is opened
+ * once here; everything later happens relative to that descriptor, so a
+ * directory removed or replaced under a running process is never followed:
+ * its writes fail (tier_errors) and it compiles.
+ * @param o options (copied).
+ * @param out receives the tier (owned as with ccache_tier_custom()).
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, o->size too small, NULL or
+ *         empty dir, max_bytes 0, bad poll bounds); CCACHE_EPERM (owned by
+ *         another user, writable by group or others, or not a directory: the
+ *         detail names the path); CCACHE_EIO (cannot create or open it: the
+ *         detail names the path and the reason); CCACHE_ENOTSUP (no
+ *         open-file-description locks on this system); CCACHE_ENOMEM.  On
+ *         error ccache_error_detail() says why.  Thread-safe.
+ */
+CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out);
+
+/**
+ * Options of the Redis tier (a fleet shares compiled programs through one or
+ * more Redis servers).  Initialise with ccache_redis_options_init(), then
+ * set servers.  Built only with hiredis (Debian: libhiredis-dev); otherwise
+ * ccache_tier_redis() returns CCACHE_ENOTSUP.
+ *
+ * **What is sent.**  Every key lives under
+ * `<prefix>:<namespace>:`, the namespace being the one attach() receives
+ * with '/' written as ':' (e.g. "ccache:v1:3f2a9c0d11e2b4a7:"), followed by
+ * the program key as 32 lowercase hex digits, key.hi then key.lo.  The
+ * commands, all with binary-safe arguments:
+ *  - `GET <k>` (lookup), `SET <k> <entry> [PX entry_ttl_ms]` (store),
+ *    `DEL <k>` (an entry that failed verification).  The value is the
+ *    core's checksummed entry (see "Entry format" above): the codec's bytes,
+ *    framed; nothing else of the process is sent.
+ *  - the compile lease, under `<k>:lease`: `SET <k>:lease <token> NX PX
+ *    lease_ms` takes it (the token is 16 bytes from getrandom(), as 32 hex
+ *    digits); `EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return
+ *    redis.call('pexpire', KEYS[1], ARGV[2]) end return 0" 1 <k>:lease
+ *    <token> lease_ms` renews it; the same script with `del` instead of
+ *    `pexpire` (and no ARGV[2]) releases it.  Both scripts act only while the
+ *    lease still holds this holder's token, so a process whose lease lapsed
+ *    can neither extend nor delete the lease another process took since.
+ *  - `AUTH [user] password` on each new connection when a password is set.
+ * The server needs GET, SET, DEL, EVAL and, inside the scripts, PEXPIRE
+ * (AUTH is always allowed) on keys matching `<prefix>:*`; an ACL user can
+ * be limited to exactly that, e.g.
+ * `user ccache on >secret ~ccache:* +get +set +del +eval +pexpire`.
+ *
+ * **One compile per fleet.**  A process that misses everywhere takes the
+ * lease, compiles, stores the entry, then releases the lease.  The library's
+ * renewal thread renews it every lease_ms/3 on a connection of its own, so
+ * a long compile keeps it however busy the other connections are.  Others
+ * find it taken (CCACHE_EBUSY), poll the entry with a backoff from poll_ms
+ * doubling to poll_max_ms, and load the entry when it appears; if the
+ * holder dies its lease lapses within lease_ms and one waiter takes over;
+ * after wait_ms a waiter compiles locally.
+ *
+ * **Several servers.**  Each key goes to one server by rendezvous
+ * (highest-random-weight) hashing: the largest XXH3-64 of the key seeded
+ * with the XXH3-64 of the server's name as written ("host:port" or
+ * "unix:/path").  Every process given the same names, in any order, picks
+ * the same server; a server that is down loses only its own share of the
+ * keys (those fetches compile locally: there is no fail-over, so a key's
+ * lease never moves between servers).
+ *
+ * **Connections.**  Blocking hiredis connections, made on first use (never
+ * by ccache_tier_redis()).  Each server keeps up to 8 idle connections; a
+ * thread that misses takes an idle one or connects a new one, so misses on
+ * different threads never wait for each other's round trips.  Connect time
+ * is bounded by connect_timeout_ms, each read or write of a command by
+ * command_timeout_ms.  A host name is resolved (getaddrinfo) at each
+ * connect, outside those bounds: give addresses for predictable timing.
+ *
+ * **Faults never fail a fetch.**  A server absent at start, killed, slow
+ * past the timeouts, a dropped connection, an error reply (`OOM command not
+ * allowed` under maxmemory, NOAUTH, WRONGPASS, ...) each fail that one op
+ * (tier_errors +1; the program compiles).  A failed connect or a connection
+ * that breaks puts the server in reconnect backoff: no new connection is
+ * tried for reconnect_min_ms, doubling on each further failure up to
+ * reconnect_max_ms, and ops on its keys fail at once meanwhile; the first
+ * successful connect ends it.  An error reply does not (the connection is
+ * fine).
+ *
+ * **Signals.**  hiredis writes with write(2), which raises SIGPIPE on a
+ * connection the server has reset.  The library never changes the process's
+ * signal disposition: it blocks SIGPIPE in the calling thread around each
+ * command (pthread_sigmask), consumes a SIGPIPE raised meanwhile
+ * (sigtimedwait with a zero timeout) and restores the thread's mask; a
+ * SIGPIPE already pending before the call is left pending.
+ *
+ * **fork().**  A tier made before fork() never uses the parent's
+ * connections in the child: its ops return CCACHE_EFORKED there (and a
+ * cache from before the fork is unusable in the child anyway).
+ *
+ * **Trust and transport.**  A shared Redis is trusted: anyone who can write
+ * to it (or to the network path to it) can hand every process that uses it a
+ * program to run; the checksum catches accidents, not attacks.  hiredis 0.14
+ * has no TLS: traffic, passwords included, is plain text.  Use it on
+ * loopback, a unix socket, or a private network you trust (or a TLS tunnel
+ * such as stunnel to a local port).
+ */
+typedef struct ccache_redis_options {
+  uint32_t size;               /**< sizeof, set by ccache_redis_options_init() */
+  /** "host:port[,host:port...]" (port 1..65535; IPv6 as "[addr]:port") or
+   *  "unix:/absolute/path" entries, comma-separated, at most 64, no
+   *  duplicates, no spaces; copied.  Required (the default NULL is
+   *  CCACHE_EINVAL). */
+  const char *servers;
+  /** Key prefix, 1..256 bytes, default "ccache"; NULL means the default;
+   *  copied.  Caches (or applications) sharing a server are kept apart by
+   *  it; runtime tags are kept apart by the namespace anyway. */
+  const char *prefix;
+  /** ACL user (AUTH user password; needs a password), or NULL; copied. */
+  const char *user;
+  /** Password (AUTH password, or AUTH user password), or NULL; copied and
+   *  wiped from memory when the tier is freed. */
+  const char *password;
+  uint64_t connect_timeout_ms; /**< bound on one connect, ms (>= 1; default 200) */
+  uint64_t command_timeout_ms; /**< bound on each read/write of a command, ms (>= 1;
+                                    default 1000) */
+  uint64_t entry_ttl_ms;       /**< PX on stored entries, ms: CCACHE_UNBOUNDED (default:
+                                    entries stay until evicted by the server's own
+                                    maxmemory policy) or >= 1 */
+  uint64_t lease_ms;           /**< compile lease, ms (3 .. 2^50; default 10000);
+                                    renewed every lease_ms/3 while the compile runs */
+  uint64_t poll_ms;            /**< waiter backoff start, ms (>= 1; default 5) */
+  uint64_t poll_max_ms;        /**< waiter backoff cap, ms (>= poll_ms; default 200) */
+  uint64_t wait_ms;            /**< total wait for another process's compile before
+                                    compiling locally, ms (default 120000; 0: never wait) */
+  uint64_t reconnect_min_ms;   /**< reconnect backoff start, ms (>= 1; default 100) */
+  uint64_t reconnect_max_ms;   /**< reconnect backoff cap, ms (>= reconnect_min_ms;
+                                    default 5000) */
+} ccache_redis_options;
+
+/**
+ * @brief Fill @p o with the defaults listed with each field (servers NULL:
+ * set it).
+ * @param o caller-owned; NULL is a no-op.  Thread-safe.
+ */
+CCACHE_API void ccache_redis_options_init(ccache_redis_options *o);
+
+/**
+ * @brief Make a Redis tier (see ccache_redis_options for what it sends and
+ * how it behaves).  No connection is made here: a server absent at start is
+ * a tier error at the first miss, never a failure of this call.
+ * @param o options (copied, strings included: none need outlive the call).
+ * @param out receives the tier (owned as with ccache_tier_custom()).
+ *        Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, o->size too small, a bad
+ *         server list, an empty or over-long prefix, a user without a
+ *         password, a timeout or reconnect bound of 0, entry_ttl_ms 0,
+ *         lease_ms outside 3..2^50, bad poll or reconnect bounds: the
+ *         detail, ccache_error_detail(), says which); CCACHE_ENOTSUP (built
+ *         without hiredis: install libhiredis-dev and rebuild);
+ *         CCACHE_ENOMEM.  Thread-safe.
+ */
+CCACHE_API int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out);
 
 /** @} */
 
@@ -643,7 +1172,7 @@ typedef struct ccache_stats {
   uint64_t program_hits;     /**< program lookups that found the program */
   uint64_t program_misses;   /**< program lookups that did not */
   uint64_t compiles;         /**< closure compile callbacks that ran */
-  uint64_t program_compiles; /**< program compile callbacks that ran */
+  uint64_t program_compiles; /**< program compile callbacks that ran (a tier hit is not one) */
   uint64_t compile_failures; /**< compile callbacks (both levels) that failed */
   uint64_t waits;            /**< single-flight joins (both levels) */
   uint64_t compile_ns;       /**< nanoseconds spent in compile callbacks (both levels; a
@@ -652,13 +1181,29 @@ typedef struct ccache_stats {
                                   oldest entry's insert time + ttl_ms, or a day when that is
                                   further); its re-arming after an insert into an empty table or
                                   a new TTL is not counted.  Since 0.2. */
+  /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
+   * ends in exactly one of tier_hits / tier_misses. ---- */
+  uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */
+  uint64_t tier_misses;        /**< program misses that asked the tiers and got nothing
+                                    usable (then the compile callback ran) */
+  uint64_t tier_writes;        /**< successful puts, one per tier written (fills included) */
+  uint64_t tier_errors;        /**< failed tier ops (attach, get, put, remove, lock, renew)
+                                    and failed codec calls; never a failed fetch */
+  uint64_t tier_corrupt;       /**< entries that failed verification (removed; a foreign
+                                    runtime tag is a miss, not counted here) */
+  uint64_t tier_bytes_read;    /**< bytes of entries returned by tier gets (framing included) */
+  uint64_t tier_bytes_written; /**< bytes of entries successfully put (framing included) */
+  uint64_t tier_lock_waits;    /**< program misses that found a tier's compile lock held
+                                    (CCACHE_EBUSY) and waited */
+  uint64_t tier_wait_ms_max;   /**< longest such wait, milliseconds */
 } ccache_stats;
 
 /**
  * @brief Snapshot the statistics.
  * @param c the cache; NULL (or a child-process cache) zeroes the fields.
  * @param out caller-owned; set out->size = sizeof *out first: only the first
- *        out->size bytes are written (a later, larger library never writes
+ *        out->size bytes are written, none if out->size is above
+ *        CCACHE_STRUCT_SIZE_MAX (a struct never set up) (a later, larger library never writes
  *        past an older caller's struct).  NULL is a no-op.
  * Thread-safe; each field is exact, the set is a near-simultaneous snapshot.
  */
@@ -675,9 +1220,14 @@ CCACHE_API void ccache_stats_get(ccache *c, ccache_stats *out);
 /**
  * @brief Supply the default instance's configuration before first use.
  * Environment variables still override its bounds (see ccache_default()).
- * @param cfg copied; NULL is EINVAL.
- * @return CCACHE_OK; CCACHE_EINVAL (invalid cfg); CCACHE_EBUSY (the default
- *         instance already exists).  Thread-safe.
+ * @param cfg copied, with its codec, runtime tag and tier array (none of
+ *        them need outlive the call); NULL is EINVAL.  On CCACHE_OK its tiers
+ *        belong to the library: the default instance takes them when it is
+ *        created, and a later ccache_default_init() that does not list one
+ *        again frees it.  On error the caller keeps them.
+ * @return CCACHE_OK; CCACHE_EINVAL (invalid cfg, as for ccache_open());
+ *         CCACHE_ENOMEM; CCACHE_EBUSY (the default instance already exists).
+ *         Thread-safe.
  */
 CCACHE_API int ccache_default_init(const ccache_config *cfg);
 
@@ -691,13 +1241,23 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  * unknown CCACHE_* variables as errors.  Accepted forms: a decimal integer
  * >= 1 (no sign, no spaces, no suffix, at most UINT64_MAX - 1), or
  * "unbounded" / "infinity".  Anything else makes this call return
- * CCACHE_EINVAL every time.  The instance lives until the process exits;
+ * CCACHE_EINVAL every time.  CLOSURE_CACHE_REDIS=host:port[,host:port...]
+ * (or unix:/path; the server list of ccache_redis_options) adds a Redis tier
+ * with the default options below the configured tiers, if
+ * ccache_default_init() supplied a codec (without one it is ignored); a bad
+ * list makes this call return CCACHE_EINVAL, a build without hiredis
+ * CCACHE_ENOTSUP, each with ccache_error_detail() naming the variable.  A
+ * server that is down is not an error here (see ccache_tier_redis()).
+ * The instance lives until the process exits;
  * ccache_close() on it returns CCACHE_EINVAL.  In a child process after
  * fork(), the parent's instance refuses every call (CCACHE_EFORKED) and the
  * child's first ccache_default() creates the child's own instance.
  * @param out receives the cache (not owned by the caller).
- * @return CCACHE_OK; CCACHE_EINVAL (NULL out or a bad variable);
- *         CCACHE_ENOMEM / CCACHE_ETHREAD (creation failed; retried next call).
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL out or a bad variable, or
+ *         CLOSURE_CACHE_REDIS with ccache_default_init()'s config already at
+ *         CCACHE_MAX_TIERS tiers); CCACHE_ENOTSUP (CLOSURE_CACHE_REDIS in a
+ *         build without hiredis); CCACHE_ENOMEM / CCACHE_ETHREAD (creation
+ *         failed; retried next call).
  */
 CCACHE_API int ccache_default(ccache **out);
 

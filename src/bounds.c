@@ -9,12 +9,14 @@
 
 int64_t ccache_sweep(ccache *c) {
   if (!c) return CCACHE_EINVAL;
+  CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   if (atomic_load(&c->ttl_ms) == CCACHE_UNBOUNDED) return 0;
   return ccache__sweep(c, ccache__now_ms(c), NULL);
 }
 
 int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms, uint64_t max_cost_bytes) {
+  CCACHE__CHECK_CACHE(c);
   if (!c || max_items == 0 || ttl_ms == 0 || max_cost_bytes == 0) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
@@ -35,6 +37,7 @@ int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms, uint64_t m
 
 int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_ms, uint64_t *max_cost_bytes) {
   if (!c) return CCACHE_EINVAL;
+  CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   ccache__lock(&c->wlock);
   if (max_items) *max_items = c->max_items;

@@ -4,9 +4,16 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tier.h"
 
-static int config_valid(const ccache_config *cfg) {
-  if (cfg->size < sizeof(ccache_config)) return 0;
+bool ccache__config_valid(const ccache_config *cfg) {
+  /* The size bound and the marker catch a struct that never went through
+   * ccache_config_init(): its allocator fields would be garbage.  Fields
+   * appended later (the tiers) take their defaults when a caller's struct
+   * ends before them. */
+  if (cfg->size < CCACHE__CONFIG_MIN_SIZE || cfg->size > CCACHE_STRUCT_SIZE_MAX) return 0;
+  if (cfg->magic != CCACHE_CONFIG_MAGIC) return 0;
+  if (ccache__tiers_check(cfg) != CCACHE_OK) return 0;
   if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) return 0;
   if (!cfg->alloc != !cfg->free) return 0; /* both or neither, as zstd's customMem */
   return 1;
@@ -16,10 +23,12 @@ void ccache_config_init(ccache_config *cfg) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
   cfg->size = sizeof *cfg;
+  cfg->magic = CCACHE_CONFIG_MAGIC;
   cfg->sweeper_thread = 1;
   cfg->max_items = CCACHE_UNBOUNDED;
   cfg->ttl_ms = CCACHE_UNBOUNDED;
   cfg->max_cost_bytes = CCACHE_UNBOUNDED;
+  cfg->tier_min_compile_us = 1000;
 }
 
 /* Locks, condition variables and the reader side; on failure everything
@@ -52,7 +61,7 @@ static void destroy_sync(ccache *c) {
 }
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
-  if (!cfg || !out || !config_valid(cfg)) return CCACHE_EINVAL;
+  if (!cfg || !out || !ccache__config_valid(cfg)) return CCACHE_EINVAL;
   ccache__fork_register();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
   /* The allocator promises only malloc's alignment; place the cache on a
@@ -78,12 +87,19 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   int rc = init_sync(c);
   if (rc == CCACHE_OK) {
     rc = ccache__sweeper_kick(c, cfg->ttl_ms);
-    if (rc != CCACHE_OK) destroy_sync(c);
+    /* Tiers last: from here on nothing fails, so the caller's tiers are
+     * either all the cache's or all still the caller's. */
+    if (rc == CCACHE_OK) rc = ccache__tiers_open(c, cfg);
+    if (rc != CCACHE_OK) {
+      ccache__sweeper_stop(c);
+      destroy_sync(c);
+    }
   }
   if (rc != CCACHE_OK) {
     ccache__free(&mem, raw);
     return rc;
   }
+  CCACHE__MISUSE(ccache__misuse_cache_opened(c));
   *out = c;
   return CCACHE_OK;
 }
@@ -101,6 +117,7 @@ static bool busy(ccache *c) {
 
 int ccache_close(ccache *c) {
   if (!c) return CCACHE_OK;
+  CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   if (c->is_default) return CCACHE_EINVAL;
   if (ccache__in_callback(c) || busy(c)) return CCACHE_EBUSY;
@@ -122,8 +139,10 @@ int ccache_close(ccache *c) {
   ccache__clear_locked(c, &w, NULL);
   ccache__wsec_end(c, &w);
   ccache__assert(c->programs == NULL && c->items == 0);
+  ccache__tiers_close(c);
   ccache__readers_destroy(c);
   destroy_sync(c);
+  CCACHE__MISUSE(ccache__misuse_cache_closed(c));
   ccache__mem mem = c->mem;
   ccache__free(&mem, c->raw);
   return CCACHE_OK;

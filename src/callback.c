@@ -41,6 +41,7 @@ uint64_t ccache__now_ms(ccache *c) {
 }
 
 void ccache__destroy_closure(ccache *c, void *closure) {
+  CCACHE__MISUSE(ccache__misuse_gone(c, closure, 'c'));
   if (c->destroy_closure && closure) {
     ccache__frame f;
     ccache__frame_push(&f, c);
@@ -51,6 +52,7 @@ void ccache__destroy_closure(ccache *c, void *closure) {
 }
 
 void ccache__destroy_program(ccache *c, void *native) {
+  CCACHE__MISUSE(ccache__misuse_gone(c, native, 'p'));
   if (c->destroy_program && native) {
     ccache__frame f;
     ccache__frame_push(&f, c);

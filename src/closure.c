@@ -10,6 +10,7 @@
  * reader yet, a writer at work, a miss, an expired entry, a closed gate, bad
  * arguments.  Out of line so the common case below needs no stack frame. */
 __attribute__((noinline)) static int fetch_general(ccache *c, ccache_key key, ccache_lease *out) {
+  CCACHE__MISUSE(ccache__misuse_cache(c, "ccache_fetch"));
   if (!c || !out) {
     if (out) memset(out, 0, sizeof *out);
     return CCACHE_EINVAL;
@@ -21,7 +22,10 @@ __attribute__((noinline)) static int fetch_general(ccache *c, ccache_key key, cc
      * TTL makes it matter. */
     uint64_t now = ttl == CCACHE_UNBOUNDED ? 0 : ccache__now_ms(c);
     rc = ccache__hit_lookup(c, key, now, ttl, true, out); /* fills out on a hit */
-    if (CCACHE__LIKELY(rc == CCACHE_OK)) return rc;
+    if (CCACHE__LIKELY(rc == CCACHE_OK)) {
+      CCACHE__MISUSE(ccache__misuse_lease_out(c, out, "ccache_fetch"));
+      return rc;
+    }
     if (rc == CCACHE__EXPIRED) {
       ccache__expire_key(c, key, now);
       rc = CCACHE_MISS;
@@ -37,6 +41,9 @@ __attribute__((noinline)) static int fetch_general(ccache *c, ccache_key key, cc
  * The gate needs no test here: a thread finds its reader in its TLS array
  * only while the cache is open and not forked away (readers.c). */
 int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
+#ifdef CCACHE_CHECKED
+  return fetch_general(c, key, out); /* every lease gets a token there */
+#endif
   ccache__reader *r;
   unsigned hv = ccache__key_hash(key);
   if (CCACHE__UNLIKELY(!c || !out || !(r = ccache__reader_front(c)) ||
@@ -63,6 +70,8 @@ int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
 }
 
 __attribute__((noinline)) static void release_general(ccache *c, ccache_lease *lease) {
+  CCACHE__MISUSE(ccache__misuse_cache(c, "ccache_lease_release"));
+  CCACHE__MISUSE(if (c) ccache__misuse_lease_back(c, lease, "ccache_lease_release"));
   if (!c || !lease || !lease->internal_[0] || ccache__forked(c)) return;
   ccache__entry *e = lease->internal_[0];
   void *slot = lease->internal_[1];
@@ -76,6 +85,10 @@ __attribute__((noinline)) static void release_general(ccache *c, ccache_lease *l
  * slot folded since, a zeroed lease) goes to release_general.  A fork child
  * never gets here: its TLS has no reader (readers.c forgets them). */
 void ccache_lease_release(ccache *c, ccache_lease *lease) {
+#ifdef CCACHE_CHECKED
+  release_general(c, lease);
+  return;
+#endif
   ccache__reader *r;
   if (CCACHE__LIKELY(c && lease && (r = ccache__reader_front(c)) != NULL)) {
     void *v = lease->internal_[1];
@@ -99,6 +112,7 @@ void ccache_lease_release(ccache *c, ccache_lease *lease) {
 
 int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {
   if (!c) return CCACHE_EINVAL;
+  CCACHE__CHECK_CACHE(c);
   int rc = ccache__gate(c);
   if (rc == CCACHE_OK && (!p || p->owner != c)) rc = CCACHE_EINVAL;
   if (rc == CCACHE_OK) {
@@ -123,6 +137,7 @@ int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {
 
 int ccache_remove(ccache *c, ccache_key key) {
   if (!c) return CCACHE_EINVAL;
+  CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   ccache__wsec w;
   ccache__wsec_begin(c, &w);
@@ -134,6 +149,7 @@ int ccache_remove(ccache *c, ccache_key key) {
 
 int ccache_clear(ccache *c) {
   if (!c) return CCACHE_EINVAL;
+  CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   ccache__wsec w;
   ccache__wsec_begin(c, &w);

@@ -77,7 +77,24 @@ static int run_compile(ccache *c, ccache__flight *f, ccache__entry *e, ccache_co
   return rc;
 }
 
+/* The checked build gives every lease a token (misuse.h). */
+static int lease_out(ccache *c, ccache_lease *out, int rc) {
+  if (rc == CCACHE_OK) CCACHE__MISUSE(ccache__misuse_lease_out(c, out, "ccache_get_or_compile"));
+  (void)c;
+  (void)out;
+  return rc;
+}
+
+static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
+                          ccache_lease *out);
+
 int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
+                          ccache_lease *out) {
+  CCACHE__CHECK_CACHE(c);
+  return lease_out(c, out, get_or_compile(c, key, compile, ud, out));
+}
+
+static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
                           ccache_lease *out) {
   if (out) memset(out, 0, sizeof *out);
   if (!c || !compile || !out) return CCACHE_EINVAL;

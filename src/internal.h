@@ -40,6 +40,7 @@
 #include "debug.h"
 #include "keyhash.h"
 #include "mem.h" /* must precede uthash: it routes uthash's allocator */
+#include "misuse.h"
 #include "sync.h"
 
 #define CCACHE__CACHELINE 64
@@ -229,6 +230,8 @@ struct ccache {
 
   int is_default;
   void *raw; /* what the allocator returned; the cache is aligned inside it */
+
+  struct ccache__tiers *tiers; /* persistent tiers (tier.c), NULL if none */
 };
 
 /* A list of detached entries waiting for their table reference to be
@@ -245,6 +248,7 @@ typedef struct ccache__wsec {
   bool readers_blocked;
   bool ring_alarm; /* an insert into an empty table: the sweeper's next
                       deadline is now this entry's */
+  const char *api; /* the public call, for the checked build's messages */
 } ccache__wsec;
 
 /* ================================================================ floor 0 */
@@ -274,6 +278,10 @@ static inline bool ccache__closing(const ccache *c) {
 static inline uint64_t ccache__cost_bytes(const ccache *c) {
   return c->cost.hi ? UINT64_MAX : c->cost.lo;
 }
+
+/* Every ccache_config accepted by ccache_open() is at least this long (the
+ * struct as of 0.1: the fields before the tier fields). */
+#define CCACHE__CONFIG_MIN_SIZE offsetof(ccache_config, codec)
 
 /* ================================================================ floor 1 */
 
@@ -398,7 +406,8 @@ uint64_t ccache__readers_slots_of(ccache *c, const struct ccache__entry *e);
 /* ================================================================ floor 4 */
 
 /* ---------------------------------------------------------------- table.c */
-void ccache__wsec_begin(ccache *c, ccache__wsec *w);
+void ccache__wsec_begin_(ccache *c, ccache__wsec *w, const char *api);
+#define ccache__wsec_begin(c, w) ccache__wsec_begin_((c), (w), __func__)
 /* Unblock the reader side early (e.g. before waiting on a condition with
  * wlock); the next structural change blocks it again. */
 void ccache__wsec_unblock(ccache *c, ccache__wsec *w);
@@ -459,6 +468,12 @@ extern void (*ccache__after_write_hook)(ccache *c);
 /* -------------------------------------------------------------- sweeper.c */
 int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start if needed, and ring */
 void ccache__sweeper_stop(ccache *c);
+
+/* ================================================================ floor 7 */
+
+/* ---------------------------------------------------------------- cache.c */
+/* Everything ccache_open() checks of a config (default.c checks the same). */
+bool ccache__config_valid(const ccache_config *cfg);
 
 /* ========================================================== test-only, top */
 

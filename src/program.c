@@ -9,6 +9,7 @@
  * native program is destroyed after the lock is released, exactly once.
  */
 #include "internal.h"
+#include "tier.h"
 
 /* Look up under pmu; +1 handle on a hit. */
 static ccache_program *find_locked(ccache *c, ccache_key pkey) {
@@ -48,7 +49,8 @@ void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle) {
 /* Interning shared by ccache_program_intern and the program flights: takes
  * ownership of native; *out +1 handle. */
 static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccache_program **out,
-                  bool count_lookup) {
+                  bool count_lookup, const char *api) {
+  (void)api;
   CCACHE__UTHASH_SCOPE(&c->mem);
   /* Allocated before the lock so a new program costs no allocation under it
    * (uthash's own table growth may still allocate there). */
@@ -69,6 +71,7 @@ static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccach
     *out = p;
     return CCACHE_OK;
   }
+  CCACHE__MISUSE(ccache__misuse_native_in(c, native, api));
   fresh->pkey = pkey;
   fresh->native = native;
   fresh->cost = cost;
@@ -92,6 +95,7 @@ static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccach
 int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
                           ccache_program **out) {
   if (!c) return CCACHE_EINVAL;
+  CCACHE__CHECK_CACHE(c);
   int gate = out ? ccache__gate(c) : CCACHE_EINVAL;
   if (gate != CCACHE_OK) {
     /* Ownership of native passes to the cache on error too. */
@@ -99,10 +103,11 @@ int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cos
     return gate;
   }
   *out = NULL;
-  return intern(c, pkey, native, cost_bytes, out, true);
+  return intern(c, pkey, native, cost_bytes, out, true, __func__);
 }
 
 int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
+  CCACHE__CHECK_CACHE(c);
   if (!c || !out) return CCACHE_EINVAL;
   *out = NULL;
   int gate = ccache__gate(c);
@@ -121,6 +126,7 @@ int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
 void *ccache_program_native(const ccache_program *p) { return p ? p->native : NULL; }
 
 void ccache_program_release(ccache *c, ccache_program *p) {
+  CCACHE__CHECK_CACHE(c);
   if (!c || !p || ccache__forked(c)) return;
   ccache__program_unref(c, p, true);
 }
@@ -146,17 +152,16 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
                        ccache_program **out) {
   void *native = NULL;
   uint64_t cost = 0;
-  ccache__frame fr;
-  uint64_t t0 = ccache__mono_ns();
-  ccache__frame_push(&fr, c);
-  int crc = compile(ud, c, f->key, &native, &cost);
-  ccache__frame_pop(&fr);
-  atomic_fetch_add_explicit(&c->compile_ns, ccache__mono_ns() - t0, memory_order_relaxed);
+  /* The tiers (tier.c) run the compile (timed, in a callback frame) only
+   * when none of them has the program; either way it is interned here. */
+  bool compiled = false;
+  int crc = ccache__tier_obtain(c, f->key, compile, ud, &native, &cost, &compiled);
   ccache_program *p = NULL;
-  int rc = crc != 0 ? CCACHE_ECOMPILE : intern(c, f->key, native, cost, &p, false);
+  int rc = crc != 0 ? CCACHE_ECOMPILE : intern(c, f->key, native, cost, &p, false, "ccache_program_get_or_compile");
   if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
 
   ccache__lock(&c->pmu);
+  if (compiled) c->program_compiles++;
   if (rc == CCACHE_OK) { /* one handle per waiter, before anyone wakes */
     p->refs += f->waiters;
     c->handles_out += f->waiters;
@@ -173,6 +178,7 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
 int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile,
                                   void *ud, ccache_program **out) {
   if (out) *out = NULL;
+  CCACHE__CHECK_CACHE(c);
   if (!c || !compile || !out) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
@@ -192,10 +198,7 @@ int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_com
     rc = f ? CCACHE_OK : CCACHE_ENOMEM;
   }
   c->program_misses++;
-  if (rc == CCACHE_OK) {
-    c->program_compiles++;
-    atomic_fetch_add(&c->inflight, 1);
-  }
+  if (rc == CCACHE_OK) atomic_fetch_add(&c->inflight, 1);
   ccache__unlock(&c->pmu);
   return rc == CCACHE_OK ? run_compile(c, f, compile, ud, out) : rc;
 }

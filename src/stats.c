@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tier.h"
 
 void ccache_stats_get(ccache *c, ccache_stats *out) {
-  if (!out) return;
+  CCACHE__CHECK_CACHE(c);
+  if (!out || out->size > CCACHE_STRUCT_SIZE_MAX) return; /* never set up: write nothing */
   uint32_t size = out->size;
   if (size > sizeof *out) size = sizeof *out;
   ccache_stats s;
@@ -39,6 +41,7 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
     s.program_compiles = c->program_compiles;
     ccache__unlock(&c->pmu);
     ccache__unlock(&c->wlock);
+    ccache__tier_stats(c, &s);
     s.closures_destroyed = atomic_load(&c->closures_destroyed);
     s.programs_destroyed = atomic_load(&c->programs_destroyed);
     s.sweeper_wakeups = atomic_load(&c->sweeper_wakeups);

@@ -132,7 +132,8 @@ void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *
 
 /* ------------------------------------------------------- writer sections */
 
-void ccache__wsec_begin(ccache *c, ccache__wsec *w) {
+void ccache__wsec_begin_(ccache *c, ccache__wsec *w, const char *api) {
+  w->api = api;
   w->gy.head = w->gy.tail = NULL;
   w->readers_blocked = false;
   w->ring_alarm = false;
@@ -302,6 +303,7 @@ int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_k
     e->closure = owner;
   }
 
+  CCACHE__MISUSE(ccache__misuse_closure_in(c, closure, owner != NULL, w->api));
   /* Add before deleting the old entry: the add is the only step that can
    * fail, and if it does the table is exactly as before. */
   block_readers(c, w);

@@ -14,6 +14,9 @@ static void status_values_are_pinned(void **state) {
   assert_int_equal(CCACHE_EDEADLK, -5);
   assert_int_equal(CCACHE_EFORKED, -6);
   assert_int_equal(CCACHE_ETHREAD, -7);
+  assert_int_equal(CCACHE_ENOTSUP, -8);
+  assert_int_equal(CCACHE_EPERM, -9);
+  assert_int_equal(CCACHE_EIO, -10);
 }
 
 static void every_status_has_a_distinct_text(void **state) {
@@ -24,7 +27,7 @@ static void every_status_has_a_distinct_text(void **state) {
 #undef CODE
   };
   size_t n = sizeof codes / sizeof codes[0];
-  assert_int_equal(n, 9);
+  assert_int_equal(n, 12);
   const char *unknown = ccache_strerror(12345);
   assert_non_null(unknown);
   assert_true(strlen(unknown) > 0);
@@ -60,6 +63,11 @@ static void config_init_defaults(void **state) {
   assert_null(cfg.clock_ms);
   assert_null(cfg.alloc);
   assert_null(cfg.free);
+  assert_null(cfg.codec);
+  assert_null(cfg.runtime_tag);
+  assert_true(cfg.tier_min_compile_us == 1000);
+  assert_null(cfg.tiers);
+  assert_int_equal(cfg.n_tiers, 0);
   ccache_config_init(NULL); /* no-op */
 }
 

@@ -110,7 +110,18 @@ int main() {
 
   CHECK(ccache_close(c) == CCACHE_OK);
   CHECK(counts.closures_destroyed == 1 && counts.programs_destroyed == 1);
-  std::printf("ccache %u (header %d): get_or_compile round trip ok (C++%ld)\n", ccache_version(),
-              CCACHE_VERSION_NUMBER, static_cast<long>(__cplusplus));
+
+  // The Redis tier links (hiredis, for static consumers); no connection yet.
+  ccache_redis_options ro;
+  ccache_redis_options_init(&ro);
+  ro.servers = "127.0.0.1:1";
+  ccache_tier *tier = nullptr;
+  const int trc = ccache_tier_redis(&ro, &tier);
+  CHECK(trc == CCACHE_OK || trc == CCACHE_ENOTSUP);
+  ccache_tier_free(tier);
+
+  std::printf("ccache %u (header %d): get_or_compile round trip ok (C++%ld); Redis tier %s\n",
+              ccache_version(), CCACHE_VERSION_NUMBER, static_cast<long>(__cplusplus),
+              trc == CCACHE_OK ? "built in" : "not built");
   return 0;
 }

@@ -1,0 +1,265 @@
+/*
+ * test_caller_errors.c - a careless integrator's mistakes.
+ *
+ * Refused in every build (cheap to detect): a config that never went
+ * through ccache_config_init(), a stats struct whose size was never set.
+ * In the default build a lease copy released after the original leaves the
+ * gauges exact (no wrap).  In the checked build (CCACHE_CHECKED) the rest is
+ * detected and aborts with exactly one line, `ccache: <misuse> (<function>)`;
+ * those cases run in a forked child and are skipped in other builds (there
+ * they are undefined behaviour, as documented).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+#define U CCACHE_UNBOUNDED
+
+/* ------------------------------------------------------ every build */
+
+static void garbage_config_refused(void **state) {
+  (void)state;
+  ccache_config cfg;
+  ccache *c = NULL;
+  memset(&cfg, 0xA5, sizeof cfg); /* stack garbage: alloc/free point nowhere */
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_EINVAL);
+  assert_null(c);
+  assert_int_equal(ccache_default_init(&cfg), CCACHE_EINVAL);
+  /* A plausible size is not enough: the marker is missing. */
+  memset(&cfg, 0, sizeof cfg);
+  cfg.size = sizeof cfg;
+  cfg.max_items = cfg.ttl_ms = cfg.max_cost_bytes = U;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_EINVAL);
+  /* The marker with a size no struct of this API has. */
+  ccache_config_init(&cfg);
+  cfg.size = CCACHE_STRUCT_SIZE_MAX + 1;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_EINVAL);
+  cfg.size = UINT32_MAX;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_EINVAL);
+  /* A later, larger struct (up to the bound) is accepted. */
+  ccache_config_init(&cfg);
+  cfg.size = CCACHE_STRUCT_SIZE_MAX;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);
+  assert_int_equal(ccache_close(c), CCACHE_OK);
+  ccache_config_init(&cfg);
+  assert_int_equal(cfg.magic, CCACHE_CONFIG_MAGIC);
+}
+
+static void stats_size_never_set_writes_nothing(void **state) {
+  (void)state;
+  t_ctx t = {0};
+  ccache *c = t_open(&t, U, U, U);
+  ccache_stats s;
+  memset(&s, 0x5A, sizeof s);
+  s.size = CCACHE_STRUCT_SIZE_MAX + 1;
+  ccache_stats_get(c, &s);
+  unsigned char *b = (unsigned char *)&s;
+  for (size_t i = sizeof s.size; i < sizeof s; i++)
+    if (b[i] != 0x5A) fail_msg("byte %zu written", i);
+  t_close(c);
+}
+
+#ifndef CCACHE_CHECKED
+/* Default build: a copy of a lease released after the original, while the
+ * entry is still in the table, changes nothing (no gauge wraps). */
+static void lease_copy_released_after_original(void **state) {
+  (void)state;
+  t_ctx t = {0};
+  ccache *c = t_open(&t, U, U, U);
+  ccache_program *p = t_intern(c, 1, 100, 1);
+  t_put(c, 1, 1, p);
+  ccache_program_release(c, p);
+  ccache_lease l, copy;
+  assert_int_equal(ccache_fetch(c, K(1), &l), CCACHE_OK);
+  copy = l;
+  ccache_lease_release(c, &l);
+  ccache_lease_release(c, &copy);
+  ccache_stats s = t_stats(c);
+  assert_int_equal(s.leases_out, 0);
+  assert_int_equal(s.hits, 1);
+  assert_int_equal(t.closures_destroyed, 0);
+  t_close(c);
+  assert_int_equal(t.closures_destroyed, 1);
+  assert_int_equal(t.programs_destroyed, 1);
+}
+#endif
+
+/* ------------------------------------------------------ checked build */
+
+#ifdef CCACHE_CHECKED
+/* Runs fn in a child with stderr to a pipe: it must abort after printing
+ * exactly `want` (one line). */
+static void aborts_with(void (*fn)(void), const char *want) {
+  int fd[2];
+  assert_int_equal(pipe(fd), 0);
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fd[1], 2);
+    close(fd[0]);
+    fn();
+    _exit(0); /* not caught */
+  }
+  close(fd[1]);
+  char err[512];
+  size_t n = 0;
+  ssize_t r;
+  while (n + 1 < sizeof err && (r = read(fd[0], err + n, sizeof err - 1 - n)) > 0) n += (size_t)r;
+  err[n] = '\0';
+  close(fd[0]);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT))
+    fail_msg("child did not abort; stderr: %s", err);
+  assert_string_equal(err, want);
+}
+
+static ccache *child_cache(t_ctx *t) {
+  ccache_config cfg;
+  t_config(&cfg, t);
+  ccache *c = NULL;
+  if (ccache_open(&cfg, &c) != CCACHE_OK) _exit(3);
+  return c;
+}
+
+static ccache_program *child_program(ccache *c, uint64_t pk, int id) {
+  ccache_program *p = NULL;
+  if (ccache_program_intern(c, PK(pk), t_native(id), 1, &p) != CCACHE_OK) _exit(4);
+  return p;
+}
+
+static void do_release_twice(void) {
+  t_ctx t = {0};
+  ccache *c = child_cache(&t);
+  ccache_program *p = child_program(c, 1, 100);
+  ccache_put(c, K(1), t_closure(1), p);
+  ccache_lease l, copy;
+  ccache_fetch(c, K(1), &l);
+  copy = l;
+  ccache_lease_release(c, &l);
+  ccache_lease_release(c, &copy);
+}
+
+static void checked_lease_released_twice(void **state) {
+  (void)state;
+  aborts_with(do_release_twice, "ccache: lease released twice (ccache_lease_release)\n");
+}
+
+static void do_uninitialised_lease(void) {
+  t_ctx t = {0};
+  ccache *c = child_cache(&t);
+  ccache_lease l;
+  memset(&l, 0xA5, sizeof l); /* never filled by a fetch */
+  ccache_lease_release(c, &l);
+}
+
+static void checked_uninitialised_lease(void **state) {
+  (void)state;
+  aborts_with(do_uninitialised_lease,
+              "ccache: lease not taken from this cache (uninitialised?) (ccache_lease_release)\n");
+}
+
+static void do_fetch_after_close(void) {
+  t_ctx t = {0};
+  ccache *c = child_cache(&t);
+  ccache_close(c);
+  ccache_lease l;
+  ccache_fetch(c, K(1), &l);
+}
+
+static void checked_fetch_after_close(void **state) {
+  (void)state;
+  aborts_with(do_fetch_after_close,
+              "ccache: cache used after ccache_close(), or never opened (ccache_fetch)\n");
+}
+
+static void do_closure_under_two_keys(void) {
+  t_ctx t = {0};
+  ccache *c = child_cache(&t);
+  ccache_program *p = child_program(c, 1, 100);
+  t_obj *x = t_closure(1);
+  ccache_put(c, K(1), x, p);
+  ccache_put(c, K(2), x, p);
+}
+
+static void checked_closure_put_under_two_keys(void **state) {
+  (void)state;
+  aborts_with(do_closure_under_two_keys,
+              "ccache: closure put under two keys, or put again after it left the table "
+              "(ccache_put)\n");
+}
+
+static void do_native_under_two_keys(void) {
+  t_ctx t = {0};
+  ccache *c = child_cache(&t);
+  t_obj *n = t_native(7);
+  ccache_program *a = NULL, *b = NULL;
+  ccache_program_intern(c, PK(1), n, 1, &a);
+  ccache_program_intern(c, PK(2), n, 1, &b);
+}
+
+static void checked_native_interned_under_two_keys(void **state) {
+  (void)state;
+  aborts_with(do_native_under_two_keys,
+              "ccache: native program interned under two keys (ccache_program_intern)\n");
+}
+
+/* What the checked build must not flag: NULL closures and natives under
+ * several keys, the allowed re-put, a pointer reused after its destroy, a
+ * zeroed lease, and leases released on time. */
+static void checked_allows_the_legal_cases(void **state) {
+  (void)state;
+  static int obj; /* never freed by the destroy callbacks below */
+  t_ctx t = {0};
+  ccache_config cfg;
+  t_config(&cfg, &t);
+  cfg.destroy_closure = NULL;
+  cfg.destroy_program = NULL;
+  ccache *c = NULL;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);
+  ccache_program *p = NULL, *q = NULL;
+  assert_int_equal(ccache_program_intern(c, PK(1), NULL, 1, &p), CCACHE_OK);
+  assert_int_equal(ccache_program_intern(c, PK(2), NULL, 1, &q), CCACHE_OK);
+  assert_int_equal(ccache_put(c, K(1), NULL, p), CCACHE_OK);
+  assert_int_equal(ccache_put(c, K(2), NULL, p), CCACHE_OK);
+  assert_int_equal(ccache_put(c, K(3), &obj, p), CCACHE_OK);
+  assert_int_equal(ccache_put(c, K(3), &obj, p), CCACHE_OK); /* the re-put */
+  assert_int_equal(ccache_remove(c, K(3)), CCACHE_OK);       /* destroyed: forgotten */
+  assert_int_equal(ccache_put(c, K(4), &obj, p), CCACHE_OK);
+  ccache_lease l = {0};
+  ccache_lease_release(c, &l);
+  assert_int_equal(ccache_fetch(c, K(4), &l), CCACHE_OK);
+  ccache_lease_release(c, &l);
+  ccache_program_release(c, p);
+  ccache_program_release(c, q);
+  assert_int_equal(ccache_close(c), CCACHE_OK);
+}
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(garbage_config_refused),
+      cmocka_unit_test(stats_size_never_set_writes_nothing),
+#ifndef CCACHE_CHECKED
+      cmocka_unit_test(lease_copy_released_after_original),
+#else
+      cmocka_unit_test(checked_lease_released_twice),
+      cmocka_unit_test(checked_uninitialised_lease),
+      cmocka_unit_test(checked_fetch_after_close),
+      cmocka_unit_test(checked_closure_put_under_two_keys),
+      cmocka_unit_test(checked_native_interned_under_two_keys),
+      cmocka_unit_test(checked_allows_the_legal_cases),
+#endif
+  };
+#ifndef CCACHE_CHECKED
+  printf("test_caller_errors: default build; the checked build's cases run with "
+         "-DCCACHE_CHECKED=ON (cmake --workflow --preset checked)\n");
+#endif
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

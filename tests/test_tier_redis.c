@@ -1,0 +1,1622 @@
+/*
+ * test_tier_redis.c - the Redis tier (issue 15), against real redis-server
+ * processes that each test starts and stops itself (redis_fixture.c).
+ *
+ * The backend is exercised through its ops table, as the tier core calls
+ * it; the core's own counting (tier_hits, tier_errors, ...) is tested
+ * end-to-end at the bottom.  Without redis-server every test skips with a
+ * message, or fails when CCACHE_TEST_REQUIRE_REDIS=1.
+ *
+ * SIGPIPE stays at its default action for the whole run (set in main), so a
+ * write to a reset connection that the library failed to guard kills the
+ * test.
+ */
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "redis.h"
+#include "redis_fixture.h"
+#include "support.h"
+
+#define NS "v1/0123456789abcdef"
+#define WAIT_MS 10000ull /* generous bound for condition waits */
+
+/* ------------------------------------------------------------ helpers */
+static void need_redis(void) {
+  const char *why = NULL;
+  if (rf_binary(&why)) return;
+  if (rf_required()) fail_msg("redis-server required (CCACHE_TEST_REQUIRE_REDIS=1): %s", why);
+  print_message("SKIPPED: %s\n", why);
+  skip();
+}
+
+/* The servers of the running test (rf_stop is idempotent): the teardown
+ * stops any that a failed assertion left behind. */
+static rf_server servers[3];
+
+static void start(rf_server *s, const char *const *extra) {
+  assert_int_equal(rf_start(s, extra), 0);
+}
+
+/* A fork child's exit: nothing inherited from the test process stays
+ * allocated (valgrind checks each child as it exits). */
+static void child_exit(int code) {
+  for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++) rf_forget_admin(&servers[i]);
+  _exit(code);
+}
+
+static int stop_all(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++) rf_stop(&servers[i]);
+  return 0;
+}
+
+typedef struct be {
+  ccache_tier_ops ops;
+  ccache__redis *r;
+} be;
+
+static void opts(ccache_redis_options *o, const char *servers) {
+  ccache_redis_options_init(o);
+  o->servers = servers;
+  o->reconnect_min_ms = 1;
+  o->reconnect_max_ms = 20;
+}
+
+static void be_open(be *b, const ccache_redis_options *o, const char *ns) {
+  char why[256];
+  int rc = ccache__redis_new(o, &b->ops, &b->r, why, sizeof why);
+  if (rc != CCACHE_OK) fail_msg("ccache__redis_new: %d (%s)", rc, why);
+  assert_int_equal(b->ops.attach(b->r, ns), CCACHE_OK);
+}
+
+static void be_open_simple(be *b, const char *servers) {
+  ccache_redis_options o;
+  opts(&o, servers);
+  be_open(b, &o, NS);
+}
+
+static void be_close(be *b) { b->ops.close(b->r); }
+
+static ccache__rcounters cnt(be *b) {
+  ccache__rcounters c;
+  ccache__rpool_counters(ccache__redis_pool(b->r), &c);
+  return c;
+}
+
+static const char *last_error(be *b) {
+  static char buf[256];
+  ccache__rpool_last_error(ccache__redis_pool(b->r), buf, sizeof buf);
+  return buf;
+}
+
+/* Deterministic payload bytes for key n. */
+static unsigned char *payload(uint64_t n, size_t len) {
+  unsigned char *p = malloc(len ? len : 1);
+  assert_non_null(p);
+  uint64_t x = n * 0x9E3779B97F4A7C15ull + 7;
+  for (size_t i = 0; i < len; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p[i] = (unsigned char)x;
+  }
+  return p;
+}
+
+static int put_n(be *b, uint64_t n, size_t len) {
+  unsigned char *p = payload(n, len);
+  int rc = b->ops.put(b->r, PK(n), p, len);
+  free(p);
+  return rc;
+}
+
+/* get PK(n) and compare with payload(n, len): OK, MISS, or the error. */
+static int get_check(be *b, uint64_t n, size_t len) {
+  void *blob = NULL;
+  size_t got = 0;
+  int rc = b->ops.get(b->r, PK(n), &blob, &got);
+  if (rc != CCACHE_OK) return rc;
+  unsigned char *want = payload(n, len);
+  int same = got == len && memcmp(blob, want, len) == 0;
+  free(want);
+  b->ops.free_blob(b->r, blob, got);
+  assert_true(same);
+  return CCACHE_OK;
+}
+
+/* Retry get until it is no longer a tier error (a condition wait, bounded
+ * in time and count). */
+static int get_until_reachable(be *b, uint64_t n, size_t len) {
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  int rc = CCACHE_EIO;
+  for (int i = 0; i < 100000; i++) {
+    rc = get_check(b, n, len);
+    if (rc != CCACHE_EIO || rf_now_ms() > deadline) break;
+    rf_poll_pause();
+  }
+  return rc;
+}
+
+static void entry_key(char *buf, size_t len, const char *prefix, const char *ns, uint64_t n) {
+  ccache_key k = PK(n);
+  snprintf(buf, len, "%s:%s%s%016llx%016llx", prefix, ns ? ns : "", ns ? ":" : "",
+           (unsigned long long)k.hi, (unsigned long long)k.lo);
+}
+
+static char *reply_str(rf_server *s, const char *fmt, const char *arg) {
+  redisReply *r = rf_cmd(s, fmt, arg);
+  char *out = NULL;
+  if (r && r->type == REDIS_REPLY_STRING) out = strndup(r->str, r->len);
+  if (r) freeReplyObject(r);
+  return out;
+}
+
+/* -------------------------------------------------------------- options */
+static void redis_options_defaults_and_validation(void **state) {
+  (void)state;
+  ccache_redis_options o;
+  ccache_redis_options_init(&o);
+  assert_int_equal(o.size, sizeof o);
+  assert_null(o.servers);
+  assert_string_equal(o.prefix, "ccache");
+  assert_null(o.user);
+  assert_null(o.password);
+  assert_int_equal(o.connect_timeout_ms, 200);
+  assert_int_equal(o.command_timeout_ms, 1000);
+  assert_true(o.entry_ttl_ms == CCACHE_UNBOUNDED);
+  assert_int_equal(o.lease_ms, 10000);
+  assert_int_equal(o.poll_ms, 5);
+  assert_int_equal(o.poll_max_ms, 200);
+  assert_int_equal(o.wait_ms, 120000);
+  assert_int_equal(o.reconnect_min_ms, 100);
+  assert_int_equal(o.reconnect_max_ms, 5000);
+
+  ccache_tier_ops ops;
+  ccache__redis *r = NULL;
+  char why[256];
+  /* Each bad field alone is EINVAL with a reason; nothing is connected. */
+  static const char *bad_lists[] = {NULL,           "",          "127.0.0.1",   "127.0.0.1:0",
+                                    "host:65536",   ":6379",     "a:1,,b:2",    "a:1,",
+                                    "::1:6379",     "[::1]6379", "unix:",       "unix:rel/path",
+                                    "a:1,a:1",      "a:12x"};
+  for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++) {
+    opts(&o, bad_lists[i]);
+    why[0] = '\0';
+    assert_int_equal(ccache__redis_new(&o, &ops, &r, why, sizeof why), CCACHE_EINVAL);
+    assert_true(why[0] != '\0');
+  }
+  int n_bad = 0;
+#define BAD(stmt)                                                                   \
+  do {                                                                              \
+    opts(&o, "127.0.0.1:1");                                                        \
+    stmt;                                                                           \
+    assert_int_equal(ccache__redis_new(&o, &ops, &r, why, sizeof why), CCACHE_EINVAL); \
+    n_bad++;                                                                        \
+  } while (0)
+  BAD(o.size = 8);
+  BAD(o.prefix = "");
+  BAD(o.user = "alice");
+  BAD(o.connect_timeout_ms = 0);
+  BAD(o.command_timeout_ms = 0);
+  BAD(o.entry_ttl_ms = 0);
+  BAD(o.lease_ms = 2);
+  BAD(o.poll_ms = 0);
+  BAD((o.poll_ms = 10, o.poll_max_ms = 9));
+  BAD(o.reconnect_min_ms = 0);
+  BAD((o.reconnect_min_ms = 10, o.reconnect_max_ms = 9));
+#undef BAD
+  assert_int_equal(n_bad, 11);
+  /* The public call says why, in the thread's error detail. */
+  opts(&o, "127.0.0.1:6379,bad-entry");
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_EINVAL);
+  assert_null(t);
+  assert_non_null(strstr(ccache_error_detail(), "'bad-entry'"));
+  opts(&o, "127.0.0.1:6379");
+  o.user = "alice";
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_EINVAL);
+  assert_non_null(strstr(ccache_error_detail(), "password"));
+  assert_int_equal(ccache_tier_redis(NULL, &t), CCACHE_EINVAL);
+  assert_int_equal(ccache_tier_redis(&o, NULL), CCACHE_EINVAL);
+  o.user = NULL;
+  o.prefix = NULL; /* the default prefix */
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_OK);
+  ccache_tier_free(t);
+  /* Good lists: parsed, no connection made (nothing listens on port 1). */
+  static const char *good[] = {"127.0.0.1:1", "[::1]:1,127.0.0.1:2", "unix:/nonexistent/x.sock",
+                               "localhost:65535"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    opts(&o, good[i]);
+    assert_int_equal(ccache__redis_new(&o, &ops, &r, why, sizeof why), CCACHE_OK);
+    assert_string_equal(ops.name, "redis");
+    assert_int_equal(ops.lease_ms, 10000);
+    assert_int_equal(ops.poll_ms, 5);
+    assert_int_equal(ops.poll_max_ms, 200);
+    assert_int_equal(ops.wait_ms, 120000);
+    ccache__rcounters c;
+    ccache__rpool_counters(ccache__redis_pool(r), &c);
+    assert_int_equal(c.connects + c.connect_failures, 0);
+    ops.close(r);
+  }
+}
+
+/* ---------------------------------------------------------- round trip */
+static void redis_round_trip(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  be b;
+  be_open_simple(&b, s->addr);
+  static const size_t sizes[] = {0, 1, 4096, 1 << 20};
+  for (uint64_t i = 0; i < 4; i++) assert_int_equal(put_n(&b, i, sizes[i]), CCACHE_OK);
+  for (uint64_t i = 0; i < 4; i++) assert_int_equal(get_check(&b, i, sizes[i]), CCACHE_OK);
+  assert_int_equal(get_check(&b, 99, 0), CCACHE_MISS);
+  /* Replace. */
+  assert_int_equal(put_n(&b, 2, 100), CCACHE_OK);
+  assert_int_equal(get_check(&b, 2, 100), CCACHE_OK);
+  assert_int_equal(b.ops.remove(b.r, PK(2)), CCACHE_OK);
+  assert_int_equal(b.ops.remove(b.r, PK(2)), CCACHE_MISS);
+  assert_int_equal(get_check(&b, 2, 100), CCACHE_MISS);
+  assert_int_equal(rf_int(s, "DBSIZE"), 3);
+  /* One thread, one pooled connection for all 15 commands. */
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.connects, 1);
+  assert_int_equal(c.connect_failures + c.io_errors + c.reply_errors + c.refused_backoff, 0);
+  be_close(&b);
+
+  /* The same over the unix socket. */
+  be_open_simple(&b, s->unix_addr);
+  assert_int_equal(get_check(&b, 3, sizes[3]), CCACHE_OK);
+  assert_int_equal(cnt(&b).connects, 1);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* ------------------------------------------------- keys and namespaces */
+static void redis_key_prefix_and_namespace(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.prefix = "myapp";
+  be a, other_prefix, other_ns, no_ns;
+  be_open(&a, &o, NS);
+  be_open(&no_ns, &o, NULL);
+  be_open(&other_ns, &o, "v1/fedcba9876543210");
+  o.prefix = "other";
+  be_open(&other_prefix, &o, NS);
+
+  assert_int_equal(put_n(&a, 7, 64), CCACHE_OK);
+  char key[256];
+  entry_key(key, sizeof key, "myapp", "v1:0123456789abcdef", 7);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 1);
+  char mine[256];
+  assert_int_equal(ccache__redis_key(a.r, PK(7), 0, mine, sizeof mine), strlen(key));
+  assert_string_equal(mine, key);
+  assert_int_equal(rf_int(s, "DBSIZE"), 1);
+  /* Another prefix or another runtime tag hash never sees it. */
+  assert_int_equal(get_check(&other_prefix, 7, 64), CCACHE_MISS);
+  assert_int_equal(get_check(&other_ns, 7, 64), CCACHE_MISS);
+  assert_int_equal(get_check(&no_ns, 7, 64), CCACHE_MISS);
+  assert_int_equal(get_check(&a, 7, 64), CCACHE_OK);
+  /* Without a namespace: <prefix>:<hex>. */
+  assert_int_equal(put_n(&no_ns, 7, 64), CCACHE_OK);
+  entry_key(key, sizeof key, "myapp", NULL, 7);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 1);
+  assert_int_equal(rf_int(s, "DBSIZE"), 2);
+  /* The lease lives beside the entry: <entry key>:lease. */
+  void *lock = NULL;
+  assert_int_equal(a.ops.lock(a.r, PK(7), &lock), CCACHE_OK);
+  entry_key(key, sizeof key, "myapp", "v1:0123456789abcdef", 7);
+  strcat(key, ":lease");
+  char *tok = reply_str(s, "GET %s", key);
+  assert_non_null(tok);
+  assert_string_equal(tok, ccache__redis_lock_token(lock));
+  free(tok);
+  a.ops.unlock(a.r, lock);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 0);
+  be_close(&a);
+  be_close(&no_ns);
+  be_close(&other_ns);
+  be_close(&other_prefix);
+  rf_stop(s);
+}
+
+static void redis_entry_ttl(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  be forever, ttl;
+  be_open(&forever, &o, NS);
+  o.entry_ttl_ms = 600000;
+  be_open(&ttl, &o, NS);
+  assert_int_equal(put_n(&forever, 1, 10), CCACHE_OK);
+  assert_int_equal(put_n(&ttl, 2, 10), CCACHE_OK);
+  char key[256];
+  entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", 1);
+  assert_int_equal(rf_int(s, "PTTL %s", key), -1);
+  entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", 2);
+  long long pttl = rf_int(s, "PTTL %s", key);
+  assert_true(pttl > 600000 - (long long)WAIT_MS && pttl <= 600000);
+  be_close(&forever);
+  be_close(&ttl);
+  rf_stop(s);
+}
+
+/* --------------------------------------------------------------- lease */
+static void lease_key(char *buf, size_t len, uint64_t n) {
+  entry_key(buf, len, "ccache", "v1:0123456789abcdef", n);
+  strcat(buf, ":lease");
+}
+
+static void redis_lease_taken_held_released(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.lease_ms = 30000;
+  be a, b;
+  be_open(&a, &o, NS);
+  be_open(&b, &o, NS);
+  char key[256];
+  lease_key(key, sizeof key, 5);
+  void *la = NULL, *lb = NULL;
+  assert_int_equal(a.ops.lock(a.r, PK(5), &la), CCACHE_OK);
+  long long pttl = rf_int(s, "PTTL %s", key);
+  assert_true(pttl > 30000 - (long long)WAIT_MS && pttl <= 30000);
+  /* Held: another process, and this one, get EBUSY. */
+  assert_int_equal(b.ops.lock(b.r, PK(5), &lb), CCACHE_EBUSY);
+  assert_null(lb);
+  void *again = NULL;
+  assert_int_equal(a.ops.lock(a.r, PK(5), &again), CCACHE_EBUSY);
+  /* Another key is independent. */
+  assert_int_equal(b.ops.lock(b.r, PK(6), &lb), CCACHE_OK);
+  b.ops.unlock(b.r, lb);
+  /* Released: gone, and b takes it. */
+  a.ops.unlock(a.r, la);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 0);
+  assert_int_equal(b.ops.lock(b.r, PK(5), &lb), CCACHE_OK);
+  /* Tokens differ between holders. */
+  char *tok = reply_str(s, "GET %s", key);
+  assert_non_null(tok);
+  assert_string_equal(tok, ccache__redis_lock_token(lb));
+  assert_int_equal(strlen(tok), 32);
+  free(tok);
+  b.ops.unlock(b.r, lb);
+  b.ops.unlock(b.r, NULL); /* no-op */
+  assert_int_equal(rf_int(s, "DBSIZE"), 0);
+  be_close(&a);
+  be_close(&b);
+  rf_stop(s);
+}
+
+static void redis_lease_renewed(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.lease_ms = 40000;
+  be a;
+  be_open(&a, &o, NS);
+  char key[256];
+  lease_key(key, sizeof key, 9);
+  void *l = NULL;
+  assert_int_equal(a.ops.lock(a.r, PK(9), &l), CCACHE_OK);
+  /* Let the lease run down (as time would), then renew: back to lease_ms. */
+  for (int round = 0; round < 3; round++) {
+    assert_int_equal(rf_int(s, "PEXPIRE %s 500", key), 1);
+    assert_true(rf_int(s, "PTTL %s", key) <= 500);
+    assert_int_equal(a.ops.renew(a.r, l), CCACHE_OK);
+    long long pttl = rf_int(s, "PTTL %s", key);
+    assert_true(pttl > 40000 - (long long)WAIT_MS && pttl <= 40000);
+  }
+  /* The renewal uses the server's own connection, not the pool: the lock
+   * made the pooled one, the first renew one more, later ones none. */
+  assert_int_equal(cnt(&a).connects, 2);
+  assert_int_equal(get_check(&a, 9, 0), CCACHE_MISS); /* pooled, idle: reused */
+  assert_int_equal(cnt(&a).connects, 2);
+  a.ops.unlock(a.r, l);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 0);
+  be_close(&a);
+  rf_stop(s);
+}
+
+/* A holder whose lease expired can neither extend nor delete the lease a
+ * second holder took meanwhile. */
+static void redis_lease_token_checked(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.lease_ms = 30000;
+  be a, b;
+  be_open(&a, &o, NS);
+  be_open(&b, &o, NS);
+  char key[256];
+  lease_key(key, sizeof key, 3);
+  void *la = NULL, *lb = NULL;
+  assert_int_equal(a.ops.lock(a.r, PK(3), &la), CCACHE_OK);
+  assert_int_equal(rf_int(s, "DEL %s", key), 1); /* a's lease expires */
+  assert_int_equal(b.ops.lock(b.r, PK(3), &lb), CCACHE_OK);
+  assert_int_equal(rf_int(s, "PEXPIRE %s 20000", key), 1);
+  /* The stale holder: renew refused, and the TTL untouched. */
+  assert_int_equal(a.ops.renew(a.r, la), CCACHE_EBUSY);
+  assert_true(rf_int(s, "PTTL %s", key) <= 20000);
+  /* The stale holder's release leaves b's lease in place. */
+  a.ops.unlock(a.r, la);
+  char *tok = reply_str(s, "GET %s", key);
+  assert_non_null(tok);
+  assert_string_equal(tok, ccache__redis_lock_token(lb));
+  free(tok);
+  assert_int_equal(b.ops.renew(b.r, lb), CCACHE_OK);
+  assert_true(rf_int(s, "PTTL %s", key) > 20000);
+  b.ops.unlock(b.r, lb);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 0);
+  /* A renew after the lease vanished is refused too. */
+  assert_int_equal(a.ops.lock(a.r, PK(3), &la), CCACHE_OK);
+  assert_int_equal(rf_int(s, "DEL %s", key), 1);
+  assert_int_equal(a.ops.renew(a.r, la), CCACHE_EBUSY);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 0);
+  a.ops.unlock(a.r, la);
+  be_close(&a);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* ------------------------------------------------------ several servers */
+#define SPREAD_KEYS 300
+
+static void redis_rendezvous_spread_and_one_down(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = servers;
+  for (int i = 0; i < 3; i++) start(&s[i], NULL);
+  char list[800], reversed[800], two[800];
+  snprintf(list, sizeof list, "%.31s,%.31s,%.31s", s[0].addr, s[1].addr, s[2].addr);
+  snprintf(reversed, sizeof reversed, "%.31s,%.31s,%.31s", s[2].addr, s[1].addr, s[0].addr);
+  snprintf(two, sizeof two, "%.31s,%.31s", s[1].addr, s[0].addr);
+  be b, rev, b2;
+  be_open_simple(&b, list);
+  be_open_simple(&rev, reversed);
+  be_open_simple(&b2, two);
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) assert_int_equal(put_n(&b, k, 32), CCACHE_OK);
+  long long size[3], total = 0;
+  for (int i = 0; i < 3; i++) {
+    size[i] = rf_int(&s[i], "DBSIZE");
+    total += size[i];
+    /* Binomial(300, 1/3): mean 100, sd 8.2; +-40 is ~5 sd. */
+    assert_true(size[i] >= 60 && size[i] <= 140);
+  }
+  assert_int_equal(total, SPREAD_KEYS);
+  /* Every key is where server_of says, and only there; the reversed list
+   * (another process's view) reads every key; the list without s[2] maps
+   * every key of s[0] and s[1] to the same server (only s[2]'s share moves). */
+  int moved = 0;
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) {
+    size_t at = ccache__redis_server_of(b.r, PK(k));
+    char key[256];
+    entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", k);
+    for (size_t i = 0; i < 3; i++) assert_int_equal(rf_int(&s[i], "EXISTS %s", key), i == at);
+    assert_int_equal(get_check(&rev, k, 32), CCACHE_OK);
+    size_t at2 = ccache__redis_server_of(b2.r, PK(k));
+    const char *name2 = at2 == 0 ? s[1].addr : s[0].addr;
+    if (at == 2)
+      moved++;
+    else
+      assert_string_equal(name2, s[at].addr);
+  }
+  assert_int_equal(moved, size[2]);
+
+  /* s[1] goes down: only its share is lost (tier errors), the rest hits. */
+  rf_kill(&s[1]);
+  int ok = 0, err = 0, miss = 0;
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) {
+    int rc = get_check(&b, k, 32);
+    ok += rc == CCACHE_OK;
+    err += rc == CCACHE_EIO;
+    miss += rc == CCACHE_MISS;
+  }
+  assert_int_equal(ok, size[0] + size[2]);
+  assert_int_equal(err, size[1]);
+  assert_int_equal(miss, 0);
+  ccache__rcounters c = cnt(&b);
+  /* Each failed get: the dead pooled connection (io error), a refused
+   * connect, or a skip during the backoff. */
+  assert_int_equal(c.io_errors + c.connect_failures + c.refused_backoff, size[1]);
+  assert_int_equal(c.io_errors, 1);
+  be_close(&b);
+  be_close(&rev);
+  be_close(&b2);
+  for (int i = 0; i < 3; i++) rf_stop(&s[i]);
+}
+
+/* ---------------------------------------------------------------- auth */
+static void redis_auth_password(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  static const char *const args[] = {"--requirepass", "s3cret-pw", NULL};
+  start(s, args);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  be none, wrong, good;
+  be_open(&none, &o, NS);
+  o.password = "wrong";
+  be_open(&wrong, &o, NS);
+  o.password = "s3cret-pw";
+  be_open(&good, &o, NS);
+  assert_int_equal(put_n(&good, 1, 100), CCACHE_OK);
+  assert_int_equal(get_check(&good, 1, 100), CCACHE_OK);
+  assert_int_equal(cnt(&good).connects, 1);
+  /* Without a password the server answers NOAUTH: a reply error, the
+   * connection stays. */
+  assert_int_equal(get_check(&none, 1, 100), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&none), "NOAUTH"));
+  assert_int_equal(cnt(&none).reply_errors, 1);
+  assert_int_equal(cnt(&none).io_errors, 0);
+  /* A wrong password fails the connection's AUTH. */
+  assert_int_equal(get_check(&wrong, 1, 100), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&wrong), "AUTH"));
+  assert_non_null(strstr(last_error(&wrong), "WRONGPASS"));
+  assert_int_equal(cnt(&wrong).connect_failures, 1);
+  assert_int_equal(cnt(&wrong).connects, 0);
+  be_close(&none);
+  be_close(&wrong);
+  be_close(&good);
+  rf_stop(s);
+}
+
+static void redis_auth_acl_user(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  memset(s, 0, sizeof *s);
+  s->admin_user = "alice";
+  s->admin_pass = "wonderland";
+  /* Each word a separate argument: redis-server joins them into the
+   * config line "user alice on >wonderland ~* +@all". */
+  static const char *const args[] = {"--user", "alice", "on", ">wonderland", "~*", "+@all",
+                                     "--user", "default", "off",
+                                     /* the least a tier needs, as documented */
+                                     "--user", "ccache", "on", ">tier-pw", "~ccache:*", "+get",
+                                     "+set", "+del", "+eval", "+pexpire", NULL};
+  start(s, args);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.user = "alice";
+  o.password = "wonderland";
+  be alice, bad, anon;
+  be_open(&alice, &o, NS);
+  o.password = "rabbit-hole";
+  be_open(&bad, &o, NS);
+  o.user = NULL;
+  o.password = NULL;
+  be_open(&anon, &o, NS);
+  assert_int_equal(put_n(&alice, 4, 1000), CCACHE_OK);
+  assert_int_equal(get_check(&alice, 4, 1000), CCACHE_OK);
+  void *l = NULL;
+  assert_int_equal(alice.ops.lock(alice.r, PK(4), &l), CCACHE_OK);
+  assert_int_equal(alice.ops.renew(alice.r, l), CCACHE_OK);
+  alice.ops.unlock(alice.r, l);
+  assert_int_equal(cnt(&alice).connects, 2); /* pool + renewal */
+  assert_int_equal(get_check(&bad, 4, 1000), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&bad), "WRONGPASS"));
+  assert_int_equal(cnt(&bad).connect_failures, 1);
+  /* The minimal ACL of the header's example runs every op. */
+  o.user = "ccache";
+  o.password = "tier-pw";
+  be least;
+  be_open(&least, &o, NS);
+  assert_int_equal(put_n(&least, 8, 100), CCACHE_OK);
+  assert_int_equal(get_check(&least, 8, 100), CCACHE_OK);
+  assert_int_equal(least.ops.lock(least.r, PK(8), &l), CCACHE_OK);
+  assert_int_equal(least.ops.renew(least.r, l), CCACHE_OK);
+  least.ops.unlock(least.r, l);
+  assert_int_equal(least.ops.remove(least.r, PK(8)), CCACHE_OK);
+  assert_int_equal(rf_int(s, "DBSIZE"), 1); /* alice's entry only: lease and entry 8 gone */
+  ccache__rcounters lc = cnt(&least);
+  assert_int_equal(lc.reply_errors + lc.io_errors + lc.connect_failures, 0);
+  be_close(&least);
+  /* Outside its key pattern it is refused (a reply error). */
+  o.prefix = "other";
+  be_open(&least, &o, NS);
+  assert_int_equal(put_n(&least, 8, 100), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&least), "NOPERM"));
+  be_close(&least);
+  /* The default user is off: no access without credentials. */
+  assert_int_equal(get_check(&anon, 4, 1000), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&anon), "NOAUTH"));
+  be_close(&alice);
+  be_close(&bad);
+  be_close(&anon);
+  rf_stop(s);
+}
+
+/* -------------------------------------------------------------- faults */
+static void redis_absent_at_start(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  rf_kill(s); /* its port and directory stay ours */
+  be b;
+  be_open_simple(&b, s->addr);
+  assert_int_equal(cnt(&b).connect_failures, 0); /* creating connects nothing */
+  assert_int_equal(put_n(&b, 1, 10), CCACHE_EIO);
+  void *l = NULL;
+  assert_int_equal(b.ops.lock(b.r, PK(1), &l), CCACHE_EIO);
+  assert_null(l);
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.connects, 0);
+  assert_true(c.connect_failures >= 1);
+  assert_int_equal(c.connect_failures + c.refused_backoff, 2);
+  assert_non_null(strstr(last_error(&b), "connect"));
+  /* The server appears: the backend connects after its backoff. */
+  assert_int_equal(rf_restart(s), 0);
+  assert_int_equal(get_until_reachable(&b, 1, 10), CCACHE_MISS);
+  assert_int_equal(put_n(&b, 1, 10), CCACHE_OK);
+  assert_int_equal(get_check(&b, 1, 10), CCACHE_OK);
+  assert_int_equal(cnt(&b).connects, 1);
+  be_close(&b);
+  rf_stop(s);
+}
+
+static void redis_killed_mid_run_then_restarted(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  be b, slow;
+  be_open(&b, &o, NS);
+  o.reconnect_min_ms = o.reconnect_max_ms = 3600000; /* backoff longer than the test */
+  be_open(&slow, &o, NS);
+  assert_int_equal(put_n(&b, 1, 5000), CCACHE_OK);
+  assert_int_equal(get_check(&slow, 1, 5000), CCACHE_OK);
+  rf_kill(s);
+  /* The pooled connections are dead: one I/O error each, then backoff. */
+  assert_int_equal(get_check(&b, 1, 5000), CCACHE_EIO);
+  assert_int_equal(cnt(&b).io_errors, 1);
+  assert_int_equal(get_check(&slow, 1, 5000), CCACHE_EIO);
+  for (int i = 0; i < 10; i++) assert_int_equal(put_n(&slow, 2, 10), CCACHE_EIO);
+  ccache__rcounters c = cnt(&slow);
+  assert_int_equal(c.io_errors, 1);
+  assert_int_equal(c.refused_backoff, 10); /* no connect attempt while backing off */
+  assert_int_equal(c.connect_failures, 0);
+  /* Restarted (empty: no persistence): b reconnects, slow still waits. */
+  assert_int_equal(rf_restart(s), 0);
+  assert_int_equal(get_until_reachable(&b, 1, 5000), CCACHE_MISS);
+  assert_int_equal(put_n(&b, 1, 5000), CCACHE_OK);
+  assert_int_equal(get_check(&b, 1, 5000), CCACHE_OK);
+  assert_int_equal(get_check(&slow, 1, 5000), CCACHE_EIO);
+  assert_int_equal(cnt(&slow).refused_backoff, 11);
+  assert_int_equal(cnt(&b).connects, 2);
+  be_close(&b);
+  be_close(&slow);
+  rf_stop(s);
+}
+
+static void redis_dropped_connection(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  be b;
+  be_open_simple(&b, s->addr);
+  assert_int_equal(put_n(&b, 1, 100), CCACHE_OK);
+  void *l = NULL;
+  assert_int_equal(b.ops.lock(b.r, PK(2), &l), CCACHE_OK);
+  assert_int_equal(b.ops.renew(b.r, l), CCACHE_OK);
+  assert_int_equal(cnt(&b).connects, 2);
+  /* Kill every client but the admin one (SKIPME yes): pool and renewal. */
+  assert_int_equal(rf_int(s, "CLIENT KILL TYPE normal"), 2);
+  assert_int_equal(get_check(&b, 1, 100), CCACHE_EIO);
+  assert_int_equal(cnt(&b).io_errors, 1);
+  assert_int_equal(get_until_reachable(&b, 1, 100), CCACHE_OK);
+  /* The renewal connection was dropped too: it reconnects on its own. */
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  int rc;
+  while ((rc = b.ops.renew(b.r, l)) == CCACHE_EIO && rf_now_ms() < deadline) rf_poll_pause();
+  assert_int_equal(rc, CCACHE_OK);
+  b.ops.unlock(b.r, l);
+  assert_int_equal(cnt(&b).connects, 4);
+  be_close(&b);
+  rf_stop(s);
+}
+
+typedef struct async_get {
+  be *b;
+  uint64_t n;
+  size_t len;
+  int rc;
+  int done;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} async_get;
+
+static void *async_get_main(void *arg) {
+  async_get *g = arg;
+  int rc = get_check(g->b, g->n, g->len);
+  pthread_mutex_lock(&g->mu);
+  g->rc = rc;
+  g->done = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  return NULL;
+}
+
+static void async_start(async_get *g, pthread_t *t, be *b, uint64_t n, size_t len) {
+  memset(g, 0, sizeof *g);
+  g->b = b, g->n = n, g->len = len;
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  assert_int_equal(pthread_create(t, NULL, async_get_main, g), 0);
+}
+
+/* Wait (up to ms) for it to finish: 1 if it did. */
+static int async_wait(async_get *g, unsigned long long ms) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)(ms / 1000);
+  until.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&g->mu);
+  while (!g->done && pthread_cond_timedwait(&g->cv, &g->mu, &until) == 0) {
+  }
+  int done = g->done;
+  pthread_mutex_unlock(&g->mu);
+  return done;
+}
+
+static void redis_slow_server_command_timeout(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.command_timeout_ms = 250;
+  be b;
+  be_open(&b, &o, NS);
+  assert_int_equal(put_n(&b, 1, 100), CCACHE_OK);
+  rf_pause(s); /* the server stops answering */
+  async_get g;
+  pthread_t t;
+  async_start(&g, &t, &b, 1, 100);
+  int finished = async_wait(&g, WAIT_MS);
+  rf_resume(s);
+  pthread_join(t, NULL);
+  assert_true(finished); /* the command timeout, not the server, ended it */
+  assert_int_equal(g.rc, CCACHE_EIO);
+  assert_int_equal(cnt(&b).io_errors, 1);
+  assert_non_null(strstr(last_error(&b), "GET"));
+  /* Back to normal once the server answers again. */
+  assert_int_equal(get_until_reachable(&b, 1, 100), CCACHE_OK);
+  assert_int_equal(cnt(&b).connects, 2);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* Connect timeout: the server is stopped and its accept queue (backlog 1)
+ * is full, so the kernel drops further SYNs and a connect can only end by
+ * the client's own timeout. */
+static void redis_connect_timeout(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  static const char *const args[] = {"--tcp-backlog", "1", NULL};
+  start(s, args);
+  rf_pause(s);
+  int fill[8];
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)s->port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < 8; i++) {
+    fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    assert_true(fill[i] >= 0);
+    connect(fill[i], (struct sockaddr *)&a, sizeof a); /* EINPROGRESS or queued */
+  }
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.connect_timeout_ms = 200;
+  be b;
+  be_open(&b, &o, NS);
+  async_get g;
+  pthread_t t;
+  async_start(&g, &t, &b, 1, 10);
+  int finished = async_wait(&g, WAIT_MS);
+  for (int i = 0; i < 8; i++) close(fill[i]);
+  rf_resume(s);
+  pthread_join(t, NULL);
+  assert_true(finished);
+  assert_int_equal(g.rc, CCACHE_EIO);
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.connect_failures, 1);
+  assert_int_equal(c.connects, 0);
+  assert_non_null(strstr(last_error(&b), "connect"));
+  assert_non_null(strstr(last_error(&b), "timed out"));
+  assert_int_equal(get_until_reachable(&b, 1, 10), CCACHE_MISS);
+  be_close(&b);
+  rf_stop(s);
+}
+
+static void redis_oom_under_maxmemory(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  static const char *const args[] = {"--maxmemory", "3mb", "--maxmemory-policy", "noeviction",
+                                     NULL};
+  start(s, args);
+  be b;
+  be_open_simple(&b, s->addr);
+  int first_fail = -1, rc = CCACHE_OK;
+  for (int i = 0; i < 256 && first_fail < 0; i++) {
+    rc = put_n(&b, (uint64_t)i, 64 * 1024);
+    if (rc != CCACHE_OK) first_fail = i;
+  }
+  assert_true(first_fail >= 0);
+  assert_int_equal(rc, CCACHE_EIO);
+  assert_non_null(strstr(last_error(&b), "OOM command not allowed"));
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.reply_errors, 1);
+  assert_int_equal(c.io_errors + c.refused_backoff + c.connect_failures, 0);
+  /* The connection is fine: a second write fails the same way (no backoff),
+   * reads still work, and nothing reconnected. */
+  assert_int_equal(put_n(&b, 1000, 64 * 1024), CCACHE_EIO);
+  assert_int_equal(cnt(&b).reply_errors, 2);
+  if (first_fail > 0) assert_int_equal(get_check(&b, 0, 64 * 1024), CCACHE_OK);
+  assert_int_equal(cnt(&b).connects, 1);
+  assert_int_equal(cnt(&b).refused_backoff, 0);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* SIGPIPE: the server closes a pooled connection (CLIENT KILL: its FIN
+ * arrives, the socket is in CLOSE_WAIT); the next put writes a large value,
+ * the server's kernel answers the first bytes with a reset, and the
+ * following write() fails with EPIPE and raises SIGPIPE.  Run in a child
+ * with SIGPIPE at its default action and unblocked: without the library's
+ * guard the child dies of it. */
+static int sigpipe_child(rf_server *s) {
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, NULL);
+  ccache_redis_options o;
+  ccache_redis_options_init(&o);
+  o.servers = s->addr;
+  o.reconnect_min_ms = o.reconnect_max_ms = 1;
+  o.command_timeout_ms = 5000;
+  ccache_tier_ops ops;
+  ccache__redis *r;
+  char why[256];
+  if (ccache__redis_new(&o, &ops, &r, why, sizeof why) != CCACHE_OK) return 10;
+  size_t len = 16u << 20;
+  unsigned char *big = calloc(1, len);
+  if (!big) return 11;
+  int code = 3; /* no SIGPIPE in 50 tries */
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  for (int i = 0; i < 50 && rf_now_ms() < deadline; i++) {
+    if (ops.put(r, PK(1), "x", 1) != CCACHE_OK) { /* (re)connect the pool */
+      rf_poll_pause();
+      continue;
+    }
+    if (rf_int(s, "CLIENT KILL TYPE normal") != 1) return 12;
+    if (ops.put(r, PK(2), big, len) != CCACHE_EIO) return 13;
+    ccache__rcounters c;
+    ccache__rpool_counters(ccache__redis_pool(r), &c);
+    if (c.sigpipes > 0) {
+      code = 0;
+      break;
+    }
+  }
+  /* The signal mask is as before and nothing is left pending. */
+  sigset_t mask, pending;
+  pthread_sigmask(SIG_SETMASK, NULL, &mask);
+  sigpending(&pending);
+  if (code == 0 && (sigismember(&mask, SIGPIPE) || sigismember(&pending, SIGPIPE))) code = 4;
+  free(big);
+  ops.close(r);
+  return code;
+}
+
+static void redis_sigpipe_default_disposition(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  struct sigaction sa;
+  sigaction(SIGPIPE, NULL, &sa);
+  assert_true(sa.sa_handler == SIG_DFL); /* main() made sure */
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) child_exit(sigpipe_child(s)); /* no admin connection yet to share */
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (WIFSIGNALED(status)) fail_msg("the child died of signal %d", WTERMSIG(status));
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  rf_stop(s);
+}
+
+/* ------------------------------------------------------- concurrency */
+static _Thread_local int block_here;
+typedef struct hold {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int blocked, release;
+} hold;
+static hold the_hold = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+
+static void hold_hook(void *arg, size_t server, const char *cmd) {
+  (void)server, (void)cmd;
+  hold *h = arg;
+  if (!block_here) return;
+  pthread_mutex_lock(&h->mu);
+  h->blocked = 1;
+  pthread_cond_broadcast(&h->cv);
+  while (!h->release) pthread_cond_wait(&h->cv, &h->mu);
+  pthread_mutex_unlock(&h->mu);
+}
+
+static void *blocked_get_main(void *arg) {
+  block_here = 1;
+  return async_get_main(arg);
+}
+
+/* A miss on one thread holds its connection (here: parked inside the
+ * command); a miss on another thread does not wait for it. */
+static void redis_concurrent_misses_do_not_queue(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  be b;
+  be_open_simple(&b, s->addr);
+  assert_int_equal(put_n(&b, 1, 100), CCACHE_OK);
+  assert_int_equal(put_n(&b, 2, 200), CCACHE_OK);
+  assert_int_equal(cnt(&b).connects, 1);
+  hold *h = &the_hold;
+  h->blocked = h->release = 0;
+  ccache__redis_set_hook(b.r, hold_hook, h);
+  async_get a, c;
+  pthread_t ta, tc;
+  memset(&a, 0, sizeof a);
+  a.b = &b, a.n = 1, a.len = 100;
+  pthread_mutex_init(&a.mu, NULL);
+  pthread_cond_init(&a.cv, NULL);
+  assert_int_equal(pthread_create(&ta, NULL, blocked_get_main, &a), 0);
+  pthread_mutex_lock(&h->mu);
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  while (!h->blocked && rf_now_ms() < deadline) {
+    pthread_mutex_unlock(&h->mu);
+    rf_poll_pause();
+    pthread_mutex_lock(&h->mu);
+  }
+  int blocked = h->blocked;
+  pthread_mutex_unlock(&h->mu);
+  async_start(&c, &tc, &b, 2, 200);
+  int c_done = async_wait(&c, WAIT_MS);
+  pthread_mutex_lock(&h->mu);
+  h->release = 1;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  pthread_join(ta, NULL);
+  pthread_join(tc, NULL);
+  ccache__redis_set_hook(b.r, NULL, NULL);
+  assert_true(blocked);
+  assert_true(c_done); /* finished while the other thread held its connection */
+  assert_int_equal(a.rc, CCACHE_OK);
+  assert_int_equal(c.rc, CCACHE_OK);
+  assert_int_equal(cnt(&b).connects, 2);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* A fork child never touches the parent's connections. */
+static void redis_fork_child_refuses(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  be b;
+  be_open_simple(&b, s->addr);
+  assert_int_equal(put_n(&b, 1, 100), CCACHE_OK);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int rc = put_n(&b, 2, 100);
+    void *blob;
+    size_t len;
+    int rc2 = b.ops.get(b.r, PK(1), &blob, &len);
+    be_close(&b); /* frees the child's copy; the parent's sockets stay open */
+    child_exit(rc == CCACHE_EFORKED && rc2 == CCACHE_EFORKED ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_int_equal(get_check(&b, 1, 100), CCACHE_OK);
+  assert_int_equal(get_check(&b, 2, 100), CCACHE_MISS);
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.connects, 1);
+  assert_int_equal(c.io_errors + c.reply_errors, 0);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* ------------------------------------------------ through a cache (core) */
+#define E2E_PAYLOAD 3000
+#define E2E_TAG "test-runtime 1.0"
+
+static _Atomic uint64_t e2e_compiles; /* compile callbacks run in this process */
+
+/* The codec: a native program is a t_obj; its bytes are payload(pkey.lo). */
+static int e2e_encode(void *ctx, ccache_key pkey, void *native, void **bytes, size_t *len) {
+  (void)ctx, (void)native;
+  *bytes = payload(pkey.lo, E2E_PAYLOAD);
+  *len = E2E_PAYLOAD;
+  return 0;
+}
+static void e2e_free_bytes(void *ctx, void *bytes, size_t len) {
+  (void)ctx, (void)len;
+  free(bytes);
+}
+static int e2e_decode(void *ctx, ccache_key pkey, const void *bytes, size_t len,
+                      void **native_out, uint64_t *cost_out) {
+  (void)ctx;
+  unsigned char *want = payload(pkey.lo, E2E_PAYLOAD);
+  int same = len == E2E_PAYLOAD && memcmp(bytes, want, len) == 0;
+  free(want);
+  if (!same) return -1;
+  *native_out = t_native((int)pkey.lo + 100000); /* loaded, not compiled */
+  *cost_out = len;
+  return 0;
+}
+static const ccache_codec e2e_codec = {e2e_encode, e2e_free_bytes, e2e_decode, NULL};
+
+/* A compile that does some real work (no sleeping). */
+static int e2e_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                       uint64_t *cost_out) {
+  (void)ud, (void)c;
+  atomic_fetch_add(&e2e_compiles, 1);
+  unsigned char *p = payload(pkey.lo, 1 << 16);
+  uint64_t h = 0;
+  for (int round = 0; round < 8; round++)
+    for (size_t i = 0; i < (1 << 16); i++) h = h * 31 + p[i];
+  free(p);
+  *native_out = t_native((int)pkey.lo + (int)(h & 1) * 0); /* id = key */
+  *cost_out = 1;
+  return 0;
+}
+
+/* A cache over one Redis tier (options o), the codec and E2E_TAG. */
+static ccache *e2e_open(t_ctx *ctx, const ccache_redis_options *o, const char *tag) {
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(o, &t), CCACHE_OK);
+  ccache_config cfg;
+  t_config(&cfg, ctx);
+  cfg.codec = &e2e_codec;
+  cfg.runtime_tag = tag;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = &t;
+  cfg.n_tiers = 1;
+  ccache *c = NULL;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);
+  return c;
+}
+
+/* get-or-compile PK(n): the native's id (n: compiled, n+100000: loaded). */
+static int e2e_get(ccache *c, uint64_t n) {
+  ccache_program *p = NULL;
+  int rc = ccache_program_get_or_compile(c, PK(n), e2e_compile, NULL, &p);
+  if (rc != CCACHE_OK) return -1;
+  int id = t_id(ccache_program_native(p));
+  ccache_program_release(c, p);
+  return id;
+}
+
+static void e2e_entry_key(char *buf, size_t len, const char *tag, uint64_t n) {
+  char ns[CCACHE__TIER_NS_MAX];
+  ccache__tier_ns(ccache__tier_tag_hash(tag), ns);
+  for (char *q = ns; *q; q++)
+    if (*q == '/') *q = ':';
+  entry_key(buf, len, "ccache", ns, n);
+}
+
+static void redis_e2e_hit_is_a_tier_hit_not_a_compile(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *a = e2e_open(&ctx, &o, E2E_TAG);
+  assert_int_equal(e2e_get(a, 1), 1); /* compiled */
+  ccache_stats st = t_stats(a);
+  assert_int_equal(st.program_compiles, 1);
+  assert_int_equal(st.tier_misses, 1);
+  assert_int_equal(st.tier_writes, 1);
+  assert_int_equal(st.tier_hits + st.tier_errors + st.tier_corrupt, 0);
+  /* Stored under <prefix>:v1:<tag hash>:<key>, lease released. */
+  char key[256];
+  e2e_entry_key(key, sizeof key, E2E_TAG, 1);
+  assert_int_equal(rf_int(s, "EXISTS %s", key), 1);
+  assert_int_equal(rf_int(s, "DBSIZE"), 1);
+  long long entry_len = rf_int(s, "STRLEN %s", key);
+  assert_true(entry_len > E2E_PAYLOAD);
+  t_close(a);
+
+  /* Another cache (another process would do the same): a tier hit. */
+  ccache *b = e2e_open(&ctx, &o, E2E_TAG);
+  assert_int_equal(e2e_get(b, 1), 100001); /* loaded from Redis */
+  st = t_stats(b);
+  assert_int_equal(st.program_misses, 1);
+  assert_int_equal(st.tier_hits, 1);
+  assert_int_equal(st.program_compiles, 0);
+  assert_int_equal(st.tier_misses + st.tier_errors + st.tier_writes, 0);
+  assert_int_equal(st.tier_bytes_read, entry_len);
+  assert_int_equal(atomic_load(&e2e_compiles), 1);
+  t_close(b);
+
+  /* Another runtime tag lives in another namespace: a miss, a compile. */
+  ccache *other = e2e_open(&ctx, &o, "test-runtime 2.0");
+  assert_int_equal(e2e_get(other, 1), 1);
+  st = t_stats(other);
+  assert_int_equal(st.tier_misses, 1);
+  assert_int_equal(st.tier_corrupt, 0);
+  assert_int_equal(rf_int(s, "DBSIZE"), 2);
+  t_close(other);
+
+  /* A damaged entry: tier_corrupt, removed, compiled and stored again. */
+  redisReply *r = rf_cmd(s, "SETRANGE %s 100 XYZ", key);
+  assert_non_null(r);
+  freeReplyObject(r);
+  ccache *d = e2e_open(&ctx, &o, E2E_TAG);
+  assert_int_equal(e2e_get(d, 1), 1);
+  st = t_stats(d);
+  assert_int_equal(st.tier_corrupt, 1);
+  assert_int_equal(st.tier_writes, 1);
+  assert_int_equal(st.tier_hits, 0);
+  t_close(d);
+  assert_int_equal(atomic_load(&e2e_compiles), 3);
+  rf_stop(s);
+}
+
+/* Redis down: every miss compiles; each failed op counts once. */
+static void redis_e2e_server_down_never_fails_a_fetch(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  rf_kill(s);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  for (uint64_t k = 1; k <= 5; k++) assert_int_equal(e2e_get(c, k), (int)k);
+  ccache_stats st = t_stats(c);
+  assert_int_equal(st.program_compiles, 5);
+  assert_int_equal(st.tier_misses, 5);
+  /* Per miss: get, lock, the get after the lock step, put. */
+  assert_int_equal(st.tier_errors, 20);
+  assert_int_equal(st.tier_writes + st.tier_hits, 0);
+  assert_int_equal(atomic_load(&e2e_compiles), 5);
+  t_close(c);
+  rf_stop(s);
+}
+
+/* One child of the fleet tests: its counts, through a pipe. */
+typedef struct fleet_report {
+  int ok;
+  uint64_t compiles, tier_hits, tier_misses, tier_errors, lock_waits, wait_ms_max;
+} fleet_report;
+
+static void fleet_send(int fd, ccache *c, int ok) {
+  fleet_report rep;
+  memset(&rep, 0, sizeof rep);
+  ccache_stats st;
+  st.size = sizeof st;
+  ccache_stats_get(c, &st);
+  rep.ok = ok;
+  rep.compiles = atomic_load(&e2e_compiles);
+  rep.tier_hits = st.tier_hits;
+  rep.tier_misses = st.tier_misses;
+  rep.tier_errors = st.tier_errors;
+  rep.lock_waits = st.tier_lock_waits;
+  rep.wait_ms_max = st.tier_wait_ms_max;
+  if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep) _exit(3);
+}
+
+static int fleet_recv(int fd, fleet_report *rep) {
+  size_t got = 0;
+  while (got < sizeof *rep) {
+    ssize_t n = read(fd, (char *)rep + got, sizeof *rep - got);
+    if (n <= 0) return -1;
+    got += (size_t)n;
+  }
+  return 0;
+}
+
+#define FLEET_KEYS 24
+
+/* Child: wait for the start signal, then get every key, starting at
+ * offset `first` (so the processes collide on different keys). */
+static void fleet_child(const char *servers, int go_fd, int out_fd, int first) {
+  atomic_store(&e2e_compiles, 0);
+  ccache_redis_options o;
+  opts(&o, servers);
+  o.poll_ms = 1;
+  o.poll_max_ms = 20;
+  t_ctx ctx = {0};
+  ccache_tier *t = NULL;
+  if (ccache_tier_redis(&o, &t) != CCACHE_OK) _exit(4);
+  ccache_config cfg;
+  t_config(&cfg, &ctx);
+  cfg.codec = &e2e_codec;
+  cfg.runtime_tag = E2E_TAG;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = &t;
+  cfg.n_tiers = 1;
+  ccache *c = NULL;
+  if (ccache_open(&cfg, &c) != CCACHE_OK) _exit(5);
+  char go;
+  if (go_fd >= 0 && read(go_fd, &go, 1) != 1) _exit(6);
+  int ok = 1;
+  for (int i = 0; i < FLEET_KEYS; i++) {
+    uint64_t k = (uint64_t)((first + i) % FLEET_KEYS) + 1;
+    int id = e2e_get(c, k);
+    ok = ok && (id == (int)k || id == (int)k + 100000);
+  }
+  fleet_send(out_fd, c, ok);
+  ccache_close(c);
+  child_exit(0);
+}
+
+static void redis_e2e_four_processes_compile_each_key_once(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  int go[2], out[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(out), 0);
+  fflush(NULL);
+  pid_t pid[5];
+  for (int i = 0; i < 4; i++) {
+    pid[i] = fork();
+    assert_true(pid[i] >= 0);
+    if (pid[i] == 0) {
+      close(go[1]);
+      close(out[0]);
+      fleet_child(s->addr, go[0], out[1], i * (FLEET_KEYS / 8));
+    }
+  }
+  close(go[0]);
+  assert_int_equal(write(go[1], "GGGG", 4), 4); /* all four start together */
+  close(go[1]);
+  fleet_report rep[5];
+  uint64_t compiles = 0, hits = 0, errors = 0;
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(fleet_recv(out[0], &rep[i]), 0);
+    assert_true(rep[i].ok);
+    compiles += rep[i].compiles;
+    hits += rep[i].tier_hits;
+    errors += rep[i].tier_errors;
+    assert_int_equal(rep[i].tier_hits + rep[i].tier_misses, FLEET_KEYS);
+    assert_int_equal(rep[i].compiles, rep[i].tier_misses);
+  }
+  for (int i = 0; i < 4; i++) {
+    int st = 0;
+    assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  print_message("4 processes, %d keys: %llu compiles, %llu tier hits\n", FLEET_KEYS,
+                (unsigned long long)compiles, (unsigned long long)hits);
+  assert_int_equal(compiles, FLEET_KEYS); /* exactly once per key, fleet-wide */
+  assert_int_equal(hits, 4 * FLEET_KEYS - FLEET_KEYS);
+  assert_int_equal(errors, 0);
+  assert_int_equal(rf_int(s, "DBSIZE"), FLEET_KEYS); /* entries only: no lease left */
+
+  /* A fifth process, afterwards: everything from Redis. */
+  pid[4] = fork();
+  assert_true(pid[4] >= 0);
+  if (pid[4] == 0) fleet_child(s->addr, -1, out[1], 0);
+  assert_int_equal(fleet_recv(out[0], &rep[4]), 0);
+  int st = 0;
+  assert_int_equal(waitpid(pid[4], &st, 0), pid[4]);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_true(rep[4].ok);
+  assert_int_equal(rep[4].compiles, 0);
+  assert_int_equal(rep[4].tier_hits, FLEET_KEYS);
+  assert_int_equal(rep[4].tier_errors, 0);
+  close(out[0]);
+  close(out[1]);
+  rf_stop(s);
+}
+
+/* A compile longer than the lease keeps it: the renewal thread renews it
+ * every lease/3 through the tier's renew op.  The compile watches the
+ * lease's TTL in Redis and returns after it has gone back up four times
+ * (four renewals, 4 x lease/3 > lease), so without renewals it could not
+ * finish (the bounded wait would fail it). */
+#define RENEW_LEASE_MS 300
+static rf_server *renew_srv;
+static char renew_key[256];
+static int renew_seen, renew_expired;
+
+static int renewing_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                            uint64_t *cost_out) {
+  (void)ud, (void)c;
+  long long last = rf_int(renew_srv, "PTTL %s", renew_key);
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  while (renew_seen < 4 && rf_now_ms() < deadline) {
+    long long now = rf_int(renew_srv, "PTTL %s", renew_key);
+    if (now < 0) { /* expired (-2) or no TTL (-1): the lease was lost */
+      renew_expired = 1;
+      break;
+    }
+    if (now > last) renew_seen++;
+    last = now;
+    rf_poll_pause();
+  }
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static void redis_e2e_lease_renewed_through_a_long_compile(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  renew_srv = s;
+  renew_seen = renew_expired = 0;
+  e2e_entry_key(renew_key, sizeof renew_key, E2E_TAG, 31);
+  strcat(renew_key, ":lease");
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.lease_ms = RENEW_LEASE_MS;
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  ccache_program *p = NULL;
+  assert_int_equal(ccache_program_get_or_compile(c, PK(31), renewing_compile, NULL, &p),
+                   CCACHE_OK);
+  ccache_program_release(c, p);
+  assert_false(renew_expired);
+  assert_int_equal(renew_seen, 4);
+  ccache_stats st = t_stats(c);
+  assert_int_equal(st.tier_errors, 0); /* no renewal failed */
+  assert_int_equal(st.tier_writes, 1);
+  assert_int_equal(rf_int(s, "EXISTS %s", renew_key), 0); /* released */
+  t_close(c);
+  rf_stop(s);
+}
+
+#define HOLDER_LEASE_MS 600
+#define HOLDER_POLL_MAX_MS 50
+#define HOLDER_KEY 77
+
+static int holder_block_fd = -1, holder_note_fd = -1;
+
+/* The holder's compile: announce, then block until killed. */
+static int holder_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                          uint64_t *cost_out) {
+  (void)ud, (void)c, (void)pkey, (void)native_out, (void)cost_out;
+  if (write(holder_note_fd, "H", 1) != 1) _exit(7);
+  char x;
+  while (read(holder_block_fd, &x, 1) != 0) {
+  }
+  _exit(8); /* never reached: killed first */
+}
+
+static void holder_child(const char *servers) {
+  ccache_redis_options o;
+  opts(&o, servers);
+  o.lease_ms = HOLDER_LEASE_MS;
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  ccache_program *p = NULL;
+  ccache_program_get_or_compile(c, PK(HOLDER_KEY), holder_compile, NULL, &p);
+  _exit(9);
+}
+
+static void waiter_child(const char *servers, int out_fd) {
+  atomic_store(&e2e_compiles, 0);
+  ccache_redis_options o;
+  opts(&o, servers);
+  o.lease_ms = HOLDER_LEASE_MS;
+  o.poll_ms = 5;
+  o.poll_max_ms = HOLDER_POLL_MAX_MS;
+  o.wait_ms = 10000; /* a lease that never lapsed would end in a local compile */
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  int id = e2e_get(c, HOLDER_KEY);
+  fleet_send(out_fd, c, id == HOLDER_KEY || id == HOLDER_KEY + 100000);
+  ccache_close(c);
+  child_exit(0);
+}
+
+/* The lease holder dies mid-compile: its lease runs out (no renewals), one
+ * waiter takes over and compiles, the others load its result; nobody waits
+ * much past the lease plus one backoff step. */
+static void redis_e2e_lease_holder_killed_mid_compile(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  int note[2], block[2], out[2];
+  assert_int_equal(pipe(note), 0);
+  assert_int_equal(pipe(block), 0);
+  assert_int_equal(pipe(out), 0);
+  fflush(NULL);
+  pid_t holder = fork();
+  assert_true(holder >= 0);
+  if (holder == 0) {
+    holder_note_fd = note[1];
+    holder_block_fd = block[0];
+    close(block[1]);
+    holder_child(s->addr);
+  }
+  close(note[1]);
+  close(block[0]);
+  char h = 0;
+  assert_int_equal(read(note[0], &h, 1), 1); /* compiling, lease held */
+  assert_int_equal(h, 'H');
+  char lkey[256];
+  e2e_entry_key(lkey, sizeof lkey, E2E_TAG, HOLDER_KEY);
+  strcat(lkey, ":lease");
+  assert_int_equal(rf_int(s, "EXISTS %s", lkey), 1);
+  pid_t w[3];
+  for (int i = 0; i < 3; i++) {
+    w[i] = fork();
+    assert_true(w[i] >= 0);
+    if (w[i] == 0) waiter_child(s->addr, out[1]);
+  }
+  kill(holder, SIGKILL);
+  unsigned long long killed_at = rf_now_ms();
+  int st = 0;
+  assert_int_equal(waitpid(holder, &st, 0), holder);
+  assert_true(WIFSIGNALED(st));
+  uint64_t compiles = 0, hits = 0;
+  for (int i = 0; i < 3; i++) {
+    fleet_report rep;
+    assert_int_equal(fleet_recv(out[0], &rep), 0);
+    assert_true(rep.ok);
+    compiles += rep.compiles;
+    hits += rep.tier_hits;
+    assert_int_equal(rep.tier_errors, 0);
+    assert_int_equal(rep.lock_waits, 1);
+    print_message("waiter: compiles %llu, tier hits %llu, waited %llu ms (lease %d + step %d)\n",
+                  (unsigned long long)rep.compiles, (unsigned long long)rep.tier_hits,
+                  (unsigned long long)rep.wait_ms_max, HOLDER_LEASE_MS, HOLDER_POLL_MAX_MS);
+    /* The lease plus one backoff step, with room for two busy shared cores
+     * (a waiter polling until wait_ms would take 120 s). */
+    assert_true(rep.wait_ms_max <= HOLDER_LEASE_MS + HOLDER_POLL_MAX_MS + 400);
+  }
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(waitpid(w[i], &st, 0), w[i]);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  print_message("all waiters done %llu ms after the kill\n", rf_now_ms() - killed_at);
+  assert_int_equal(compiles, 1); /* at most one extra compile: exactly the takeover */
+  assert_int_equal(hits, 2);
+  assert_int_equal(rf_int(s, "EXISTS %s", lkey), 0);
+  close(note[0]);
+  close(block[1]);
+  close(out[0]);
+  close(out[1]);
+  rf_stop(s);
+}
+
+/* CLOSURE_CACHE_REDIS adds a Redis tier to the default instance (which
+ * exists once per process: each scenario runs in a child). */
+static int env_child(const char *value, int use_codec, int expect_id, int expect_rc) {
+  if (value)
+    setenv("CLOSURE_CACHE_REDIS", value, 1);
+  else
+    unsetenv("CLOSURE_CACHE_REDIS");
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.sweeper_thread = 0;
+  cfg.destroy_program = t_destroy_program;
+  t_ctx ctx = {0};
+  cfg.ctx = &ctx;
+  cfg.codec = use_codec ? &e2e_codec : NULL;
+  cfg.runtime_tag = E2E_TAG;
+  cfg.tier_min_compile_us = 0;
+  if (ccache_default_init(&cfg) != CCACHE_OK) return 20;
+  ccache *c = NULL;
+  int rc = ccache_default(&c);
+  if (rc != expect_rc) return 21;
+  if (rc != CCACHE_OK) return strstr(ccache_error_detail(), "CLOSURE_CACHE_REDIS") ? 0 : 22;
+  if (e2e_get(c, 5) != expect_id) return 23;
+  return 0;
+}
+
+static void run_env_child(const char *value, int use_codec, int expect_id, int expect_rc) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) child_exit(env_child(value, use_codec, expect_id, expect_rc));
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void redis_default_instance_from_environment(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  run_env_child(s->addr, 1, 5, CCACHE_OK);      /* compiled, stored */
+  assert_int_equal(rf_int(s, "DBSIZE"), 1);
+  run_env_child(s->addr, 1, 100005, CCACHE_OK); /* another process: from Redis */
+  run_env_child(NULL, 1, 5, CCACHE_OK);         /* unset: no tier */
+  run_env_child(s->addr, 0, 5, CCACHE_OK);      /* no codec: ignored */
+  run_env_child("not-a-server-list", 1, 0, CCACHE_EINVAL);
+  assert_int_equal(rf_int(s, "DBSIZE"), 1);
+  rf_stop(s);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(redis_options_defaults_and_validation, stop_all),
+      cmocka_unit_test_teardown(redis_round_trip, stop_all),
+      cmocka_unit_test_teardown(redis_key_prefix_and_namespace, stop_all),
+      cmocka_unit_test_teardown(redis_entry_ttl, stop_all),
+      cmocka_unit_test_teardown(redis_lease_taken_held_released, stop_all),
+      cmocka_unit_test_teardown(redis_lease_renewed, stop_all),
+      cmocka_unit_test_teardown(redis_lease_token_checked, stop_all),
+      cmocka_unit_test_teardown(redis_rendezvous_spread_and_one_down, stop_all),
+      cmocka_unit_test_teardown(redis_auth_password, stop_all),
+      cmocka_unit_test_teardown(redis_auth_acl_user, stop_all),
+      cmocka_unit_test_teardown(redis_absent_at_start, stop_all),
+      cmocka_unit_test_teardown(redis_killed_mid_run_then_restarted, stop_all),
+      cmocka_unit_test_teardown(redis_dropped_connection, stop_all),
+      cmocka_unit_test_teardown(redis_slow_server_command_timeout, stop_all),
+      cmocka_unit_test_teardown(redis_connect_timeout, stop_all),
+      cmocka_unit_test_teardown(redis_oom_under_maxmemory, stop_all),
+      cmocka_unit_test_teardown(redis_sigpipe_default_disposition, stop_all),
+      cmocka_unit_test_teardown(redis_concurrent_misses_do_not_queue, stop_all),
+      cmocka_unit_test_teardown(redis_fork_child_refuses, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_hit_is_a_tier_hit_not_a_compile, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_server_down_never_fails_a_fetch, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_four_processes_compile_each_key_once, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_lease_renewed_through_a_long_compile, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_lease_holder_killed_mid_compile, stop_all),
+      cmocka_unit_test_teardown(redis_default_instance_from_environment, stop_all),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
