@@ -37,6 +37,75 @@
  *    call on it there returns CCACHE_EFORKED (ccache_close() included; the
  *    child's copy of its memory is simply abandoned).  Caches opened in the
  *    child work normally, and ccache_default() there makes a new instance.
+ *
+ * Before sharing compiled programs between threads, read
+ * @ref sharing_contract "Sharing a program between threads".
+ */
+
+/**
+ * @page sharing_contract Sharing a program between threads
+ *
+ * **What the cache does.**  A closure and its program are handed to every
+ * thread that holds a lease on the closure's entry, possibly at the same
+ * moment: two threads that look up one key get the same closure and the
+ * same native program, and many closures (call sites) share one program,
+ * so one native program may be running on several threads at once.  The
+ * compile ran on whichever thread missed first; the program then runs on
+ * any thread.  A lease carries no thread state: it may be released on a
+ * thread other than the one that took it.  The destroy callbacks run once,
+ * on whichever thread lets go of the last reference (a lease release, an
+ * eviction, a remove, close, or the sweeper thread), never while a lease
+ * is out.  The cache never serialises execution: nothing it does makes
+ * running a program safe.
+ *
+ * **What the runtime must guarantee**, for every closure and program it
+ * puts in a cache used from more than one thread:
+ *  - *Reentrant execution.*  Running a program (through any of its
+ *    closures) from several threads at the same time must be safe.
+ *    Execution must not write to the closure or the program, or to any
+ *    state they share, unless the runtime synchronises that itself.
+ *  - *No thread affinity.*  A program may run on a thread other than the
+ *    one that compiled it; a lease may be released, and a closure or
+ *    program destroyed, on yet another thread.  Nothing in them may depend
+ *    on the creating thread's thread-local storage, per-thread allocators
+ *    or per-thread runtime state.
+ *  - *Per-worker mutable state.*  Whatever execution writes besides its
+ *    outputs (scratch buffers, workspaces, streams or queues, profiling
+ *    counters) belongs to the executing worker and is passed in with each
+ *    execution, never kept in the closure or program.
+ *  - *Settings captured at creation are part of the program.*  Whatever the
+ *    compile reads from the compiling thread's environment (thread count,
+ *    device, floating-point mode) is baked in: make it the same on every
+ *    worker, or put it into the program key.
+ *
+ * **oneDNN 2.6, the worked example** (examples/onednn_serving does exactly
+ * this).  A primitive's default scratchpad mode, dnnl_scratchpad_mode_library,
+ * depends on the build option DNNL_ENABLE_CONCURRENT_EXEC.  It is off in
+ * oneDNN's default build and in Debian's libdnnl-dev: then every primitive
+ * uses one scratchpad global to the thread that created it, so a primitive
+ * must not even move to another thread, let alone run on two at once (with
+ * the option on, the scratchpad is private to the primitive, which still
+ * must not run concurrently).  Sharing primitives through the cache in that
+ * mode gives wrong results, silently.  The recipe:
+ *  1. Create every primitive with dnnl_primitive_attr_set_scratchpad_mode(
+ *     attr, dnnl_scratchpad_mode_user), and put the scratchpad mode into the
+ *     program key.
+ *  2. Give each serving worker its own dnnl_stream_t and its own scratchpad
+ *     buffer, grown to the largest size any primitive it runs asks for
+ *     (dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), then
+ *     dnnl_memory_desc_get_size(); for a cached primitive, get its
+ *     descriptor with dnnl_primitive_get_primitive_desc(), or store the
+ *     size in the closure at compile time).
+ *  3. Pass that buffer as DNNL_ARG_SCRATCHPAD on every
+ *     dnnl_primitive_execute(), and wait on the worker's stream before
+ *     releasing the lease.  No lock around execution is needed: in user
+ *     mode a primitive is safe to run concurrently as long as no two
+ *     executions use the same scratchpad buffer.
+ *  4. Keep the OpenMP thread count the same on every worker: oneDNN sizes
+ *     a CPU primitive's work split and scratchpad for the thread count of
+ *     the thread that creates it (the example's largest scratchpad is
+ *     260 KiB at 2 OpenMP threads, 132 KiB at 1).  If workers differ, put
+ *     the count into the program key.
  */
 #ifndef CCACHE_H
 #define CCACHE_H

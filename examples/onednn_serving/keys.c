@@ -12,6 +12,9 @@ static void fp_tensor(ccache_fp *fp, const tensor_spec *t) {
 void onednn_fp_structure(ccache_fp *fp, const prim_spec *s) {
   ccache_fp_init(fp);
   ccache_fp_str(fp, "onednn-2.6/cpu", 14);
+  /* Every primitive is built with the user-managed scratchpad (prims.c); a
+   * primitive built for oneDNN's own scratchpad would be a different program. */
+  ccache_fp_u64(fp, (uint64_t)dnnl_scratchpad_mode_user);
   ccache_fp_u64(fp, (uint64_t)s->kind);
   fp_tensor(fp, &s->src);
   if (s->kind != OP_SOFTMAX) fp_tensor(fp, &s->wei);

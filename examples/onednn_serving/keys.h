@@ -12,8 +12,8 @@
 
 #include "prims.h"
 
-/** Start @p fp and append the structure of @p s: op, shapes, strides, dtype,
- *  post-ops, engine; never the call site. */
+/** Start @p fp and append the structure of @p s: engine, scratchpad mode,
+ *  op, shapes, strides, dtype, post-ops; never the call site. */
 void onednn_fp_structure(ccache_fp *fp, const prim_spec *s);
 
 /** Append the call site (layer, op name) to @p fp, after the structure. */

@@ -2,14 +2,23 @@
  *
  * A call site describes *what* it wants (prim_spec: op, shapes, strides,
  * post-ops) and *where* it is (call_site: layer, op name, its weights).
- * prims_run() then gets a primitive in one of three ways and executes it:
+ * prims_run() then gets a primitive in one of four ways and executes it:
  *
  *   MODE_NO_CACHE      create the primitive descriptor and primitive on every
  *                      call, destroy after use (oneDNN cache capacity 0);
  *   MODE_ONEDNN_CACHE  the same code, but oneDNN's own primitive cache
  *                      (capacity 1024) turns creation into a lookup;
  *   MODE_CCACHE        two-level ccache: closure key = call site, program
- *                      key = structure only (oneDNN cache capacity 0).
+ *                      key = structure only (oneDNN cache capacity 0);
+ *   MODE_PER_THREAD    RLX-style: each serving thread keeps its own table of
+ *                      primitives keyed by the call site (closure key),
+ *                      cleared entirely when it reaches 512 entries.
+ *
+ * Sharing rule (see "Sharing a program between threads" in ccache.h): every
+ * primitive is created with dnnl_scratchpad_mode_user, and each serving
+ * worker passes its own scratchpad buffer as DNNL_ARG_SCRATCHPAD, so one
+ * primitive may run on several threads at the same moment and on threads
+ * other than the one that created it.  The same in all four modes.
  */
 #ifndef ONEDNN_SERVING_PRIMS_H
 #define ONEDNN_SERVING_PRIMS_H
@@ -73,15 +82,41 @@ typedef struct prim_args {
   const tensor_spec *rt_src, *rt_wei, *rt_dst;
 } prim_args;
 
-typedef enum acquire_mode { MODE_NO_CACHE = 1, MODE_ONEDNN_CACHE = 2, MODE_CCACHE = 3 } acquire_mode;
+typedef enum acquire_mode {
+  MODE_NO_CACHE = 1,
+  MODE_ONEDNN_CACHE = 2,
+  MODE_CCACHE = 3,
+  MODE_PER_THREAD = 4
+} acquire_mode;
 
-/** Per serving thread: its stream and its own counters (summed at the end). */
+#define PRIM_N_MODES 4
+
+/** MODE_PER_THREAD clears a thread's whole table when an insert finds it
+ *  this full (RLX's MAX_ENTRIES). */
+#define PER_THREAD_MAX_ENTRIES 512
+
+/** Per serving thread: its stream, its scratchpad, its MODE_PER_THREAD table
+ *  and its own counters (summed at the end).  Only its thread touches it,
+ *  except @c prims_done, which the progress reporter reads. */
 typedef struct prim_worker {
   dnnl_stream_t stream;
+  /* The worker's scratchpad: grown to the largest dnnl_query_scratchpad_md
+   * size of the primitives it has run, passed on every execute. */
+  void *scratch;
+  size_t scratch_cap;        /**< bytes at scratch */
+  dnnl_memory_t scratch_mem; /**< a u8 memory object over scratch (NULL while 0) */
+  /* MODE_PER_THREAD: this thread's table (uthash), never shared. */
+  struct tl_entry *tl;
+  uint64_t tl_hits, tl_misses, tl_clears, tl_entries_cleared;
+  uint64_t fetch_hits; /**< MODE_CCACHE: requests served by ccache_fetch alone */
   uint64_t requests;   /**< primitive requests */
   uint64_t acquire_ns; /**< getting a primitive: creation, lookup, key building, release */
-  uint64_t compile_ns; /**< of which in creating primitives (modes 1 and 3) */
+  uint64_t compile_ns; /**< of which on the miss path (mode 1: all; mode 2: a program's
+                            first request; modes 3 and 4: a miss's whole getting, a wait
+                            for another thread's compile included); the rest is lookup
+                            (keys, hits, releases) */
   uint64_t exec_ns;    /**< binding memory, executing, waiting */
+  atomic_uint_fast64_t prims_done; /**< primitive requests finished (progress) */
   int omp_threads;
 } prim_worker;
 
@@ -90,7 +125,8 @@ typedef struct prim_ctx {
   acquire_mode mode;
   dnnl_engine_t engine;
   ccache *cache; /**< MODE_CCACHE only */
-  /* Program accounting, maintained by the compile and destroy callbacks. */
+  /* Program accounting (modes 3 and 4), maintained where primitives that
+   * outlive one request are created and destroyed. */
   atomic_uint_fast64_t programs_created;
   atomic_uint_fast64_t programs_destroyed;
   atomic_uint_fast64_t programs_live;
@@ -109,6 +145,12 @@ typedef struct prim_ctx {
 int prims_init(prim_ctx *ctx, acquire_mode mode, dnnl_engine_t engine);
 /** Free the key sets (after the cache, if any, is closed). */
 void prims_fini(prim_ctx *ctx);
+
+/** Zero a serving worker's own state (its stream is created by the caller). */
+void prims_worker_init(prim_worker *w);
+/** Destroy what the worker owns: its MODE_PER_THREAD table (destroying those
+ *  primitives) and its scratchpad.  @return 0, or -1 if oneDNN refused. */
+int prims_worker_fini(prim_ctx *ctx, prim_worker *w);
 
 /** ccache destroy callbacks; config.ctx must be the prim_ctx. */
 void prims_destroy_program(void *native, void *ctx);
