@@ -49,7 +49,11 @@ static int parse_bound(const char *name, uint64_t *v) {
  * replaced configuration that the new one does not list are freed.
  * default_mu held. */
 static int keep_config(const ccache_config *cfg) {
-  ccache_config k = *cfg;
+  /* A caller's struct may end before the fields added since (its size says
+   * where): those keep their defaults. */
+  ccache_config k;
+  ccache_config_init(&k);
+  memcpy(&k, cfg, cfg->size < sizeof k ? cfg->size : sizeof k);
   k.size = sizeof k;
   char *tag = NULL;
   if (k.runtime_tag && !(tag = strdup(k.runtime_tag))) return CCACHE_ENOMEM;

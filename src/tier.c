@@ -98,7 +98,14 @@ void ccache_tier_free(ccache_tier *t) {
 
 /* ------------------------------------------------------------- open, close */
 
+/* The tier fields exist only in configs whose size covers them: a caller
+ * built before them passes a shorter struct (CCACHE__CONFIG_MIN_SIZE), and
+ * reading past its end would read its stack. */
+#define CFG_HAS(cfg, field) \
+  ((cfg)->size >= offsetof(ccache_config, field) + sizeof((cfg)->field))
+
 int ccache__tiers_check(const ccache_config *cfg) {
+  if (!CFG_HAS(cfg, n_tiers)) return CCACHE_OK; /* no tiers */
   const ccache_codec *k = cfg->codec;
   if (k && (!k->encode || !k->free_bytes || !k->decode)) return CCACHE_EINVAL;
   if (cfg->n_tiers > CCACHE_MAX_TIERS) return CCACHE_EINVAL;
@@ -145,7 +152,7 @@ static int init_renewal(struct ccache__tiers *ts) {
 
 int ccache__tiers_open(ccache *c, const ccache_config *cfg) {
   c->tiers = NULL;
-  if (cfg->n_tiers == 0 && !cfg->codec) return CCACHE_OK;
+  if (!CFG_HAS(cfg, n_tiers) || (cfg->n_tiers == 0 && !cfg->codec)) return CCACHE_OK;
   struct ccache__tiers *ts = ccache__calloc(&c->mem, sizeof *ts);
   if (!ts) return CCACHE_ENOMEM;
   int rc = init_renewal(ts);

@@ -50,7 +50,8 @@ ccache__entry_check ccache__tier_verify(const void *blob, size_t blob_len, ccach
 
 /* --------------------------------------------------------------- tier.c */
 struct ccache;
-/* EINVAL unless the config's tier fields are usable; no side effects. */
+/* EINVAL unless the config's tier fields (if its size covers them) are
+ * usable; no side effects. */
 int ccache__tiers_check(const ccache_config *cfg);
 /* At open, after the cache's locks exist: copy the codec and tag, take
  * ownership of the tiers, attach them.  OK or ENOMEM/EINVAL (then nothing

@@ -375,6 +375,35 @@ static void open_validates_tiers_and_codec(void **state) {
   mem_free(m);
 }
 
+/* A caller built before the tier fields passes a struct that ends before
+ * them: accepted, no tiers, and nothing past its end is read (the struct
+ * sits alone in a heap block of exactly that size, so ASan would see it). */
+static void config_from_before_the_tiers(void **state) {
+  (void)state;
+  t_ctx t = {0};
+  ccache_config full;
+  t_config(&full, &t);
+  const size_t old = offsetof(ccache_config, codec);
+  unsigned char *raw = malloc(old);
+  assert_non_null(raw);
+  memcpy(raw, &full, old);
+  uint32_t size = (uint32_t)old;
+  memcpy(raw + offsetof(ccache_config, size), &size, sizeof size);
+  const ccache_config *cfg = (const ccache_config *)(void *)raw;
+  ccache *c = NULL;
+  assert_int_equal(ccache_open(cfg, &c), CCACHE_OK);
+  t_compiler comp = {0};
+  assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
+  ccache_stats s = t_stats(c);
+  assert_int_equal(s.program_compiles, 1);
+  assert_int_equal(s.tier_misses + s.tier_hits + s.tier_errors, 0);
+  t_close(c);
+  size = (uint32_t)old - 1;
+  memcpy(raw + offsetof(ccache_config, size), &size, sizeof size);
+  assert_int_equal(ccache_open(cfg, &c), CCACHE_EINVAL);
+  free(raw);
+}
+
 static void miss_compiles_once_and_stores_in_every_tier(void **state) {
   (void)state;
   rig r;
@@ -980,6 +1009,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(tier_custom_validates_ops),
       cmocka_unit_test(open_validates_tiers_and_codec),
+      cmocka_unit_test(config_from_before_the_tiers),
       cmocka_unit_test(miss_compiles_once_and_stores_in_every_tier),
       cmocka_unit_test(namespace_is_format_and_tag_hash),
       cmocka_unit_test(hit_in_lower_tier_fills_above_without_compiling),
