@@ -122,7 +122,8 @@ static void open_cache(sized *s, uint64_t salt, uint64_t max_items, uint64_t ttl
   s->salt = salt;
   s->next = 0;
   BENCH_OK(ccache_open(&cfg, &s->c));
-  BENCH_OK(ccache_program_intern(s->c, bench_key(99, salt), (void *)(uintptr_t)0x1000u, 4096, &s->p));
+  BENCH_OK(
+      ccache_program_intern(s->c, bench_key(99, salt), (void *)(uintptr_t)0x1000u, 4096, &s->p));
 }
 
 static void close_cache(sized *s) {
@@ -224,7 +225,7 @@ static void p4(bench_report *rep, const bench_opts *o) {
 /* ------------------------------------------------------------ sweep */
 
 #define SWEEP_BATCH 10u
-#define TTL_MS 1000000u
+#define TTL_MS      1000000u
 
 /* n entries: `rounds` batches of 10 at times 1000, 1001, ..., then the rest
  * at 1000 + rounds.  Sweep k runs at 1000 + k + TTL: only batch k expired. */
@@ -277,7 +278,8 @@ static void sweep(bench_report *rep, const bench_opts *o) {
   }
   BENCH_CHECK(stats_of(big.c).evicted_ttl == SWEEP_BATCH * (uint64_t)rounds, "evicted_ttl");
   char fig[96];
-  snprintf(fig, sizeof fig, "sweep removing 10 expired of %s vs 10 of 1k", o->quick ? "100k" : "1M");
+  snprintf(fig, sizeof fig, "sweep removing 10 expired of %s vs 10 of 1k",
+           o->quick ? "100k" : "1M");
   report_big_small(rep, fig, "ns/sweep", "10 of 1k", tb, ts, ratio, reps, &big, &small);
 
   /* The floor: deleting the 10 oldest of a bare uthash FIFO (10 fresh ones
@@ -366,7 +368,8 @@ static void readers_cost(bench_report *rep, const bench_opts *o) {
   for (int t = 0; t < IDLE; t++) pthread_join(th[t], NULL);
   pthread_barrier_destroy(&ready);
   pthread_barrier_destroy(&done);
-  BENCH_CHECK(stats_of(crowd.c).evicted_capacity == batch * (uint64_t)(reps + 1), "crowd evictions");
+  BENCH_CHECK(stats_of(crowd.c).evicted_capacity == batch * (uint64_t)(reps + 1),
+              "crowd evictions");
   bench_add(rep, "put that evicts, 64 readers registered vs 1 (max_items 1k)",
             bench_stats(tc, reps).med, "ns/put", bench_stats(tp, reps).med, "1 reader",
             bench_stats(ratio, reps), "64 / 1", BENCH_REPORT, 0);
@@ -383,17 +386,21 @@ int main(int argc, char **argv) {
   bench_parse(argc, argv, &o, "P4: evicting put at 1M vs 1k items; sweep of 10 of 1M vs 10 of 1k",
               false);
   bench_report rep;
-  bench_report_init(&rep, "bench_evict", "do eviction and sweeps cost O(evicted), whatever the table size?");
+  bench_report_init(&rep, "bench_evict",
+                    "do eviction and sweeps cost O(evicted), whatever the table size?");
   bench_pin(0);
   p4(&rep, &o);
   sweep(&rep, &o);
   readers_cost(&rep, &o);
-  bench_note(&rep, "puts of fresh keys in batches; big and small caches alternate, each pair "
-                   "gives one ratio; warm-up batch/sweeps first");
-  bench_note(&rep, "sweep: fake clock, exactly 10 entries expire before each sweep, 10 fresh "
-                   "ones are put back after it (untimed)");
-  bench_note(&rep, "floor rows: the same O(1) work on a bare uthash table in insertion order; "
-                   "their ratio is what cold cache lines and TLB misses alone cost here");
+  bench_note(&rep,
+             "puts of fresh keys in batches; big and small caches alternate, each pair "
+             "gives one ratio; warm-up batch/sweeps first");
+  bench_note(&rep,
+             "sweep: fake clock, exactly 10 entries expire before each sweep, 10 fresh "
+             "ones are put back after it (untimed)");
+  bench_note(&rep,
+             "floor rows: the same O(1) work on a bare uthash table in insertion order; "
+             "their ratio is what cold cache lines and TLB misses alone cost here");
   if (o.quick) bench_note(&rep, "quick mode: the big cache holds 100k, not 1M");
   return bench_report_print(&rep, &o);
 }

@@ -74,7 +74,8 @@ static void bytes_bench(bench_report *rep, const bench_opts *o) {
   avx_clean();
 #endif
   double *tc = malloc(sizeof(double) * (size_t)reps), *tp = malloc(sizeof(double) * (size_t)reps),
-         *td = malloc(sizeof(double) * (size_t)reps), *ratio = malloc(sizeof(double) * (size_t)reps);
+         *td = malloc(sizeof(double) * (size_t)reps),
+         *ratio = malloc(sizeof(double) * (size_t)reps);
   BENCH_CHECK(tc && tp && td && ratio, "out of memory");
   for (int r = 0; r < reps; r++) {
     uint64_t t0 = bench_now_ns();
@@ -84,7 +85,7 @@ static void bytes_bench(bench_report *rep, const bench_opts *o) {
     uint64_t t2 = bench_now_ns();
 #ifdef HAVE_DISPATCH
     sink = XXH3_128bits_dispatch(buf, len).low64;
-  avx_clean();
+    avx_clean();
 #endif
     uint64_t t3 = bench_now_ns();
     BENCH_CHECK(k.lo == k0.lo && k.hi == k0.hi, "the key is not deterministic");
@@ -122,7 +123,7 @@ static void bytes_bench(bench_report *rep, const bench_opts *o) {
 /* ------------------------------------------------------------- graph */
 
 enum { DT_F32 = 1, DT_I32 = 2 };
-#define MAXN 1400
+#define MAXN   1400
 #define MAXOPS 4
 
 typedef struct graph {
@@ -153,40 +154,55 @@ static uint32_t node(graph *g, const char *op, const void *attrs, size_t attrs_l
   return (uint32_t)i;
 }
 
-#define D(...) ((const int64_t[]){__VA_ARGS__})
-#define OPS(...) ((const uint32_t[]){__VA_ARGS__})
+#define D(...)    ((const int64_t[]){__VA_ARGS__})
+#define OPS(...)  ((const uint32_t[]){__VA_ARGS__})
 #define NOPS(...) ((int)(sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t)))
-#define PARAM(g, ...) node((g), "parameter", NULL, 0, NOPS(__VA_ARGS__), D(__VA_ARGS__), 0, NULL, true)
+#define PARAM(g, ...) \
+  node((g), "parameter", NULL, 0, NOPS(__VA_ARGS__), D(__VA_ARGS__), 0, NULL, true)
 #define RANK(dims_) ((uint32_t)(sizeof(dims_) / sizeof(int64_t)))
-#define OP(g, name, attr, dims_, ...)                                                   \
-  node((g), (name), (attr), sizeof *(attr), RANK(dims_), (dims_), NOPS(__VA_ARGS__),   \
+#define OP(g, name, attr, dims_, ...)                                                \
+  node((g), (name), (attr), sizeof *(attr), RANK(dims_), (dims_), NOPS(__VA_ARGS__), \
        OPS(__VA_ARGS__), false)
 #define OP0(g, name, dims_, ...) \
   node((g), (name), NULL, 0, RANK(dims_), (dims_), NOPS(__VA_ARGS__), OPS(__VA_ARGS__), false)
 
 /* Serialized attributes, as a runtime would pass them. */
-typedef struct { double eps; } a_norm;
-typedef struct { int64_t tr_a, tr_b; } a_matmul;
-typedef struct { double theta; int64_t head_dim; } a_rope;
-typedef struct { int64_t axis; } a_axis;
-typedef struct { int64_t shape[4]; } a_reshape;
-typedef struct { double scalar; } a_scalar;
+typedef struct {
+  double eps;
+} a_norm;
+typedef struct {
+  int64_t tr_a, tr_b;
+} a_matmul;
+typedef struct {
+  double theta;
+  int64_t head_dim;
+} a_rope;
+typedef struct {
+  int64_t axis;
+} a_axis;
+typedef struct {
+  int64_t shape[4];
+} a_reshape;
+typedef struct {
+  double scalar;
+} a_scalar;
 
 /* SmolLM2-135M: hidden 576, heads 9 x 64, kv heads 3, intermediate 1536. */
-#define H 576
-#define NH 9
+#define H   576
+#define NH  9
 #define NKV 3
-#define HD 64
-#define FF 1536
-#define M 1    /* decode: one token */
-#define T 64   /* positions in the KV cache before this token */
+#define HD  64
+#define FF  1536
+#define M   1  /* decode: one token */
+#define T   64 /* positions in the KV cache before this token */
 
 static const a_norm norm_attr = {1e-5};
 static const a_matmul mm_attr = {0, 0};
 static const a_matmul mm_bt_attr = {0, 1};
 static const a_rope rope_attr = {100000.0, HD};
 static const a_axis axis_last = {-1}, axis_seq = {1};
-static const a_reshape q_shape = {{M, NH, HD, 0}}, kv_shape = {{M, NKV, HD, 0}}, o_shape = {{M, H, 0, 0}};
+static const a_reshape q_shape = {{M, NH, HD, 0}}, kv_shape = {{M, NKV, HD, 0}},
+                       o_shape = {{M, H, 0, 0}};
 static const a_scalar scale_attr = {0.125};
 
 /* One decoder layer on hidden state x, with its position input pos; returns
@@ -242,7 +258,8 @@ static void build(graph *g, int layers, ccache_fp_ref *out) {
   *out = (ccache_fp_ref){OP(g, "matmul", &mm_bt_attr, D(M, 49152), hn, emb), 0};
 }
 
-__attribute__((noipa)) static ccache_key graph_key(const graph *g, const ccache_fp_ref *out, ccache_key *scratch) {
+__attribute__((noipa)) static ccache_key graph_key(const graph *g, const ccache_fp_ref *out,
+                                                   ccache_key *scratch) {
   ccache_key k;
   BENCH_OK(ccache_fp_graph(g->nodes, g->n, out, 1, "cpu", scratch, &k));
   return k;
@@ -305,18 +322,21 @@ static void graph_bench(bench_report *rep, const bench_opts *o, int layers) {
 
 int main(int argc, char **argv) {
   bench_opts o;
-  bench_parse(argc, argv, &o, "P5: fingerprint throughput vs raw XXH3-128; ns/node of a decoder graph",
-              false);
+  bench_parse(argc, argv, &o,
+              "P5: fingerprint throughput vs raw XXH3-128; ns/node of a decoder graph", false);
   bench_report rep;
-  bench_report_init(&rep, "bench_fingerprint", "what does a key cost? (bytes vs raw XXH3-128; graph ns/node)");
+  bench_report_init(&rep, "bench_fingerprint",
+                    "what does a key cost? (bytes vs raw XXH3-128; graph ns/node)");
   bench_pin(0);
   bytes_bench(&rep, &o);
   graph_bench(&rep, &o, 0);
   graph_bench(&rep, &o, 30);
-  bench_note(&rep, "bytes: one-shot XXH3 over the same 64 MiB buffer, in the same repetition; "
-                   "ratio = best XXH3 time / ccache time (1 = as fast as raw XXH3)");
-  bench_note(&rep, "graph: SmolLM2-135M shapes (hidden 576, 9x64 heads, 3 KV heads, FF 1536, "
-                   "vocab 49152), decode M=1 with 64 cached positions");
+  bench_note(&rep,
+             "bytes: one-shot XXH3 over the same 64 MiB buffer, in the same repetition; "
+             "ratio = best XXH3 time / ccache time (1 = as fast as raw XXH3)");
+  bench_note(&rep,
+             "graph: SmolLM2-135M shapes (hidden 576, 9x64 heads, 3 KV heads, FF 1536, "
+             "vocab 49152), decode M=1 with 64 cached positions");
   if (o.quick) bench_note(&rep, "quick mode: 3 repetitions");
   return bench_report_print(&rep, &o);
 }

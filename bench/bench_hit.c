@@ -34,13 +34,10 @@
 
 #include "bench_tables.h"
 
-#define KEY_SALT 1u
+#define KEY_SALT  1u
 #define NPROGRAMS 16u
 
-
 /* ------------------------------------------------------------ tables */
-
-
 
 /* The naive cache: one mutex, one uthash table, cleared when full. */
 typedef struct naive {
@@ -145,7 +142,8 @@ __attribute__((noipa)) uint64_t cg_loop_empty(const uint32_t *order, size_t n) {
 }
 
 /* The P1 baseline: the library's table and hash, nothing around them. */
-__attribute__((noipa)) uint64_t cg_loop_uthash(bench_uh_entry *head, const uint32_t *order, size_t n) {
+__attribute__((noipa)) uint64_t cg_loop_uthash(bench_uh_entry *head, const uint32_t *order,
+                                               size_t n) {
   uint64_t dep = 0, sum = 0;
   for (size_t i = 0; i < n; i++) {
     ccache_key k = bench_key(KEY_SALT, order[i] + dep);
@@ -240,9 +238,15 @@ static void *worker_main(void *arg) {
   pthread_barrier_wait(w->start);
   w->t0 = bench_now_ns();
   switch (w->what) {
-  case SUBJ_CCACHE: w->sum = cg_loop_ccache(w->c, w->order, w->n); break;
-  case SUBJ_NAIVE: w->sum = loop_naive(w->nv, w->order, w->n); break;
-  case SUBJ_EMLX: w->sum = loop_emlx(w->srv, &req, w->order, w->n); break;
+    case SUBJ_CCACHE:
+      w->sum = cg_loop_ccache(w->c, w->order, w->n);
+      break;
+    case SUBJ_NAIVE:
+      w->sum = loop_naive(w->nv, w->order, w->n);
+      break;
+    case SUBJ_EMLX:
+      w->sum = loop_emlx(w->srv, &req, w->order, w->n);
+      break;
   }
   w->t1 = bench_now_ns();
   if (w->what == SUBJ_EMLX) sem_destroy(&req.done);
@@ -259,8 +263,8 @@ static uint64_t run_threads(subject what, int nthreads, ccache *c, naive *nv, em
   BENCH_CHECK(nthreads >= 1 && nthreads <= 2, "threads");
   pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1);
   for (int t = 0; t < nthreads; t++) {
-    w[t] = (worker){.what = what, .c = c, .nv = nv, .srv = srv, .order = orders[t], .n = n,
-                    .start = &start};
+    w[t] = (worker){
+        .what = what, .c = c, .nv = nv, .srv = srv, .order = orders[t], .n = n, .start = &start};
     BENCH_CHECK(pthread_create(&th[t], NULL, worker_main, &w[t]) == 0, "pthread_create");
   }
   pthread_barrier_wait(&start);
@@ -279,8 +283,8 @@ static uint64_t run_threads(subject what, int nthreads, ccache *c, naive *nv, em
 
 /* --------------------------------------------------------------- P1 */
 
-static void p1_size(bench_report *rep, const bench_opts *o, uint64_t n, const char *label,
-                    int reps, size_t lookups, bool target) {
+static void p1_size(bench_report *rep, const bench_opts *o, uint64_t n, const char *label, int reps,
+                    size_t lookups, bool target) {
   ccache *c = bench_cc_build(KEY_SALT, n, NPROGRAMS);
   bench_uh_entry *uh = bench_uh_build(KEY_SALT, n, true), *uj = bench_uh_build(KEY_SALT, n, false);
   uint32_t *order = bench_random_order(lookups, (uint32_t)n, 1000 + n);
@@ -312,8 +316,8 @@ static void p1_size(bench_report *rep, const bench_opts *o, uint64_t n, const ch
     ratio[r] = rc[r] / ru[r];
     ratio_j[r] = (double)t[0] / (double)t[2];
   }
-  BENCH_CHECK(bench_cc_hits(c) - hits0 == (uint64_t)(reps + 1) * lookups, "hit counter: %llu, want %llu",
-              (unsigned long long)(bench_cc_hits(c) - hits0),
+  BENCH_CHECK(bench_cc_hits(c) - hits0 == (uint64_t)(reps + 1) * lookups,
+              "hit counter: %llu, want %llu", (unsigned long long)(bench_cc_hits(c) - hits0),
               (unsigned long long)((uint64_t)(reps + 1) * lookups));
   char fig[96];
   snprintf(fig, sizeof fig, "P1 hit latency, %s entries", label);
@@ -321,8 +325,8 @@ static void p1_size(bench_report *rep, const bench_opts *o, uint64_t n, const ch
                              "uthash HASH_FIND, same hash, no lock", bench_stats(ratio, reps),
                              "ccache / uthash", target ? BENCH_RATIO_LE : BENCH_REPORT, 1.5);
   bench_stat sj = bench_stats(ratio_j, reps);
-  snprintf(row->note, sizeof row->note, "vs plain HASH_FIND (default Jenkins hash): %.2f× [%.2f, %.2f]",
-           sj.med, sj.min, sj.max);
+  snprintf(row->note, sizeof row->note,
+           "vs plain HASH_FIND (default Jenkins hash): %.2f× [%.2f, %.2f]", sj.med, sj.min, sj.max);
   (void)o;
   free(rc);
   free(ru);
@@ -362,9 +366,12 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
   }
 
   for (int nt = 1; nt <= 2; nt++) {
-    double *cc = malloc(sizeof(double) * (size_t)reps), *cc2 = malloc(sizeof(double) * (size_t)reps),
-           *em = malloc(sizeof(double) * (size_t)reps), *nvv = malloc(sizeof(double) * (size_t)reps),
-           *r_em = malloc(sizeof(double) * (size_t)reps), *r_nv = malloc(sizeof(double) * (size_t)reps);
+    double *cc = malloc(sizeof(double) * (size_t)reps),
+           *cc2 = malloc(sizeof(double) * (size_t)reps),
+           *em = malloc(sizeof(double) * (size_t)reps),
+           *nvv = malloc(sizeof(double) * (size_t)reps),
+           *r_em = malloc(sizeof(double) * (size_t)reps),
+           *r_nv = malloc(sizeof(double) * (size_t)reps);
     BENCH_CHECK(cc && cc2 && em && nvv && r_em && r_nv, "out of memory");
     /* warm-up */
     run_threads(SUBJ_CCACHE, nt, c, NULL, NULL, orders, sums_fast, n_fast);
@@ -426,7 +433,8 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
 
 static int callgrind_mode(size_t n, uint64_t size) {
   ccache *c = bench_cc_build(KEY_SALT, size, NPROGRAMS);
-  bench_uh_entry *uh = bench_uh_build(KEY_SALT, size, true), *uj = bench_uh_build(KEY_SALT, size, false);
+  bench_uh_entry *uh = bench_uh_build(KEY_SALT, size, true),
+                 *uj = bench_uh_build(KEY_SALT, size, false);
   uint32_t *order = bench_random_order(n ? n : 1, (uint32_t)size, 3000);
   uint64_t want = expected_sum(order, n);
   /* The four loops, each once, in their own (never inlined) functions. */
@@ -435,8 +443,8 @@ static int callgrind_mode(size_t n, uint64_t size) {
   uint64_t j = cg_loop_uthash_jen(uj, order, n);
   uint64_t k = cg_loop_ccache(c, order, n);
   BENCH_CHECK(u == want && j == want && k == want, "callgrind loops returned wrong values");
-  printf("callgrind mode: %zu lookups at %llu entries done (%llu)\n", n,
-         (unsigned long long)size, (unsigned long long)(e & 1));
+  printf("callgrind mode: %zu lookups at %llu entries done (%llu)\n", n, (unsigned long long)size,
+         (unsigned long long)(e & 1));
   free(order);
   bench_uh_free(&uh);
   bench_uh_free(&uj);
@@ -446,13 +454,14 @@ static int callgrind_mode(size_t n, uint64_t size) {
 
 int main(int argc, char **argv) {
   bench_opts o;
-  bench_parse(argc, argv,
-              &o, "P1 hit latency vs bare uthash; EMLX server-thread mechanism; naive mutex table",
+  bench_parse(argc, argv, &o,
+              "P1 hit latency vs bare uthash; EMLX server-thread mechanism; naive mutex table",
               true);
   if (o.callgrind >= 0) return callgrind_mode((size_t)o.callgrind, (uint64_t)o.cg_entries);
   bench_report rep;
-  bench_report_init(&rep, "bench_hit",
-                    "hit latency (fetch + release) vs a bare uthash lookup, and two other mechanisms");
+  bench_report_init(
+      &rep, "bench_hit",
+      "hit latency (fetch + release) vs a bare uthash lookup, and two other mechanisms");
   bench_pin(0);
   int reps = o.quick ? 3 : 21;
   p1_size(&rep, &o, 1000, "1k", reps, o.quick ? 50000 : 1000000, false);
@@ -464,9 +473,11 @@ int main(int argc, char **argv) {
   /* The thread runs must not all be stuck on CPU 0. */
   bench_unpin();
   mechanisms(&rep, &o);
-  bench_note(&rep, "each lookup's key depends on the previous lookup's result: latency, not "
-                   "overlapped throughput; random keys over the whole table; warm-up pass first");
-  bench_note(&rep, "EMLX: one owner thread serves a mailbox (mutex + condvar), replies by "
-                   "semaphore, one request at a time; clients and server unpinned");
+  bench_note(&rep,
+             "each lookup's key depends on the previous lookup's result: latency, not "
+             "overlapped throughput; random keys over the whole table; warm-up pass first");
+  bench_note(&rep,
+             "EMLX: one owner thread serves a mailbox (mutex + condvar), replies by "
+             "semaphore, one request at a time; clients and server unpinned");
   return bench_report_print(&rep, &o);
 }

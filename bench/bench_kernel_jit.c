@@ -42,8 +42,8 @@ typedef struct run {
 
 /* kernel_jit --json --kernels N <tier flag> <tier value>. */
 static void jit(run *r, const char *kernels, const char *flag, const char *value) {
-  char *argv[] = {KERNEL_JIT_EXE, "--json", "--kernels", (char *)kernels, (char *)flag,
-                  (char *)value, NULL};
+  char *argv[] = {KERNEL_JIT_EXE, "--json",      "--kernels", (char *)kernels,
+                  (char *)flag,   (char *)value, NULL};
   kj_child c;
   int st = kj_run(&c, argv);
   BENCH_CHECK(st == 0, "kernel_jit %s %s exited %d: %s", flag, value, st, c.err);
@@ -59,9 +59,10 @@ static void jit(run *r, const char *kernels, const char *flag, const char *value
 
 /* The counts that make the timing meaningful. */
 static void check_pair(const run *cold, const run *warm, uint64_t n) {
-  BENCH_CHECK(cold->compiles == n && cold->tier_hits == 0, "cold: %" PRIu64 " compiles", cold->compiles);
-  BENCH_CHECK(warm->compiles == 0 && warm->tier_hits == n, "warm: %" PRIu64 " compiles, %" PRIu64
-              " tier hits", warm->compiles, warm->tier_hits);
+  BENCH_CHECK(cold->compiles == n && cold->tier_hits == 0, "cold: %" PRIu64 " compiles",
+              cold->compiles);
+  BENCH_CHECK(warm->compiles == 0 && warm->tier_hits == n,
+              "warm: %" PRIu64 " compiles, %" PRIu64 " tier hits", warm->compiles, warm->tier_hits);
   BENCH_CHECK(strcmp(cold->checksum, warm->checksum) == 0, "checksums differ");
 }
 
@@ -132,8 +133,8 @@ static uint64_t four_processes(const char *kernels, uint64_t n) {
   char dir[256], cache[300];
   BENCH_CHECK(kj_scratch(dir, sizeof dir, "bench4") == 0, "scratch directory");
   snprintf(cache, sizeof cache, "%s/cache", dir);
-  char *argv[] = {KERNEL_JIT_EXE, "--json", "--kernels", (char *)kernels, "--cache-dir", cache,
-                  NULL};
+  char *argv[] = {KERNEL_JIT_EXE, "--json", "--kernels", (char *)kernels,
+                  "--cache-dir",  cache,    NULL};
   kj_child c[4];
   BENCH_CHECK(kj_run_together(c, 4, argv) == 0, "could not start 4 processes");
   uint64_t total = 0;
@@ -159,18 +160,20 @@ static void restart_row(bench_report *rep, const series *s, const char *tier, ui
                              bench_stats(s->restart, s->n), "cold / warm", kind, 20.0);
   snprintf(row->note, sizeof row->note,
            "acquire_ms (lookups + tier + compiles + waits); warm: 0 compiles, %" PRIu64
-           " tier hits, same checksum, every rep", n);
+           " tier hits, same checksum, every rep",
+           n);
 }
 
 static void load_row(bench_report *rep, const series *s, const char *tier, double target) {
   char fig[96];
   snprintf(fig, sizeof fig, "kernel_jit %s fetch + load of a kernel vs its compile", tier);
-  bench_row *row = bench_add(rep, fig, bench_stats(s->load_us, s->n).med, "us",
-                             bench_stats(s->compile_us, s->n).med,
-                             "compile (codegen + cc + load), median", bench_stats(s->load_ratio, s->n),
-                             "compile / (fetch + load)", BENCH_RATIO_GE, target);
-  snprintf(row->note, sizeof row->note,
-           "per rep: median compile of the cold run / median get served by the tier in the warm run");
+  bench_row *row = bench_add(
+      rep, fig, bench_stats(s->load_us, s->n).med, "us", bench_stats(s->compile_us, s->n).med,
+      "compile (codegen + cc + load), median", bench_stats(s->load_ratio, s->n),
+      "compile / (fetch + load)", BENCH_RATIO_GE, target);
+  snprintf(
+      row->note, sizeof row->note,
+      "per rep: median compile of the cold run / median get served by the tier in the warm run");
 }
 
 int main(int argc, char **argv) {
@@ -190,11 +193,11 @@ int main(int argc, char **argv) {
   load_row(&rep, &disk, "disk tier", 100.0);
 
   uint64_t total = four_processes(kernels, n);
-  bench_stat one = {(double)total / (double)n, (double)total / (double)n,
-                    (double)total / (double)n, 1};
-  bench_row *row = bench_add(&rep, "kernel_jit 4 processes together on an empty directory: compiles",
-                             (double)total, "compiles", (double)n, "distinct kernels", one,
-                             "total / distinct", BENCH_RATIO_LE, 1.0);
+  bench_stat one = {(double)total / (double)n, (double)total / (double)n, (double)total / (double)n,
+                    1};
+  bench_row *row = bench_add(
+      &rep, "kernel_jit 4 processes together on an empty directory: compiles", (double)total,
+      "compiles", (double)n, "distinct kernels", one, "total / distinct", BENCH_RATIO_LE, 1.0);
   snprintf(row->note, sizeof row->note, "exact count, one run (not a timing)");
 
   char why[160];
@@ -206,7 +209,9 @@ int main(int argc, char **argv) {
   } else {
     bench_note(&rep, "%s", why);
   }
-  bench_note(&rep, "%d rep(s) of a cold and a warm kernel_jit run (--kernels %s), each on a fresh "
-                   "directory / redis-server", reps, kernels);
+  bench_note(&rep,
+             "%d rep(s) of a cold and a warm kernel_jit run (--kernels %s), each on a fresh "
+             "directory / redis-server",
+             reps, kernels);
   return bench_report_print(&rep, &o);
 }

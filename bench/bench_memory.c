@@ -19,7 +19,7 @@
 
 /* The bare uthash table allocates through the same counter. */
 static bench_counter uh_counter;
-#define uthash_malloc(sz) bench_count_alloc(&uh_counter, (sz))
+#define uthash_malloc(sz)    bench_count_alloc(&uh_counter, (sz))
 #define uthash_free(ptr, sz) bench_count_free(&uh_counter, (ptr))
 #include <uthash.h>
 
@@ -99,8 +99,8 @@ static void programs(bench_report *rep, uint64_t n, const char *label) {
   BENCH_CHECK(h != NULL, "out of memory");
   long long b0 = cnt.live_bytes, c0 = cnt.live_chunk_bytes;
   for (uint64_t i = 0; i < n; i++)
-    BENCH_OK(ccache_program_intern(c, bench_key(32, i), (void *)(uintptr_t)(0x10000u + 16u * i),
-                                   1, &h[i]));
+    BENCH_OK(ccache_program_intern(c, bench_key(32, i), (void *)(uintptr_t)(0x10000u + 16u * i), 1,
+                                   &h[i]));
   double per = (double)(cnt.live_bytes - b0) / (double)n;
   double per_chunk = (double)(cnt.live_chunk_bytes - c0) / (double)n;
   ccache_stats st = {.size = sizeof st};
@@ -127,13 +127,15 @@ int main(int argc, char **argv) {
   bench_parse(argc, argv, &o, "P6: bytes per closure entry and per program, via the allocator hook",
               false);
   bench_report rep;
-  bench_report_init(&rep, "bench_memory", "what does an entry cost in memory? (allocator-hook count)");
+  bench_report_init(&rep, "bench_memory",
+                    "what does an entry cost in memory? (allocator-hook count)");
   uint64_t n = o.quick ? 100000 : 1000000;
   const char *label = o.quick ? "100k" : "1M";
   entries(&rep, n, label);
   programs(&rep, n, label);
-  bench_note(&rep, "requested bytes counted by config.alloc/free (live after minus live before); "
-                   "deterministic, so one measurement (no spread)");
+  bench_note(&rep,
+             "requested bytes counted by config.alloc/free (live after minus live before); "
+             "deterministic, so one measurement (no spread)");
   if (o.quick) bench_note(&rep, "quick mode: 100k entries instead of 1M");
   return bench_report_print(&rep, &o);
 }

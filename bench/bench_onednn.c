@@ -31,10 +31,10 @@
 #include "keys.h"
 #include "prims.h"
 
-#define DNNL_CHECK(call)                                                                  \
-  do {                                                                                    \
-    dnnl_status_t st_ = (call);                                                           \
-    BENCH_CHECK(st_ == dnnl_success, "%s: dnnl status %d", #call, (int)st_);              \
+#define DNNL_CHECK(call)                                                     \
+  do {                                                                       \
+    dnnl_status_t st_ = (call);                                              \
+    BENCH_CHECK(st_ == dnnl_success, "%s: dnnl status %d", #call, (int)st_); \
   } while (0)
 
 /* ------------------------------------------------------------ specs */
@@ -58,8 +58,18 @@ static prim_spec matmul(int64_t m, int64_t k, int64_t n) {
   return (prim_spec){.kind = OP_MATMUL, .src = d2(m, k), .wei = d2(k, n), .dst = d2(m, n)};
 }
 
-enum { HID = 576, INTER = 1536, HEADS = 9, KV_HEADS = 3, HEAD_DIM = 64, VOCAB = 49152,
-       LAYERS = 30, TOKENS = 1, POS = 64, CAP = 256 };
+enum {
+  HID = 576,
+  INTER = 1536,
+  HEADS = 9,
+  KV_HEADS = 3,
+  HEAD_DIM = 64,
+  VOCAB = 49152,
+  LAYERS = 30,
+  TOKENS = 1,
+  POS = 64,
+  CAP = 256
+};
 
 #define NSPECS 12
 #define NSITES (LAYERS * 12 + 1)
@@ -82,15 +92,13 @@ static void model_init(model *m) {
                           .dst = d4s(G, R, M, T, R * M * T, M * T, T, 1),
                           .n_post = 1,
                           .post = {{.kind = POST_SCALE, .alpha = 1.0f / sqrtf((float)D)}}};
-  m->softmax = (prim_spec){
-      .kind = OP_SOFTMAX, .src = d2(HEADS * M, T), .dst = d2(HEADS * M, T), .axis = 1};
-  m->values = (prim_spec){.kind = OP_MATMUL,
-                          .src = m->scores.dst,
-                          .wei = d4s(G, 1, T, D, kvs, kvs, D, 1),
-                          .dst = q4};
+  m->softmax =
+      (prim_spec){.kind = OP_SOFTMAX, .src = d2(HEADS * M, T), .dst = d2(HEADS * M, T), .axis = 1};
+  m->values = (prim_spec){
+      .kind = OP_MATMUL, .src = m->scores.dst, .wei = d4s(G, 1, T, D, kvs, kvs, D, 1), .dst = q4};
   m->o = matmul(M, HQ, HID);
-  m->add = (prim_spec){
-      .kind = OP_BINARY_ADD, .src = d2(M, HID), .wei = d2(M, HID), .dst = d2(M, HID)};
+  m->add =
+      (prim_spec){.kind = OP_BINARY_ADD, .src = d2(M, HID), .wei = d2(M, HID), .dst = d2(M, HID)};
   m->up = matmul(M, HID, INTER);
   m->gate = matmul(M, HID, INTER);
   m->gate.n_post = 2;
@@ -106,10 +114,17 @@ static void model_init(model *m) {
     const struct {
       const char *name;
       const prim_spec *s;
-    } layer[12] = {{"q_proj", &m->q},         {"k_proj", &m->kv},       {"v_proj", &m->kv},
-                   {"attn_scores", &m->scores}, {"attn_softmax", &m->softmax},
-                   {"attn_values", &m->values}, {"o_proj", &m->o},       {"attn_residual", &m->add},
-                   {"up_proj", &m->up},       {"gate_proj", &m->gate},  {"down_proj", &m->down},
+    } layer[12] = {{"q_proj", &m->q},
+                   {"k_proj", &m->kv},
+                   {"v_proj", &m->kv},
+                   {"attn_scores", &m->scores},
+                   {"attn_softmax", &m->softmax},
+                   {"attn_values", &m->values},
+                   {"o_proj", &m->o},
+                   {"attn_residual", &m->add},
+                   {"up_proj", &m->up},
+                   {"gate_proj", &m->gate},
+                   {"down_proj", &m->down},
                    {"mlp_residual", &m->add}};
     for (int i = 0; i < 12; i++)
       m->sites[m->n_sites++] =
@@ -222,7 +237,8 @@ static bool is_matmul(const site *s) { return s->spec->kind == OP_MATMUL; }
 /* One pass over the sites (those passing `want`, if given); returns how many. */
 static bool two_keys; /* the former hit path: program key finalised too */
 
-__attribute__((noipa)) static int pass_ccache(ccache *c, const model *m, bool (*want)(const site *)) {
+__attribute__((noipa)) static int pass_ccache(ccache *c, const model *m,
+                                              bool (*want)(const site *)) {
   int n = 0;
   for (int i = 0; i < m->n_sites; i++) {
     const site *s = &m->sites[i];
@@ -288,12 +304,14 @@ static void measure(bench_report *rep, const bench_opts *o, ccache *c, dnnl_engi
 
 int main(int argc, char **argv) {
   bench_opts o;
-  bench_parse(argc, argv, &o,
-              "P3: closure key + hit lookup + release vs oneDNN primitive creation with its cache warm",
-              false);
+  bench_parse(
+      argc, argv, &o,
+      "P3: closure key + hit lookup + release vs oneDNN primitive creation with its cache warm",
+      false);
   bench_report rep;
-  bench_report_init(&rep, "bench_onednn",
-                    "against a real runtime's cache: the oneDNN example's call sites (SmolLM2-135M decode)");
+  bench_report_init(
+      &rep, "bench_onednn",
+      "against a real runtime's cache: the oneDNN example's call sites (SmolLM2-135M decode)");
   bench_pin(0);
   model *m = malloc(sizeof *m);
   BENCH_CHECK(m != NULL, "out of memory");
@@ -342,17 +360,21 @@ int main(int argc, char **argv) {
   BENCH_OK(ccache_close(c));
   DNNL_CHECK(dnnl_engine_destroy(eng));
   free(m);
-  bench_note(&rep, "%d call sites sharing %llu programs (oneDNN %d.%d.%d primitives); every "
-                   "ccache call a hit; keys built by the example's keys.c",
+  bench_note(&rep,
+             "%d call sites sharing %llu programs (oneDNN %d.%d.%d primitives); every "
+             "ccache call a hit; keys built by the example's keys.c",
              NSITES, (unsigned long long)programs, (int)dnnl_version()->major,
              (int)dnnl_version()->minor, (int)dnnl_version()->patch);
-  bench_note(&rep, "oneDNN side: descriptors + attributes + dnnl_primitive_desc_create + "
-                   "dnnl_primitive_create (a primitive-cache hit, capacity 1024) + destroys");
-  bench_note(&rep, "ccache side: closure key (structure + call site, one ccache_fp_final) + "
-                   "ccache_fetch (hit) + ccache_lease_release, as prims.c run_ccache");
-  bench_note(&rep, "former-hit-path row: the program key finalised on every call too (two "
-                   "ccache_fp_final per call), as the example did before it moved the program "
-                   "key into the compile callback");
+  bench_note(&rep,
+             "oneDNN side: descriptors + attributes + dnnl_primitive_desc_create + "
+             "dnnl_primitive_create (a primitive-cache hit, capacity 1024) + destroys");
+  bench_note(&rep,
+             "ccache side: closure key (structure + call site, one ccache_fp_final) + "
+             "ccache_fetch (hit) + ccache_lease_release, as prims.c run_ccache");
+  bench_note(&rep,
+             "former-hit-path row: the program key finalised on every call too (two "
+             "ccache_fp_final per call), as the example did before it moved the program "
+             "key into the compile callback");
   if (o.quick) bench_note(&rep, "quick mode: 3 repetitions, fewer passes");
   return bench_report_print(&rep, &o);
 }

@@ -217,12 +217,12 @@ static void one_size(bench_report *rep, const bench_opts *o, const char *servers
   }
   ccache_stats_get(c, &st);
   uint64_t want = (uint64_t)reps * (uint64_t)ops + 10;
-  BENCH_CHECK(decodes - decodes0 == want && compiles == 1 && st.tier_hits == want &&
-                  st.tier_errors == 0,
-              "%llu decodes, %llu compiles, %llu tier hits, %llu tier errors (want %llu hits)",
-              (unsigned long long)(decodes - decodes0), (unsigned long long)compiles,
-              (unsigned long long)st.tier_hits, (unsigned long long)st.tier_errors,
-              (unsigned long long)want);
+  BENCH_CHECK(
+      decodes - decodes0 == want && compiles == 1 && st.tier_hits == want && st.tier_errors == 0,
+      "%llu decodes, %llu compiles, %llu tier hits, %llu tier errors (want %llu hits)",
+      (unsigned long long)(decodes - decodes0), (unsigned long long)compiles,
+      (unsigned long long)st.tier_hits, (unsigned long long)st.tier_errors,
+      (unsigned long long)want);
   char fig[96];
   snprintf(fig, sizeof fig, "Redis tier fetch (GET + check, no load), %s payload", label);
   bench_row *row = bench_add(rep, fig, bench_stats(fetch_us, reps).med, "us",
@@ -252,14 +252,16 @@ int main(int argc, char **argv) {
   memset(&s, 0, sizeof s);
   BENCH_CHECK(rf_start(&s, NULL) == 0, "could not start redis-server");
   bench_report rep;
-  bench_report_init(&rep, "bench_redis",
-                    "Issue 15: fetch from the Redis tier vs a loopback round trip of the same bytes");
+  bench_report_init(
+      &rep, "bench_redis",
+      "Issue 15: fetch from the Redis tier vs a loopback round trip of the same bytes");
   one_size(&rep, &o, s.addr, 1024, "1 KiB");
   one_size(&rep, &o, s.addr, 64 * 1024, "64 KiB");
   one_size(&rep, &o, s.addr, 1024 * 1024, "1 MiB");
   char version[32] = "?";
   struct redisReply *info = rf_cmd(&s, "INFO server");
-  const char *v = info && info->type == REDIS_REPLY_STRING ? strstr(info->str, "redis_version:") : NULL;
+  const char *v =
+      info && info->type == REDIS_REPLY_STRING ? strstr(info->str, "redis_version:") : NULL;
   if (v) sscanf(v, "redis_version:%31[^\r\n]", version);
   if (info) freeReplyObject(info);
   bench_note(&rep,

@@ -31,7 +31,7 @@
 #include "bench_tables.h"
 
 #define KEY_SALT 2u
-#define MAXT 64
+#define MAXT     64
 
 typedef enum { S_CCACHE, S_BARE, S_MUTEX, S_LOCAL, NSUBJ } subject;
 static const char *const subj_name[NSUBJ] = {"ccache", "bare uthash", "mutex + uthash",
@@ -39,9 +39,9 @@ static const char *const subj_name[NSUBJ] = {"ccache", "bare uthash", "mutex + u
 
 typedef struct tables {
   ccache *c;
-  bench_uh_entry *shared;              /* bare and mutex */
+  bench_uh_entry *shared; /* bare and mutex */
   pthread_mutex_t mu;
-  bench_uh_entry *local[2];            /* one per thread (RLX) */
+  bench_uh_entry *local[2]; /* one per thread (RLX) */
 } tables;
 
 /* --------------------------------------------------------------- loops */
@@ -93,10 +93,18 @@ static void *worker_main(void *arg) {
   pthread_barrier_wait(w->start);
   w->t0 = bench_now_ns();
   switch (w->s) {
-    case S_CCACHE: w->sum = loop_ccache(w->tb->c, w->order, w->n); break;
-    case S_BARE: w->sum = loop_uthash(w->tb->shared, NULL, w->order, w->n); break;
-    case S_MUTEX: w->sum = loop_uthash(w->tb->shared, &w->tb->mu, w->order, w->n); break;
-    default: w->sum = loop_uthash(w->tb->local[w->t % 2], NULL, w->order, w->n); break;
+    case S_CCACHE:
+      w->sum = loop_ccache(w->tb->c, w->order, w->n);
+      break;
+    case S_BARE:
+      w->sum = loop_uthash(w->tb->shared, NULL, w->order, w->n);
+      break;
+    case S_MUTEX:
+      w->sum = loop_uthash(w->tb->shared, &w->tb->mu, w->order, w->n);
+      break;
+    default:
+      w->sum = loop_uthash(w->tb->local[w->t % 2], NULL, w->order, w->n);
+      break;
   }
   w->t1 = bench_now_ns();
   return NULL;
@@ -111,8 +119,14 @@ static double run(subject s, int nt, tables *tb, uint32_t *const *orders, const 
   pthread_barrier_init(&start, NULL, (unsigned)nt + 1);
   int ncpu = bench_ncpu();
   for (int t = 0; t < nt; t++) {
-    w[t] = (worker){.cpu = t % ncpu, .t = t, .s = s, .tb = tb, .order = orders[t % 2], .n = n,
-                    .want = want[t % 2], .start = &start};
+    w[t] = (worker){.cpu = t % ncpu,
+                    .t = t,
+                    .s = s,
+                    .tb = tb,
+                    .order = orders[t % 2],
+                    .n = n,
+                    .want = want[t % 2],
+                    .start = &start};
     BENCH_CHECK(pthread_create(&th[t], NULL, worker_main, &w[t]) == 0, "pthread_create");
   }
   pthread_barrier_wait(&start);
@@ -139,7 +153,8 @@ typedef struct workload {
 } workload;
 
 static uint32_t *make_order(const workload *wl, size_t per, int t) {
-  if (wl->mode == W_RANDOM) return bench_random_order(per, (uint32_t)wl->entries, 700 + (uint64_t)t);
+  if (wl->mode == W_RANDOM)
+    return bench_random_order(per, (uint32_t)wl->entries, 700 + (uint64_t)t);
   uint32_t *o = malloc(per * sizeof *o);
   BENCH_CHECK(o != NULL, "out of memory");
   for (size_t i = 0; i < per; i++) o[i] = wl->mode == W_HOT ? 0 : (uint32_t)(i % wl->entries);
@@ -227,10 +242,10 @@ static void scaling(bench_report *rep, const bench_opts *o, const workload *wl, 
     row = bench_add(rep, fig, bench_stats(two[s], reps).med / 1e6, "M hits/s",
                     bench_stats(one[s], reps).med / 1e6, "1 thread", bench_stats(ratio[s], reps),
                     "2T / 1T", BENCH_REPORT, 0);
-    snprintf(note, sizeof note, "2 threads: %.2f× ccache's hits/s%s",
-             bench_stats(two[s], reps).med / bench_stats(two[S_CCACHE], reps).med,
-             s == S_LOCAL ? "; every thread holds every program: memory and compiles × threads"
-                          : "");
+    snprintf(
+        note, sizeof note, "2 threads: %.2f× ccache's hits/s%s",
+        bench_stats(two[s], reps).med / bench_stats(two[S_CCACHE], reps).med,
+        s == S_LOCAL ? "; every thread holds every program: memory and compiles × threads" : "");
     snprintf(row->note, sizeof row->note, "%s", note);
   }
   if (with64) {
@@ -280,10 +295,12 @@ int main(int argc, char **argv) {
       {"361-site walk (one decode step)", 361, W_WALK},
       {"100k distinct entries, random keys", 100000, W_RANDOM},
   };
-  for (size_t i = 0; i < sizeof wls / sizeof wls[0]; i++) scaling(&rep, &o, &wls[i], wls[i].mode == W_WALK);
-  bench_note(&rep, "threads pinned one per CPU (%d online); each repetition runs 1 then 2 threads "
-                   "(~100 ms each) of every subject and keeps that pair's ratio; warm-up first; "
-                   "time = first thread's start to last thread's end",
+  for (size_t i = 0; i < sizeof wls / sizeof wls[0]; i++)
+    scaling(&rep, &o, &wls[i], wls[i].mode == W_WALK);
+  bench_note(&rep,
+             "threads pinned one per CPU (%d online); each repetition runs 1 then 2 threads "
+             "(~100 ms each) of every subject and keeps that pair's ratio; warm-up first; "
+             "time = first thread's start to last thread's end",
              bench_ncpu());
   if (o.quick) bench_note(&rep, "quick mode: 3 repetitions of ~20 ms");
   return bench_report_print(&rep, &o);

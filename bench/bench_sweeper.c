@@ -115,8 +115,8 @@ static void row_lateness(bench_report *rep, const bench_opts *o) {
     BENCH_OK(ccache_close(c));
   }
   bench_stat st = bench_stats(late, reps), none = {0};
-  bench_row *r = bench_add(rep, "sweeper lateness: destroy - deadline, ttl_ms 200, no calls", st.med,
-                           "ms", NAN, "", none, "", BENCH_VALUE_LE, 5.0);
+  bench_row *r = bench_add(rep, "sweeper lateness: destroy - deadline, ttl_ms 200, no calls",
+                           st.med, "ms", NAN, "", none, "", BENCH_VALUE_LE, 5.0);
   snprintf(r->note, sizeof r->note, "[%.2f, %.2f] ms over %d entries", st.min, st.max, reps);
 }
 

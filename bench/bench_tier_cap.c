@@ -24,9 +24,9 @@
 
 #include "bench_util.h"
 
-#define TAG "bench_tier_cap"
+#define TAG     "bench_tier_cap"
 #define PAYLOAD (64u * 1024u)
-#define ENTRY (PAYLOAD + 56u + 16u) /* header + payload + checksum */
+#define ENTRY   (PAYLOAD + 56u + 16u) /* header + payload + checksum */
 
 /* ------------------------------------------------------------ the codec */
 
@@ -126,7 +126,8 @@ int main(int argc, char **argv) {
   bench_opts o;
   bench_parse(argc, argv, &o, "the directory tier under its size cap, and a tier hit", false);
   bench_report rep;
-  bench_report_init(&rep, "bench_tier_cap", "does the directory tier hold its size cap? (issue 14)");
+  bench_report_init(&rep, "bench_tier_cap",
+                    "does the directory tier hold its size cap? (issue 14)");
   const uint64_t cap = o.quick ? (4u << 20) : (64u << 20);
   const int puts = o.quick ? 1000 : 10000;
   char dir[] = "/tmp/ccache-bench-tier-XXXXXX";
@@ -158,11 +159,11 @@ int main(int argc, char **argv) {
   char fig[96];
   snprintf(fig, sizeof fig, "largest directory over %d puts of 64 KiB, cap %llu MiB", puts,
            (unsigned long long)(cap >> 20));
-  bench_row *row = bench_add(&rep, fig, (double)most / 1048576.0, "MiB",
-                             (double)(cap + ENTRY) / 1048576.0, "cap + one entry", one,
-                             "largest / (cap + entry)", BENCH_RATIO_LE, 1.0);
-  snprintf(row->note, sizeof row->note, "summed from the file system after every put; at most %ld entries",
-           most_entries);
+  bench_row *row =
+      bench_add(&rep, fig, (double)most / 1048576.0, "MiB", (double)(cap + ENTRY) / 1048576.0,
+                "cap + one entry", one, "largest / (cap + entry)", BENCH_RATIO_LE, 1.0);
+  snprintf(row->note, sizeof row->note,
+           "summed from the file system after every put; at most %ld entries", most_entries);
   bench_stat pst = bench_stats(put_us, puts);
   bench_add(&rep, "program miss that stores 64 KiB (encode, write, rename, count)", pst.med, "us",
             NAN, "", (bench_stat){0}, "", BENCH_REPORT, 0);
@@ -199,7 +200,8 @@ int main(int argc, char **argv) {
     ratio[got] = hit_us[got] / read_us[got];
     got++;
   }
-  BENCH_CHECK(s.program_compiles == 0, "%llu compiles on reload", (unsigned long long)s.program_compiles);
+  BENCH_CHECK(s.program_compiles == 0, "%llu compiles on reload",
+              (unsigned long long)s.program_compiles);
   BENCH_OK(ccache_close(c));
   snprintf(fig, sizeof fig, "tier hit, 64 KiB entry (get, verify, decode, intern), %ld keys", got);
   bench_add(&rep, fig, bench_stats(hit_us, (int)got).med, "us", bench_stats(read_us, (int)got).med,

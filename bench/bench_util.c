@@ -40,15 +40,16 @@ void bench_parse(int argc, char **argv, bench_opts *o, const char *what, bool al
         exit(2);
       }
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: %s [--quick] [--json]%s\n%s\n"
-             "  --quick  short mode (CI): a missed target never fails it\n"
-             "  --json   print one JSON object instead of the markdown table\n",
-             argv[0], allow_callgrind ? " [--callgrind N [--callgrind-entries E]]" : "",
-             what);
+      printf(
+          "usage: %s [--quick] [--json]%s\n%s\n"
+          "  --quick  short mode (CI): a missed target never fails it\n"
+          "  --json   print one JSON object instead of the markdown table\n",
+          argv[0], allow_callgrind ? " [--callgrind N [--callgrind-entries E]]" : "", what);
       if (allow_callgrind)
-        printf("  --callgrind N  only run N hit-path lookups through each callgrind loop\n"
-               "                 (cg_loop_empty, cg_loop_uthash, cg_loop_uthash_jen, cg_loop_ccache)\n"
-               "  --callgrind-entries E  table size for --callgrind (default 100000)\n");
+        printf(
+            "  --callgrind N  only run N hit-path lookups through each callgrind loop\n"
+            "                 (cg_loop_empty, cg_loop_uthash, cg_loop_uthash_jen, cg_loop_ccache)\n"
+            "  --callgrind-entries E  table size for --callgrind (default 100000)\n");
       exit(0);
     } else {
       fprintf(stderr, "%s: unknown option %s (try --help)\n", argv[0], argv[i]);
@@ -212,10 +213,14 @@ void bench_note(bench_report *r, const char *fmt, ...) {
 
 const char *bench_status(const bench_row *row) {
   switch (row->kind) {
-  case BENCH_RATIO_LE: return row->ratio.n > 0 && row->ratio.med <= row->target ? "met" : "MISSED";
-  case BENCH_RATIO_GE: return row->ratio.n > 0 && row->ratio.med >= row->target ? "met" : "MISSED";
-  case BENCH_VALUE_LE: return row->value <= row->target ? "met" : "MISSED";
-  default: return "report";
+    case BENCH_RATIO_LE:
+      return row->ratio.n > 0 && row->ratio.med <= row->target ? "met" : "MISSED";
+    case BENCH_RATIO_GE:
+      return row->ratio.n > 0 && row->ratio.med >= row->target ? "met" : "MISSED";
+    case BENCH_VALUE_LE:
+      return row->value <= row->target ? "met" : "MISSED";
+    default:
+      return "report";
   }
 }
 
@@ -238,10 +243,18 @@ static void fmt_target(char *buf, size_t cap, const bench_row *row) {
   char t[32];
   fmt_num(t, sizeof t, row->target);
   switch (row->kind) {
-  case BENCH_RATIO_LE: snprintf(buf, cap, "≤ %s×", t); break;
-  case BENCH_RATIO_GE: snprintf(buf, cap, "≥ %s×", t); break;
-  case BENCH_VALUE_LE: snprintf(buf, cap, "≤ %s %s", t, row->unit); break;
-  default: snprintf(buf, cap, "report"); break;
+    case BENCH_RATIO_LE:
+      snprintf(buf, cap, "≤ %s×", t);
+      break;
+    case BENCH_RATIO_GE:
+      snprintf(buf, cap, "≥ %s×", t);
+      break;
+    case BENCH_VALUE_LE:
+      snprintf(buf, cap, "≤ %s %s", t, row->unit);
+      break;
+    default:
+      snprintf(buf, cap, "report");
+      break;
   }
 }
 
@@ -309,8 +322,9 @@ int bench_report_print(const bench_report *r, const bench_opts *o) {
     return 0;
   }
   printf("### %s: %s%s\n\n", r->name, r->title, o->quick ? " (quick mode)" : "");
-  printf("| figure | measured (median) | baseline (median) | ratio: median [min, max] (reps) | "
-         "target | status | notes |\n");
+  printf(
+      "| figure | measured (median) | baseline (median) | ratio: median [min, max] (reps) | "
+      "target | status | notes |\n");
   printf("|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < r->n; i++) {
     const bench_row *row = &r->rows[i];
@@ -377,8 +391,8 @@ ccache *bench_cc_build(uint64_t salt, uint64_t n, unsigned nprograms) {
   ccache_program **p = calloc(nprograms, sizeof *p);
   BENCH_CHECK(p != NULL, "out of memory");
   for (unsigned j = 0; j < nprograms; j++)
-    BENCH_OK(ccache_program_intern(c, bench_key(99, j), (void *)(uintptr_t)(0x1000u + j), 4096,
-                                   &p[j]));
+    BENCH_OK(
+        ccache_program_intern(c, bench_key(99, j), (void *)(uintptr_t)(0x1000u + j), 4096, &p[j]));
   for (uint64_t i = 0; i < n; i++)
     BENCH_OK(ccache_put(c, bench_key(salt, i), bench_closure_of(i), p[i % nprograms]));
   for (unsigned j = 0; j < nprograms; j++) ccache_program_release(c, p[j]);

@@ -24,10 +24,10 @@
 /* ------------------------------------------------------------ options */
 
 typedef struct bench_opts {
-  bool quick;           /* --quick: short mode for CI (targets never fail it) */
-  bool json;            /* --json: one JSON object instead of the table */
-  long callgrind;       /* --callgrind N (bench_hit only): -1 when absent */
-  long cg_entries;      /* --callgrind-entries E (bench_hit only): table size, default 100k */
+  bool quick;      /* --quick: short mode for CI (targets never fail it) */
+  bool json;       /* --json: one JSON object instead of the table */
+  long callgrind;  /* --callgrind N (bench_hit only): -1 when absent */
+  long cg_entries; /* --callgrind-entries E (bench_hit only): table size, default 100k */
 } bench_opts;
 
 /* Parses --quick, --json, --help (and --callgrind N / --callgrind-loop X when
@@ -111,19 +111,19 @@ void bench_count_free(void *ctx, void *ptr);
 
 /* A real error (wrong count, failed call): the benchmark exits non-zero in
  * every mode.  A missed target never does this. */
-#define BENCH_CHECK(cond, ...)                                                  \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
+#define BENCH_CHECK(cond, ...)                                                    \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
       fprintf(stderr, "bench: FAILED at %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fprintf(stderr, "\n");                                                    \
-      exit(2);                                                                  \
-    }                                                                           \
+      fprintf(stderr, __VA_ARGS__);                                               \
+      fprintf(stderr, "\n");                                                      \
+      exit(2);                                                                    \
+    }                                                                             \
   } while (0)
 
-#define BENCH_OK(call)                                                                    \
-  do {                                                                                    \
-    int rc_ = (call);                                                                     \
+#define BENCH_OK(call)                                                                      \
+  do {                                                                                      \
+    int rc_ = (call);                                                                       \
     BENCH_CHECK(rc_ == CCACHE_OK, "%s returned %d (%s)", #call, rc_, ccache_strerror(rc_)); \
   } while (0)
 
@@ -137,13 +137,13 @@ typedef enum bench_target_kind {
 } bench_target_kind;
 
 typedef struct bench_row {
-  char figure[96];       /* what is measured */
-  double value;          /* median of the subject */
-  char unit[24];         /* unit of value and baseline */
-  double baseline;       /* median of the baseline (NAN: none) */
+  char figure[96]; /* what is measured */
+  double value;    /* median of the subject */
+  char unit[24];   /* unit of value and baseline */
+  double baseline; /* median of the baseline (NAN: none) */
   char baseline_name[64];
-  bench_stat ratio;      /* subject/baseline (or as documented per row); n = 0: none */
-  char ratio_what[48];   /* what the ratio is, e.g. "ccache / uthash" */
+  bench_stat ratio;    /* subject/baseline (or as documented per row); n = 0: none */
+  char ratio_what[48]; /* what the ratio is, e.g. "ccache / uthash" */
   bench_target_kind kind;
   double target;
   char note[160];

@@ -22,7 +22,7 @@
 enum { OP_PARAM = 1, OP_MUL = 2, OP_ADD = 3 };
 enum { DT_F32 = 1 };
 #define LAYERS 30
-#define N 8
+#define N      8
 
 /* A compiled program: the opcodes of out = (x * w) + b. */
 typedef struct program {
@@ -59,13 +59,21 @@ static ccache_key graph_key(void) {
       {.op_id = OP_PARAM, .outputs = &t, .n_outputs = 1, .param_index = 0}, /* x */
       {.op_id = OP_PARAM, .outputs = &t, .n_outputs = 1, .param_index = 1}, /* w */
       {.op_id = OP_PARAM, .outputs = &t, .n_outputs = 1, .param_index = 2}, /* b */
-      {.op_id = OP_MUL, .outputs = &t, .n_outputs = 1, .operands = mul_in, .n_operands = 2,
+      {.op_id = OP_MUL,
+       .outputs = &t,
+       .n_outputs = 1,
+       .operands = mul_in,
+       .n_operands = 2,
        .param_index = -1},
   };
   ccache_fp_node all[5];
   memcpy(all, nodes, sizeof nodes);
-  all[4] = (ccache_fp_node){.op_id = OP_ADD, .outputs = &t, .n_outputs = 1,
-                            .operands = add_in, .n_operands = 2, .param_index = -1};
+  all[4] = (ccache_fp_node){.op_id = OP_ADD,
+                            .outputs = &t,
+                            .n_outputs = 1,
+                            .operands = add_in,
+                            .n_operands = 2,
+                            .param_index = -1};
   ccache_fp_ref out = {4, 0};
   ccache_key scratch[5], key = {0, 0};
   if (ccache_fp_graph(all, 5, &out, 1, "cpu", scratch, &key) != CCACHE_OK) {
@@ -139,8 +147,7 @@ static int compile_closure(void *ud, ccache *c, ccache_key key, void **closure_o
 static void run(const closure *cl, const program *p, const float *x, float *out) {
   for (int i = 0; i < N; i++) {
     float acc = x[i];
-    for (int k = 0; k < 2; k++)
-      acc = p->ops[k] == OP_MUL ? acc * cl->w[i] : acc + cl->b[i];
+    for (int k = 0; k < 2; k++) acc = p->ops[k] == OP_MUL ? acc * cl->w[i] : acc + cl->b[i];
     out[i] = acc;
   }
 }
@@ -204,15 +211,14 @@ int main(void) {
   ccache_stats_get(c, &st);
   printf("ccache jit_path example: %d layers x 3 steps\n", LAYERS);
   printf("  closure lookups: %llu hits, %llu misses; closures cached: %llu\n",
-         (unsigned long long)st.hits, (unsigned long long)st.misses,
-         (unsigned long long)st.items);
+         (unsigned long long)st.hits, (unsigned long long)st.misses, (unsigned long long)st.items);
   printf("  programs: %llu alive, %d compiled (30 layers share one structure)\n",
          (unsigned long long)st.programs, compiles);
   printf("  y[0] after the last step: %g\n", (double)y[0]);
   rc = ccache_close(c);
   int ok = rc == CCACHE_OK && compiles == 1 && st.programs == 1 && st.items == LAYERS &&
            programs_freed == 1 && closures_freed == LAYERS;
-  printf("  closed: %d closures and %d program destroyed -> %s\n", closures_freed,
-         programs_freed, ok ? "ok" : "FAILED");
+  printf("  closed: %d closures and %d program destroyed -> %s\n", closures_freed, programs_freed,
+         ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }

@@ -52,8 +52,10 @@ typedef struct arena {
 } arena;
 
 static void *keep(arena *a, void *p) {
-  if (p && a->n < 1024) a->ptrs[a->n++] = p;
-  else if (p) abort();
+  if (p && a->n < 1024)
+    a->ptrs[a->n++] = p;
+  else if (p)
+    abort();
   return p;
 }
 
@@ -80,8 +82,7 @@ static bool graph_valid(const ccache_fp_node *nodes, size_t n_nodes, const ccach
     if ((!nd->outputs && nd->n_outputs) || (!nd->operands && nd->n_operands)) return false;
     if (nd->param_index < -1) return false;
     for (uint32_t k = 0; k < nd->n_outputs; k++)
-      if (nd->outputs[k].rank > CCACHE_FP_MAX_RANK ||
-          (!nd->outputs[k].dims && nd->outputs[k].rank))
+      if (nd->outputs[k].rank > CCACHE_FP_MAX_RANK || (!nd->outputs[k].dims && nd->outputs[k].rank))
         return false;
     for (uint32_t k = 0; k < nd->n_operands; k++)
       if (!ref_valid(nodes, i, nd->operands[k])) return false; /* earlier nodes only */

@@ -153,20 +153,23 @@ CCACHE_API unsigned ccache_version(void);
  * Pinned integers generated from one list (as libuv's UV_ERRNO_MAP):
  * the value of a code never changes between versions.
  * @{ */
-#define CCACHE_STATUS_MAP(X)                                                   \
-  X(OK, 0, "success")                                                          \
-  X(MISS, 1, "not found in the cache (not an error)")                          \
-  X(EINVAL, -1, "invalid argument")                                            \
-  X(ENOMEM, -2, "out of memory; the cache is unchanged")                       \
-  X(EBUSY, -3, "busy: leases, handles or compiles are outstanding, or the "    \
-               "call came from inside a callback of this cache")               \
-  X(ECOMPILE, -4, "the compile callback failed; nothing was cached")           \
-  X(EDEADLK, -5, "a compile asked for its own key (directly or through a "     \
-                 "cycle on the same thread)")                                  \
-  X(EFORKED, -6, "the cache was created in the parent process before fork()")  \
-  X(ETHREAD, -7, "the sweeper thread could not be started")                  \
-  X(ENOTSUP, -8, "not supported by this build (e.g. the Redis tier without "   \
-                 "hiredis)")                                                   \
+#define CCACHE_STATUS_MAP(X)                                                  \
+  X(OK, 0, "success")                                                         \
+  X(MISS, 1, "not found in the cache (not an error)")                         \
+  X(EINVAL, -1, "invalid argument")                                           \
+  X(ENOMEM, -2, "out of memory; the cache is unchanged")                      \
+  X(EBUSY, -3,                                                                \
+    "busy: leases, handles or compiles are outstanding, or the "              \
+    "call came from inside a callback of this cache")                         \
+  X(ECOMPILE, -4, "the compile callback failed; nothing was cached")          \
+  X(EDEADLK, -5,                                                              \
+    "a compile asked for its own key (directly or through a "                 \
+    "cycle on the same thread)")                                              \
+  X(EFORKED, -6, "the cache was created in the parent process before fork()") \
+  X(ETHREAD, -7, "the sweeper thread could not be started")                   \
+  X(ENOTSUP, -8,                                                              \
+    "not supported by this build (e.g. the Redis tier without "               \
+    "hiredis)")                                                               \
   X(EPERM, -9, "refused: a tier's directory is not private to this user")     \
   X(EIO, -10, "a tier could not be opened or used (I/O error)")
 
@@ -242,8 +245,8 @@ typedef struct ccache_program ccache_program;
  * lease and release both copies.
  */
 typedef struct ccache_lease {
-  void *closure; /**< the runtime's closure, as given to ccache_put() */
-  void *native;  /**< the native program pointer the closure runs (what
+  void *closure;      /**< the runtime's closure, as given to ccache_put() */
+  void *native;       /**< the native program pointer the closure runs (what
                       ccache_program_native() returns for its program;
                       named `program` before 0.2) */
   void *internal_[2]; /**< private; do not touch */
@@ -479,8 +482,8 @@ CCACHE_API int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_m
  *         c is non-NULL); CCACHE_ENOMEM (native destroyed, cache unchanged);
  *         CCACHE_EFORKED.  Thread-safe.
  */
-CCACHE_API int ccache_program_intern(ccache *c, ccache_key pkey, void *native,
-                                     uint64_t cost_bytes, ccache_program **out);
+CCACHE_API int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
+                                     ccache_program **out);
 
 /**
  * @brief Look up a program by key.
@@ -656,8 +659,8 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  *         holds that very pointer, and the program reference is dropped);
  *         CCACHE_EDEADLK (see above); CCACHE_EFORKED.  Thread-safe.
  */
-CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile,
-                                     void *ud, ccache_lease *out);
+CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
+                                     ccache_lease *out);
 
 /**
  * Program compile callback.
@@ -962,11 +965,11 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * not NFS).
  */
 typedef struct ccache_disk_options {
-  uint32_t size;     /**< sizeof, set by ccache_disk_options_init() */
-  const char *dir;   /**< the directory (NUL-terminated, non-empty), copied;
+  uint32_t size;              /**< sizeof, set by ccache_disk_options_init() */
+  const char *dir;            /**< the directory (NUL-terminated, non-empty), copied;
                           created 0700 (with missing parents) if absent */
-  uint64_t max_bytes; /**< size cap, bytes: CCACHE_UNBOUNDED (default) or >= 1 */
-  int fsync;         /**< 1: fsync the file before publishing it and its
+  uint64_t max_bytes;         /**< size cap, bytes: CCACHE_UNBOUNDED (default) or >= 1 */
+  int fsync;                  /**< 1: fsync the file before publishing it and its
                           directory after; 0 (default): no fsync (the checksum
                           catches a file torn by a crash) */
   uint64_t lock_poll_ms;      /**< first wait between lock attempts, ms (>= 1; default 10) */
@@ -1088,7 +1091,7 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * such as stunnel to a local port).
  */
 typedef struct ccache_redis_options {
-  uint32_t size;               /**< sizeof, set by ccache_redis_options_init() */
+  uint32_t size; /**< sizeof, set by ccache_redis_options_init() */
   /** "host:port[,host:port...]" (port 1..65535; IPv6 as "[addr]:port") or
    *  "unix:/absolute/path" entries, comma-separated, at most 64, no
    *  duplicates, no spaces; copied.  Required (the default NULL is
@@ -1154,35 +1157,35 @@ CCACHE_API int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **ou
  * Counters (monotonic since open) and gauges (current values).  All uint64_t.
  */
 typedef struct ccache_stats {
-  uint32_t size; /**< set to sizeof(ccache_stats) by the caller */
-  uint64_t hits;             /**< closure lookups that returned a lease */
-  uint64_t misses;           /**< closure lookups that did not (expired included) */
-  uint64_t inserts;          /**< puts/compiles that stored an entry, replacements included */
-  uint64_t replaced;         /**< inserts that replaced an entry under the same key */
-  uint64_t evicted_capacity; /**< entries evicted by max_items */
-  uint64_t evicted_ttl;      /**< entries removed because they expired (fetch or sweep) */
-  uint64_t evicted_cost;     /**< entries evicted by max_cost_bytes */
-  uint64_t removed;          /**< entries removed by ccache_remove() */
-  uint64_t cleared;          /**< entries removed by ccache_clear() */
-  uint64_t items;            /**< gauge: closure entries in the table */
-  uint64_t programs;         /**< gauge: programs alive (interned, not yet destroyed) */
+  uint32_t size;               /**< set to sizeof(ccache_stats) by the caller */
+  uint64_t hits;               /**< closure lookups that returned a lease */
+  uint64_t misses;             /**< closure lookups that did not (expired included) */
+  uint64_t inserts;            /**< puts/compiles that stored an entry, replacements included */
+  uint64_t replaced;           /**< inserts that replaced an entry under the same key */
+  uint64_t evicted_capacity;   /**< entries evicted by max_items */
+  uint64_t evicted_ttl;        /**< entries removed because they expired (fetch or sweep) */
+  uint64_t evicted_cost;       /**< entries evicted by max_cost_bytes */
+  uint64_t removed;            /**< entries removed by ccache_remove() */
+  uint64_t cleared;            /**< entries removed by ccache_clear() */
+  uint64_t items;              /**< gauge: closure entries in the table */
+  uint64_t programs;           /**< gauge: programs alive (interned, not yet destroyed) */
   uint64_t programs_destroyed; /**< native programs that left the cache for good (interned
                                     ones whose last reference went, duplicates and natives
                                     refused at intern); NULL ones count but are never
                                     passed to destroy_program */
   uint64_t closures_destroyed; /**< closures that left the cache for good (NULL ones count
                                     but are never passed to destroy_closure) */
-  uint64_t leases_out;       /**< gauge: leases not yet released */
-  uint64_t cost_bytes;       /**< gauge: charged cost, bytes */
-  uint64_t program_hits;     /**< program lookups that found the program */
-  uint64_t program_misses;   /**< program lookups that did not */
-  uint64_t compiles;         /**< closure compile callbacks that ran */
-  uint64_t program_compiles; /**< program compile callbacks that ran (a tier hit is not one) */
-  uint64_t compile_failures; /**< compile callbacks (both levels) that failed */
-  uint64_t waits;            /**< single-flight joins (both levels) */
-  uint64_t compile_ns;       /**< nanoseconds spent in compile callbacks (both levels; a
+  uint64_t leases_out;         /**< gauge: leases not yet released */
+  uint64_t cost_bytes;         /**< gauge: charged cost, bytes */
+  uint64_t program_hits;       /**< program lookups that found the program */
+  uint64_t program_misses;     /**< program lookups that did not */
+  uint64_t compiles;           /**< closure compile callbacks that ran */
+  uint64_t program_compiles;   /**< program compile callbacks that ran (a tier hit is not one) */
+  uint64_t compile_failures;   /**< compile callbacks (both levels) that failed */
+  uint64_t waits;              /**< single-flight joins (both levels) */
+  uint64_t compile_ns;         /**< nanoseconds spent in compile callbacks (both levels; a
                                   program compile nested in a closure compile counts in both) */
-  uint64_t sweeper_wakeups;  /**< times the sweeper thread woke at a deadline it had set (the
+  uint64_t sweeper_wakeups;    /**< times the sweeper thread woke at a deadline it had set (the
                                   oldest entry's insert time + ttl_ms, or a day when that is
                                   further); its re-arming after an insert into an empty table or
                                   a new TTL is not counted.  Since 0.2. */
@@ -1316,7 +1319,7 @@ CCACHE_API int ccache_default(ccache **out);
 /** Version of the key encoding, mixed into every key. */
 #define CCACHE_FP_FORMAT_VERSION 1u
 /** Largest rank accepted by ccache_fp_shape() and the graph helper. */
-#define CCACHE_FP_MAX_RANK 16u
+#define CCACHE_FP_MAX_RANK       16u
 
 /**
  * Builder state.  Opaque: holds the XXH3 streaming state and a small buffer
@@ -1395,18 +1398,18 @@ typedef struct ccache_fp_tensor {
  * ("no constant") differs from a non-NULL empty one.
  */
 typedef struct ccache_fp_node {
-  const char *op_name;       /**< op name (NUL-terminated), or NULL to use op_id */
-  uint64_t op_id;            /**< numeric op id, used when op_name is NULL */
-  const void *attrs;         /**< attribute bytes (serialised by the runtime) */
-  size_t attrs_len;          /**< bytes at attrs (NULL attrs needs 0) */
+  const char *op_name;             /**< op name (NUL-terminated), or NULL to use op_id */
+  uint64_t op_id;                  /**< numeric op id, used when op_name is NULL */
+  const void *attrs;               /**< attribute bytes (serialised by the runtime) */
+  size_t attrs_len;                /**< bytes at attrs (NULL attrs needs 0) */
   const ccache_fp_tensor *outputs; /**< output slots (NULL only when n_outputs is 0) */
-  uint32_t n_outputs;        /**< number of output slots */
-  uint32_t n_operands;       /**< number of operands */
-  const ccache_fp_ref *operands; /**< operands; each must name an earlier node
+  uint32_t n_outputs;              /**< number of output slots */
+  uint32_t n_operands;             /**< number of operands */
+  const ccache_fp_ref *operands;   /**< operands; each must name an earlier node
                                       (NULL only when n_operands is 0) */
-  const void *constant;      /**< constant bytes (weights baked in), or NULL */
-  size_t constant_len;       /**< bytes at constant (NULL constant needs 0) */
-  int64_t param_index;       /**< >= 0: graph input number param_index; -1: not
+  const void *constant;            /**< constant bytes (weights baked in), or NULL */
+  size_t constant_len;             /**< bytes at constant (NULL constant needs 0) */
+  int64_t param_index;             /**< >= 0: graph input number param_index; -1: not
                                   an input; below -1 is EINVAL */
 } ccache_fp_node;
 

@@ -68,8 +68,8 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
    * line boundary by hand so its read-mostly line is shared with nothing. */
   void *raw = ccache__calloc(&mem, sizeof(ccache) + CCACHE__CACHELINE);
   if (!raw) return CCACHE_ENOMEM;
-  ccache *c = (ccache *)(((uintptr_t)raw + CCACHE__CACHELINE - 1) &
-                         ~(uintptr_t)(CCACHE__CACHELINE - 1));
+  ccache *c =
+      (ccache *)(((uintptr_t)raw + CCACHE__CACHELINE - 1) & ~(uintptr_t)(CCACHE__CACHELINE - 1));
   c->raw = raw;
   c->mem = mem;
   c->max_items = cfg->max_items;

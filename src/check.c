@@ -14,11 +14,11 @@
 
 #include "internal.h"
 
-#define FAIL(...)                                  \
-  do {                                             \
+#define FAIL(...)                                   \
+  do {                                              \
     fprintf(stderr, "ccache__check: " __VA_ARGS__); \
-    fputc('\n', stderr);                           \
-    ok = 0;                                        \
+    fputc('\n', stderr);                            \
+    ok = 0;                                         \
   } while (0)
 
 /* Per-program count of entries in the table, kept in a scratch field-free
@@ -48,8 +48,9 @@ static int check_programs(ccache *c, prog_count *counts) {
     }
     n++;
   }
-  if (n != c->nprograms) FAIL("programs gauge %llu, table %llu", (unsigned long long)c->nprograms,
-                              (unsigned long long)n);
+  if (n != c->nprograms)
+    FAIL("programs gauge %llu, table %llu", (unsigned long long)c->nprograms,
+         (unsigned long long)n);
   if (cost_lo != c->cost.lo || cost_hi != c->cost.hi)
     FAIL("cost %llu:%llu, recomputed %llu:%llu", (unsigned long long)c->cost.hi,
          (unsigned long long)c->cost.lo, (unsigned long long)cost_hi, (unsigned long long)cost_lo);
@@ -103,8 +104,8 @@ int ccache__check(ccache *c, uint64_t now) {
     pc->n++;
   }
   ccache__readers_unblock(c);
-  if (items != c->items) FAIL("items %llu, table %llu", (unsigned long long)c->items,
-                              (unsigned long long)items);
+  if (items != c->items)
+    FAIL("items %llu, table %llu", (unsigned long long)c->items, (unsigned long long)items);
   if (c->items > c->max_items) FAIL("items over max_items");
   ccache__lock(&c->pmu);
   ok &= check_programs(c, counts);
@@ -155,13 +156,19 @@ static int seed_locked(ccache *c, const char *f, uint64_t v) {
     const char *name;
     uint64_t *field;
   } plain[] = {
-      {"next_idx", &c->next_idx},       {"last_ins_ms", &c->last_ins_ms},
-      {"inserts", &c->n.inserts},       {"replaced", &c->n.replaced},
+      {"next_idx", &c->next_idx},
+      {"last_ins_ms", &c->last_ins_ms},
+      {"inserts", &c->n.inserts},
+      {"replaced", &c->n.replaced},
       {"evicted_capacity", &c->n.evicted_capacity},
-      {"evicted_ttl", &c->n.evicted_ttl}, {"evicted_cost", &c->n.evicted_cost},
-      {"removed", &c->n.removed},       {"cleared", &c->n.cleared},
-      {"compiles", &c->n.compiles},     {"program_hits", &c->program_hits},
-      {"program_misses", &c->program_misses}, {"program_compiles", &c->program_compiles},
+      {"evicted_ttl", &c->n.evicted_ttl},
+      {"evicted_cost", &c->n.evicted_cost},
+      {"removed", &c->n.removed},
+      {"cleared", &c->n.cleared},
+      {"compiles", &c->n.compiles},
+      {"program_hits", &c->program_hits},
+      {"program_misses", &c->program_misses},
+      {"program_compiles", &c->program_compiles},
   };
   for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
     if (strcmp(f, plain[i].name) == 0) {
@@ -172,8 +179,10 @@ static int seed_locked(ccache *c, const char *f, uint64_t v) {
     const char *name;
     _Atomic uint64_t *field;
   } atomics[] = {
-      {"waits", &c->waits}, {"compile_failures", &c->compile_failures},
-      {"compile_ns", &c->compile_ns}, {"closures_destroyed", &c->closures_destroyed},
+      {"waits", &c->waits},
+      {"compile_failures", &c->compile_failures},
+      {"compile_ns", &c->compile_ns},
+      {"closures_destroyed", &c->closures_destroyed},
       {"programs_destroyed", &c->programs_destroyed},
   };
   for (size_t i = 0; i < sizeof atomics / sizeof atomics[0]; i++)

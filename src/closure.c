@@ -96,10 +96,9 @@ void ccache_lease_release(ccache *c, ccache_lease *lease) {
     if (CCACHE__LIKELY(ccache__slot_reader(v) == r && ccache__reader_enter(c, r))) {
       unsigned i = ccache__slot_index(v);
       if (CCACHE__LIKELY(r->slot[i] == e)) {
-        atomic_store_explicit(&r->free,
-                              atomic_load_explicit(&r->free, memory_order_relaxed) |
-                                  (UINT64_C(1) << i),
-                              memory_order_relaxed);
+        atomic_store_explicit(
+            &r->free, atomic_load_explicit(&r->free, memory_order_relaxed) | (UINT64_C(1) << i),
+            memory_order_relaxed);
         ccache__reader_exit(r);
         memset(lease, 0, sizeof *lease);
         return;

@@ -42,7 +42,8 @@ static int publish(ccache *c, ccache__flight *f, ccache__entry *e, int crc, void
   *in_use = rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, f->key, closure);
   if (rc == CCACHE_OK) ccache__lease_locked(c, e, 1 + f->waiters, out);
   f->entry = rc == CCACHE_OK ? e : NULL;
-  bool free_f = ccache__flight_publish_locked(&c->wlock, &c->mem, &c->flights, f, rc, &c->flight_cv);
+  bool free_f =
+      ccache__flight_publish_locked(&c->wlock, &c->mem, &c->flights, f, rc, &c->flight_cv);
   atomic_fetch_sub(&c->inflight, 1);
   ccache__wsec_end(c, &w);
   if (free_f) ccache__flight_free(&c->mem, f);

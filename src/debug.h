@@ -15,7 +15,7 @@
 #ifndef CCACHE_DEBUG_H
 #define CCACHE_DEBUG_H
 
-#define CCACHE__LIKELY(x) __builtin_expect(!!(x), 1)
+#define CCACHE__LIKELY(x)   __builtin_expect(!!(x), 1)
 #define CCACHE__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #ifndef CCACHE_DEBUG

@@ -40,7 +40,9 @@ ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem
   return f;
 }
 
-bool ccache__flight_mine(const ccache__flight *f) { return pthread_equal(f->owner, pthread_self()); }
+bool ccache__flight_mine(const ccache__flight *f) {
+  return pthread_equal(f->owner, pthread_self());
+}
 
 int ccache__flight_wait_locked(ccache *c, ccache__flight *f, pthread_cond_t *cv,
                                ccache__mutex *mu) {

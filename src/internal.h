@@ -52,7 +52,7 @@
  * or kept alive by a lease).  table_refs counts only the closure entries that
  * are in the table; the cost is charged while it is non-zero. */
 struct ccache_program {
-  UT_hash_handle hh;   /* program table, under c->pmu */
+  UT_hash_handle hh; /* program table, under c->pmu */
   ccache_key pkey;
   void *native;
   uint64_t cost;       /* bytes */
@@ -73,12 +73,12 @@ struct ccache_program {
  * and refs is exact.  The last reference runs the destroys (closure first,
  * then the program reference). */
 typedef struct ccache__entry {
-  UT_hash_handle hh;   /* closure table; app order = insert order: the FIFO */
+  UT_hash_handle hh; /* closure table; app order = insert order: the FIFO */
   ccache_key key;
-  void *closure;       /* or the owning entry, if CCACHE__E_BORROWED */
+  void *closure; /* or the owning entry, if CCACHE__E_BORROWED */
   ccache_program *program;
-  uint64_t idx;        /* insert index, global, increasing (mod 2^64) */
-  uint64_t ins_ms;     /* insert time, never decreasing along the FIFO */
+  uint64_t idx;    /* insert index, global, increasing (mod 2^64) */
+  uint64_t ins_ms; /* insert time, never decreasing along the FIFO */
   _Atomic uint32_t refs;
   uint32_t flags;
 } ccache__entry;
@@ -112,8 +112,8 @@ static inline uint32_t ccache__load_fenced(_Atomic uint32_t *flag) {
  * CPU while the object is live).  When an entry leaves the table, the writer
  * (with every reader outside its section) folds the slots that hold it into
  * the entry's refs; from then on releases count on refs, exactly. */
-#define CCACHE__SLOTS 32u
-#define CCACHE__SLOT_MASK ((UINT64_C(1) << CCACHE__SLOTS) - 1)
+#define CCACHE__SLOTS        32u
+#define CCACHE__SLOT_MASK    ((UINT64_C(1) << CCACHE__SLOTS) - 1)
 /* Readers are aligned to two lines (the adjacent-line prefetcher pairs
  * lines), so a lease can name its reader and slot in one word (reader |
  * index) and a release tells its own reader's slot from the address alone.
@@ -132,10 +132,10 @@ typedef struct ccache__reader {
    * are these, plus the occupied slots, over every reader. */
   _Atomic uint64_t leases;
   ccache *cache;
-  uint32_t index; /* in the cache's array of readers, under wlock */
+  uint32_t index;                            /* in the cache's array of readers, under wlock */
   struct ccache__entry *slot[CCACHE__SLOTS]; /* a lease each */
   /* Registry (readers.c), not touched by hits or writers' sections. */
-  void *raw; /* what the allocator returned */
+  void *raw;                              /* what the allocator returned */
   struct ccache__reader *tnext, **tpprev; /* its thread's readers, under the registry lock */
 } ccache__reader;
 _Static_assert(__builtin_offsetof(ccache__reader, leases) < CCACHE__CACHELINE,
@@ -156,13 +156,13 @@ extern _Thread_local ccache__tls ccache__tls_readers __attribute__((tls_model("i
 typedef struct ccache__flight {
   UT_hash_handle hh;
   ccache_key key;
-  pthread_t owner;       /* the thread running the compile */
-  uint32_t waiters;      /* threads waiting for the result */
-  uint32_t left;         /* waiters that have not yet taken the result */
+  pthread_t owner;  /* the thread running the compile */
+  uint32_t waiters; /* threads waiting for the result */
+  uint32_t left;    /* waiters that have not yet taken the result */
   int done;
   int status;
-  ccache__entry *entry;   /* closure level: the entry (one ref per waiter) */
-  ccache_program *program;/* program level: the program (one ref per waiter) */
+  ccache__entry *entry;    /* closure level: the entry (one ref per waiter) */
+  ccache_program *program; /* program level: the program (one ref per waiter) */
 } ccache__flight;
 
 /* Global counters under c->wlock. */
@@ -183,31 +183,33 @@ struct ccache {
   /* fork_gen while the cache is open; CCACHE__GATE_CLOSED while close tears
    * it down.  One compare lets every adding call past (ccache__gate). */
   _Atomic uint64_t gate;
-  _Atomic uint64_t ttl_ms;      /* read without a lock by fetch */
+  _Atomic uint64_t ttl_ms; /* read without a lock by fetch */
   ccache_clock_fn clock_ms;
   void *ctx;
   ccache_destroy_fn destroy_closure, destroy_program;
   ccache__mem mem;
 
   _Alignas(CCACHE__CACHELINE) ccache__mutex wlock;
-  ccache__entry *table;         /* the closure table; its head is the oldest entry */
-  pthread_cond_t flight_cv;     /* closure flights finished (with wlock) */
-  ccache__flight *flights;      /* closure-level flights, under wlock */
-  uint64_t items;               /* entries in the table */
-  uint64_t next_idx;            /* next insert index */
-  uint64_t last_ins_ms;         /* insert time of the newest insert */
-  struct { uint64_t lo, hi; } cost; /* charged cost, bytes: 128 bits wide so
+  ccache__entry *table;     /* the closure table; its head is the oldest entry */
+  pthread_cond_t flight_cv; /* closure flights finished (with wlock) */
+  ccache__flight *flights;  /* closure-level flights, under wlock */
+  uint64_t items;           /* entries in the table */
+  uint64_t next_idx;        /* next insert index */
+  uint64_t last_ins_ms;     /* insert time of the newest insert */
+  struct {
+    uint64_t lo, hi;
+  } cost;                       /* charged cost, bytes: 128 bits wide so
                                     a sum of 64-bit costs cannot wrap */
   uint64_t max_items, max_cost; /* bounds, under wlock */
   ccache__counters n;
-  _Atomic uint32_t inflight;    /* compiles in progress, both levels */
+  _Atomic uint32_t inflight; /* compiles in progress, both levels */
   /* Counted by both levels, so under neither level's lock. */
   _Atomic uint64_t waits, compile_failures, compile_ns;
 
   ccache__mutex pmu;
-  pthread_cond_t pflight_cv;    /* program flights finished (with pmu) */
-  ccache_program *programs;     /* program table */
-  ccache__flight *pflights;     /* program-level flights, under pmu */
+  pthread_cond_t pflight_cv; /* program flights finished (with pmu) */
+  ccache_program *programs;  /* program table */
+  ccache__flight *pflights;  /* program-level flights, under pmu */
   uint64_t nprograms, handles_out, program_hits, program_misses, program_compiles;
 
   _Atomic uint64_t closures_destroyed, programs_destroyed;
@@ -317,8 +319,7 @@ ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem
 bool ccache__flight_mine(const ccache__flight *f);
 /* Join: count the wait and sleep until the owner publishes; returns the
  * flight's status with mu held.  Take the result, then flight_leave. */
-int ccache__flight_wait_locked(ccache *c, ccache__flight *f, pthread_cond_t *cv,
-                               ccache__mutex *mu);
+int ccache__flight_wait_locked(ccache *c, ccache__flight *f, pthread_cond_t *cv, ccache__mutex *mu);
 /* The last waiter to take its result frees the flight. */
 void ccache__flight_leave_locked(ccache__mutex *mu, const ccache__mem *mem, ccache__flight *f);
 /* The owner's side, results for the waiters already in place: end the
@@ -355,7 +356,8 @@ ccache__reader *ccache__reader_peek_rest(uint64_t id);
 /* Only the front of the array: what the fast paths look at (no call, so
  * they need no stack frame); the general paths then move the reader there. */
 static inline ccache__reader *ccache__reader_front(ccache *c) {
-  if (CCACHE__LIKELY(ccache__tls_readers.id[0] == atomic_load_explicit(&c->id, memory_order_relaxed))) {
+  if (CCACHE__LIKELY(ccache__tls_readers.id[0] ==
+                     atomic_load_explicit(&c->id, memory_order_relaxed))) {
     ccache__reader *r = ccache__tls_readers.r[0];
     if (!r) __builtin_unreachable(); /* only found readers are remembered */
     return r;

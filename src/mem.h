@@ -28,7 +28,7 @@ void *ccache__malloc(const ccache__mem *m, size_t size);
 void *ccache__calloc(const ccache__mem *m, size_t size);
 void ccache__free(const ccache__mem *m, void *ptr);
 
-#define HASH_NONFATAL_OOM 1
+#define HASH_NONFATAL_OOM    1
 /* Keys are 16 bytes (a ccache_key) nearly everywhere: compared as two words,
  * so a key passed by value can stay in registers on the hit path. */
 #define HASH_KEYCMP(a, b, n) ccache__keycmp((a), (b), (n))
@@ -41,13 +41,13 @@ static inline int ccache__keycmp(const void *a, const void *b, size_t n) {
   }
   return memcmp(a, b, n);
 }
-#define uthash_malloc(sz) ccache__malloc(uh_mem, (sz))
-#define uthash_free(ptr, sz) ccache__free(uh_mem, (ptr))
+#define uthash_malloc(sz)        ccache__malloc(uh_mem, (sz))
+#define uthash_free(ptr, sz)     ccache__free(uh_mem, (ptr))
 #define uthash_nonfatal_oom(obj) (uh_oom = 1)
-#define CCACHE__UTHASH_SCOPE(m)       \
-  const ccache__mem *uh_mem = (m);    \
-  int uh_oom = 0;                     \
-  (void)uh_mem;                       \
+#define CCACHE__UTHASH_SCOPE(m)    \
+  const ccache__mem *uh_mem = (m); \
+  int uh_oom = 0;                  \
+  (void)uh_mem;                    \
   (void)uh_oom
 
 #include <uthash.h>

@@ -22,9 +22,9 @@ _Noreturn static void misuse(const char *what, const char *func);
 
 typedef struct known {
   UT_hash_handle hh;
-  const void *ptr;   /* a cache, a closure or a native */
-  const ccache *c;   /* its cache (closures, natives) */
-  char kind;         /* 'c' closure, 'p' native, 'k' cache */
+  const void *ptr; /* a cache, a closure or a native */
+  const ccache *c; /* its cache (closures, natives) */
+  char kind;       /* 'c' closure, 'p' native, 'k' cache */
 } known;
 
 typedef struct token {

@@ -156,17 +156,19 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
   bool compiled = false;
   int crc = ccache__tier_obtain(c, f->key, compile, ud, &native, &cost, &compiled);
   ccache_program *p = NULL;
-  int rc = crc != 0 ? CCACHE_ECOMPILE : intern(c, f->key, native, cost, &p, false, "ccache_program_get_or_compile");
+  int rc = crc != 0 ? CCACHE_ECOMPILE
+                    : intern(c, f->key, native, cost, &p, false, "ccache_program_get_or_compile");
   if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
 
   ccache__lock(&c->pmu);
   if (compiled) c->program_compiles++; /* a tier hit is not a compile */
-  if (rc == CCACHE_OK) { /* one handle per waiter, before anyone wakes */
+  if (rc == CCACHE_OK) {               /* one handle per waiter, before anyone wakes */
     p->refs += f->waiters;
     c->handles_out += f->waiters;
   }
   f->program = p;
-  bool free_f = ccache__flight_publish_locked(&c->pmu, &c->mem, &c->pflights, f, rc, &c->pflight_cv);
+  bool free_f =
+      ccache__flight_publish_locked(&c->pmu, &c->mem, &c->pflights, f, rc, &c->pflight_cv);
   atomic_fetch_sub(&c->inflight, 1);
   ccache__unlock(&c->pmu);
   if (free_f) ccache__flight_free(&c->mem, f);

@@ -30,16 +30,16 @@
 struct redisContext;
 struct redisReply;
 
-#define CCACHE__REDIS_MAX_SERVERS 64 /* entries in one server list */
-#define CCACHE__REDIS_IDLE_MAX 8     /* idle connections kept per server */
-#define CCACHE__REDIS_MAX_PREFIX 256 /* bytes of key prefix (and of namespace) */
+#define CCACHE__REDIS_MAX_SERVERS 64  /* entries in one server list */
+#define CCACHE__REDIS_IDLE_MAX    8   /* idle connections kept per server */
+#define CCACHE__REDIS_MAX_PREFIX  256 /* bytes of key prefix (and of namespace) */
 
 /* One server of the list. */
 typedef struct ccache__rserver {
-  char *name;   /* canonical "host:port" or "unix:/path": its identity */
-  char *host;   /* TCP host (brackets stripped), NULL for a unix socket */
-  int port;     /* TCP port */
-  char *path;   /* unix socket path, NULL for TCP */
+  char *name;    /* canonical "host:port" or "unix:/path": its identity */
+  char *host;    /* TCP host (brackets stripped), NULL for a unix socket */
+  int port;      /* TCP port */
+  char *path;    /* unix socket path, NULL for TCP */
   uint64_t seed; /* XXH3-64 of name: the rendezvous seed, independent of
                     the server's position in the list */
 
@@ -47,10 +47,10 @@ typedef struct ccache__rserver {
   ccache__mutex mu;
   struct redisContext *idle[CCACHE__REDIS_IDLE_MAX]; /* under mu */
   int n_idle;                                        /* under mu */
-  uint64_t gen;          /* under mu: bumped when the server fails; pooled
+  uint64_t gen;           /* under mu: bumped when the server fails; pooled
                             connections of an older generation are dropped */
-  uint64_t backoff_ms;   /* under mu: current reconnect backoff, 0 when healthy */
-  uint64_t down_until_ms;/* under mu: no connect before this monotonic time */
+  uint64_t backoff_ms;    /* under mu: current reconnect backoff, 0 when healthy */
+  uint64_t down_until_ms; /* under mu: no connect before this monotonic time */
 
   ccache__mutex renew_mu;
   struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
@@ -80,8 +80,7 @@ typedef struct ccache__rpool {
   uint64_t reconnect_min_ms, reconnect_max_ms;
   pid_t pid; /* the creating process: a fork child never uses the connections */
 
-  _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff,
-      sigpipes;
+  _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes;
 
   ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */
@@ -118,8 +117,8 @@ void ccache__rpool_destroy(ccache__rpool *p);
  * ccache__rreply_free), CCACHE_EIO (no connection, the server in backoff, an
  * I/O error or timeout, or an error reply: recorded in last_error), or
  * CCACHE_ENOMEM / CCACHE_EFORKED. */
-int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc,
-                          const char **argv, const size_t *argvlen, struct redisReply **reply);
+int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
+                          const size_t *argvlen, struct redisReply **reply);
 void ccache__rreply_free(struct redisReply *r);
 void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out);
 /* Copies the last error line into buf (NUL-terminated; "" if none). */
@@ -135,8 +134,7 @@ int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccach
 ccache__rpool *ccache__redis_pool(ccache__redis *r);
 /* The Redis key of pkey's entry (lease = 0) or of its lease (lease = 1),
  * NUL-terminated into buf; returns its length, or 0 if buf is too small. */
-size_t ccache__redis_key(const ccache__redis *r, ccache_key pkey, int lease, char *buf,
-                         size_t len);
+size_t ccache__redis_key(const ccache__redis *r, ccache_key pkey, int lease, char *buf, size_t len);
 /* The server index pkey maps to. */
 size_t ccache__redis_server_of(const ccache__redis *r, ccache_key pkey);
 /* A lock's token (32 hex digits, NUL-terminated), as stored under its key. */

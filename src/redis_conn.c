@@ -260,8 +260,7 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, int argc, const
   redisReply *r = redisCommandArgv(c, argc, argv, argvlen);
   if (!r || c->err) {
     COUNT(p, io_errors);
-    set_error(p, "redis %s: %s: %s", s->name, argv[0],
-              c->err ? c->errstr : "out of memory");
+    set_error(p, "redis %s: %s: %s", s->name, argv[0], c->err ? c->errstr : "out of memory");
     if (r) freeReplyObject(r);
     *broken = 1;
     return CCACHE_EIO;
@@ -276,8 +275,8 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, int argc, const
   return CCACHE_OK;
 }
 
-int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc,
-                          const char **argv, const size_t *argvlen, redisReply **reply) {
+int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
+                          const size_t *argvlen, redisReply **reply) {
   if (getpid() != p->pid) return CCACHE_EFORKED;
   ccache__rserver *s = &p->servers[server];
   int broken = 0, rc;

@@ -67,7 +67,6 @@ void ccache__lease_fill(ccache_lease *out, ccache__entry *e) {
 
 /* ------------------------------------------------------------ the hit path */
 
-
 /* The slow path of a lookup: a writer holds (or wants) the table, or this
  * thread has no reader.  The same lookup under wlock; counts on the reader,
  * or in the retired counts. */
@@ -348,8 +347,8 @@ int64_t ccache__sweep(ccache *c, uint64_t now, uint64_t *next) {
   }
   if (next) {
     uint64_t t = c->table ? c->table->ins_ms : UINT64_MAX;
-    *next = ttl == CCACHE_UNBOUNDED || t == UINT64_MAX || ttl > UINT64_MAX - t ? UINT64_MAX
-                                                                             : t + ttl;
+    *next =
+        ttl == CCACHE_UNBOUNDED || t == UINT64_MAX || ttl > UINT64_MAX - t ? UINT64_MAX : t + ttl;
   }
   ccache__wsec_end(c, &w);
   return n;

@@ -101,8 +101,7 @@ void ccache_tier_free(ccache_tier *t) {
 /* The tier fields exist only in configs whose size covers them: a caller
  * built before them passes a shorter struct (CCACHE__CONFIG_MIN_SIZE), and
  * reading past its end would read its stack. */
-#define CFG_HAS(cfg, field) \
-  ((cfg)->size >= offsetof(ccache_config, field) + sizeof((cfg)->field))
+#define CFG_HAS(cfg, field) ((cfg)->size >= offsetof(ccache_config, field) + sizeof((cfg)->field))
 
 int ccache__tiers_check(const ccache_config *cfg) {
   if (!CFG_HAS(cfg, n_tiers)) return CCACHE_OK; /* no tiers */
@@ -360,29 +359,29 @@ static int load(ccache *c, uint32_t i, ccache_key key, void **native, uint64_t *
   size_t plen = 0;
   int found = T_MISS;
   switch (ccache__tier_verify(blob, len, key, ts->tag_hash, &payload, &plen)) {
-  case CCACHE__ENTRY_CORRUPT:
-    atomic_fetch_add(&ts->corrupt, 1);
-    if (t->ops.remove) {
-      IN_FRAME(c, rc = t->ops.remove(t->state, key));
-      if (rc < 0) count_error(ts);
-    }
-    break;
-  case CCACHE__ENTRY_FOREIGN: /* another runtime's: never loaded, not corrupt */
-    break;
-  case CCACHE__ENTRY_OK: {
-    void *nat = NULL;
-    uint64_t cst = 0;
-    IN_FRAME(c, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
-    if (rc != 0) {
-      count_error(ts);
+    case CCACHE__ENTRY_CORRUPT:
+      atomic_fetch_add(&ts->corrupt, 1);
+      if (t->ops.remove) {
+        IN_FRAME(c, rc = t->ops.remove(t->state, key));
+        if (rc < 0) count_error(ts);
+      }
+      break;
+    case CCACHE__ENTRY_FOREIGN: /* another runtime's: never loaded, not corrupt */
+      break;
+    case CCACHE__ENTRY_OK: {
+      void *nat = NULL;
+      uint64_t cst = 0;
+      IN_FRAME(c, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
+      if (rc != 0) {
+        count_error(ts);
+        break;
+      }
+      *native = nat;
+      *cost = cst;
+      fill(c, key, blob, len, i);
+      found = T_HIT;
       break;
     }
-    *native = nat;
-    *cost = cst;
-    fill(c, key, blob, len, i);
-    found = T_HIT;
-    break;
-  }
   }
   IN_FRAME(c, t->ops.free_blob(t->state, blob, len));
   return found;

@@ -23,12 +23,12 @@ struct ccache_tier {
 };
 
 /* -------------------------------------------------------- tier_format.c */
-#define CCACHE__TIER_MAGIC "CCTIER\0\n" /* 8 bytes, no terminator stored */
-#define CCACHE__TIER_HDR 56u            /* header bytes */
-#define CCACHE__TIER_SUM 16u            /* trailing XXH3-128 */
+#define CCACHE__TIER_MAGIC       "CCTIER\0\n" /* 8 bytes, no terminator stored */
+#define CCACHE__TIER_HDR         56u          /* header bytes */
+#define CCACHE__TIER_SUM         16u          /* trailing XXH3-128 */
 #define CCACHE__TIER_MAX_PAYLOAD ((uint64_t)1 << 40)
 /* "v<format>/<16 hex>" and its terminator fit in this. */
-#define CCACHE__TIER_NS_MAX 32u
+#define CCACHE__TIER_NS_MAX      32u
 
 typedef enum ccache__entry_check {
   CCACHE__ENTRY_OK,      /* intact, our key and runtime tag */
@@ -42,8 +42,8 @@ void ccache__tier_ns(uint64_t tag_hash, char out[CCACHE__TIER_NS_MAX]);
  * CCACHE__TIER_MAX_PAYLOAD). */
 size_t ccache__tier_entry_len(size_t payload_len);
 /* Write the entry into dst (ccache__tier_entry_len(len) bytes). */
-void ccache__tier_frame(unsigned char *dst, ccache_key key, uint64_t tag_hash,
-                        uint64_t created_ms, const void *payload, size_t len);
+void ccache__tier_frame(unsigned char *dst, ccache_key key, uint64_t tag_hash, uint64_t created_ms,
+                        const void *payload, size_t len);
 /* Check an entry in full; on OK, *payload and *len point into blob. */
 ccache__entry_check ccache__tier_verify(const void *blob, size_t blob_len, ccache_key key,
                                         uint64_t tag_hash, const void **payload, size_t *len);

@@ -46,13 +46,13 @@
 
 #include "tier.h"
 
-#define SLOTS 4096u             /* compile-lock bytes in the lock file */
-#define SIZE_BYTE (SLOTS)       /* guards the size file */
-#define CLEAN_BYTE (SLOTS + 1u) /* held by the one cleaner */
-#define STALE_DEAD_S 60         /* a dead writer's temp file older than this goes */
-#define STALE_ANY_S 3600        /* any temp file older than this goes */
-#define SIZE_MAGIC 0x31455a4953434343ull /* "CCCSIZE1" little-endian */
-#define REL_MAX 96                       /* longest relative path we build */
+#define SLOTS        4096u                 /* compile-lock bytes in the lock file */
+#define SIZE_BYTE    (SLOTS)               /* guards the size file */
+#define CLEAN_BYTE   (SLOTS + 1u)          /* held by the one cleaner */
+#define STALE_DEAD_S 60                    /* a dead writer's temp file older than this goes */
+#define STALE_ANY_S  3600                  /* any temp file older than this goes */
+#define SIZE_MAGIC   0x31455a4953434343ull /* "CCCSIZE1" little-endian */
+#define REL_MAX      96                    /* longest relative path we build */
 
 #ifdef CCACHE_TESTING
 int (*ccache__disk_fault)(const char *point);
@@ -300,8 +300,7 @@ static void scan_entries(disk *d, scan_list *l) {
         if (strncmp(ee->d_name, ".tmp.", 5) == 0) {
           if (stale_tmp(sfd, ee->d_name, now)) unlinkat(sfd, ee->d_name, 0);
         } else if (is_hex(ee->d_name, 32) &&
-                   fstatat(sfd, ee->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                   S_ISREG(st.st_mode)) {
+                   fstatat(sfd, ee->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
           scan_add(l, te->d_name, se->d_name, ee->d_name, &st);
         }
       }
@@ -641,16 +640,18 @@ static int open_private_dir(const char *dir) {
   }
   /* Whoever can write here can hand this process a program to run. */
   if (st.st_uid != geteuid()) {
-    ccache__detail("ccache disk tier: refusing directory %s: owned by uid %lu, not by this "
-                   "user (uid %lu)",
-                   dir, (unsigned long)st.st_uid, (unsigned long)geteuid());
+    ccache__detail(
+        "ccache disk tier: refusing directory %s: owned by uid %lu, not by this "
+        "user (uid %lu)",
+        dir, (unsigned long)st.st_uid, (unsigned long)geteuid());
     close(fd);
     return CCACHE_EPERM;
   }
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    ccache__detail("ccache disk tier: refusing directory %s: writable by group or others "
-                   "(mode %04o); chmod 700 it",
-                   dir, (unsigned)(st.st_mode & 07777));
+    ccache__detail(
+        "ccache disk tier: refusing directory %s: writable by group or others "
+        "(mode %04o); chmod 700 it",
+        dir, (unsigned)(st.st_mode & 07777));
     close(fd);
     return CCACHE_EPERM;
   }

@@ -69,8 +69,8 @@ static void checksum(const unsigned char *data, size_t len, unsigned char out[16
   put_u64(out + 8, h.high64);
 }
 
-void ccache__tier_frame(unsigned char *dst, ccache_key key, uint64_t tag_hash,
-                        uint64_t created_ms, const void *payload, size_t len) {
+void ccache__tier_frame(unsigned char *dst, ccache_key key, uint64_t tag_hash, uint64_t created_ms,
+                        const void *payload, size_t len) {
   memcpy(dst, CCACHE__TIER_MAGIC, 8);
   put_u32(dst + 8, CCACHE_TIER_FORMAT);
   put_u32(dst + 12, CCACHE__TIER_HDR);

@@ -267,8 +267,8 @@ static int op_renew(void *state, void *lock) {
   rlock *l = lock;
   char px[24];
   const char *argv[6] = {"EVAL", RENEW_SCRIPT, "1", l->key, l->token, px};
-  const size_t lens[6] = {4, sizeof RENEW_SCRIPT - 1, 1, l->klen, 32,
-                          udec(px, sizeof px, r->lease_ms)};
+  const size_t lens[6] = {4,  sizeof RENEW_SCRIPT - 1,         1, l->klen,
+                          32, udec(px, sizeof px, r->lease_ms)};
   redisReply *rep = NULL;
   int rc = ccache__rpool_command(&r->pool, l->server, 1, 6, argv, lens, &rep);
   if (rc != CCACHE_OK) return rc;

@@ -41,14 +41,14 @@
 
 #define U CCACHE_UNBOUNDED
 
-#define MAXKEYS 48
-#define MAXPKEYS 16
-#define MAXENT 512
-#define MAXPROG 64
-#define MAXLEASE 12
+#define MAXKEYS   48
+#define MAXPKEYS  16
+#define MAXENT    512
+#define MAXPROG   64
+#define MAXLEASE  12
 #define MAXHANDLE 12
-#define MAXDEPTH 4
-#define MAXEV T_LOG_MAX
+#define MAXDEPTH  4
+#define MAXEV     T_LOG_MAX
 
 /* ------------------------------------------------------------- sources */
 
@@ -86,20 +86,20 @@ uint32_t m_pick(m_src *s, uint32_t bound) {
 typedef struct m_prog {
   int alive;
   uint64_t pk;
-  int nid;              /* native object id, 0 for NULL */
+  int nid; /* native object id, 0 for NULL */
   void *native;
-  ccache_program *h;    /* the real handle pointer (identity) */
+  ccache_program *h; /* the real handle pointer (identity) */
   uint64_t cost, refs, table_refs;
 } m_prog;
 
 typedef struct m_ent {
   int alive;
   uint64_t key;
-  int cid;              /* closure id, 0 for NULL (a borrower: the lender's) */
+  int cid; /* closure id, 0 for NULL (a borrower: the lender's) */
   void *closure;
-  int lender;           /* entry it borrows its closure from, or -1 */
-  uint32_t borrowers;   /* entries borrowing this one's closure */
-  int pi;               /* program slot */
+  int lender;         /* entry it borrows its closure from, or -1 */
+  uint32_t borrowers; /* entries borrowing this one's closure */
+  int pi;             /* program slot */
   uint64_t idx, ins;
   int in_table;
   uint32_t leases;
@@ -120,9 +120,9 @@ typedef struct m_flight {
   uint64_t key;
   int ran, crc;
   int cid;
-  void *obj;            /* closure or native */
-  int pi;               /* closure level: program slot handed over, or -1 */
-  uint64_t cost;        /* program level */
+  void *obj;     /* closure or native */
+  int pi;        /* closure level: program slot handed over, or -1 */
+  uint64_t cost; /* program level */
 } m_flight;
 
 typedef struct m_world {
@@ -459,8 +459,8 @@ static void pin_lease(m_world *w, int ei) {
 /* Keep the lease returned in *l (already pinned); may release another. */
 static void hold_lease(m_world *w, ccache_lease *l, int ei) {
   m_ent *e = &w->ents[ei];
-  if (l->closure != e->closure) mfail(w, "lease closure is not the model's (K%llu)",
-                                      (unsigned long long)e->key);
+  if (l->closure != e->closure)
+    mfail(w, "lease closure is not the model's (K%llu)", (unsigned long long)e->key);
   if (l->native != w->progs[e->pi].native) mfail(w, "lease program is not the model's");
   w->leases[w->nleases].l = *l;
   w->leases[w->nleases].ei = ei;
@@ -547,8 +547,7 @@ static void do_pfetch(m_world *w, uint64_t pk) {
   }
 }
 
-static int pcompile_cb(void *ud, ccache *c, ccache_key pkey, void **native_out,
-                       uint64_t *cost_out);
+static int pcompile_cb(void *ud, ccache *c, ccache_key pkey, void **native_out, uint64_t *cost_out);
 
 static void do_pgoc(m_world *w, uint64_t pk) {
   trace(w, "program_get_or_compile PK%llu", (unsigned long long)pk);
@@ -616,7 +615,7 @@ static int pcompile_cb(void *ud, ccache *c, ccache_key pkey, void **native_out,
   f->ran = 1;
   w->depth++;
   if (pick(w, 4) == 0) do_clock(w);
-  if (pick(w, 10) == 0) do_pgoc(w, f->key); /* its own key: EDEADLK */
+  if (pick(w, 10) == 0) do_pgoc(w, f->key);   /* its own key: EDEADLK */
   if (pick(w, 10) == 0) do_intern(w, f->key); /* interned meanwhile */
   int rc = 0;
   if (pick(w, 8) == 0) {
@@ -655,8 +654,7 @@ static void do_put(m_world *w, uint64_t key, int nested) {
     if (cid && closure == o) { /* no handle: the EINVAL path (closure destroyed) */
       trace(w, "put K%llu c%d NULL program", (unsigned long long)key, cid);
       w->r->calls++;
-      expect_rc(w, "put (NULL program)", ccache_put(w->c, K(key), closure, NULL),
-                CCACHE_EINVAL);
+      expect_rc(w, "put (NULL program)", ccache_put(w->c, K(key), closure, NULL), CCACHE_EINVAL);
       w->exp.closures_destroyed++;
       expect_ev(w, 'c', cid);
       return;
@@ -740,9 +738,15 @@ static void do_limits(m_world *w) {
   uint64_t mi = draw_bound(w, 3, 12), ttl = draw_bound(w, 3, 60), mc = draw_bound(w, 3, 300);
   if (pick(w, 16) == 0) { /* a zero bound: EINVAL, nothing changes */
     switch (pick(w, 3)) {
-      case 0: mi = 0; break;
-      case 1: ttl = 0; break;
-      default: mc = 0; break;
+      case 0:
+        mi = 0;
+        break;
+      case 1:
+        ttl = 0;
+        break;
+      default:
+        mc = 0;
+        break;
     }
   }
   trace(w, "set_limits items %lld ttl %lld cost %lld", (long long)mi, (long long)ttl,
@@ -921,8 +925,8 @@ static int compile_program(m_world *w, ccache_program **h) {
     t_obj *o = pick(w, 16) ? new_native(w) : NULL;
     int nid = o ? o->id : 0; /* o may be destroyed by the call */
     uint64_t cost = pick(w, 80);
-    trace(w, "program_intern PK%llu n%d cost %llu (for the compile)", (unsigned long long)pk,
-          nid, (unsigned long long)cost);
+    trace(w, "program_intern PK%llu n%d cost %llu (for the compile)", (unsigned long long)pk, nid,
+          (unsigned long long)cost);
     w->r->calls++;
     rc = ccache_program_intern(w->c, PK(pk), o, cost, h);
     expect_rc(w, "program_intern", rc, CCACHE_OK);
@@ -948,9 +952,9 @@ static int compile_cb(void *ud, ccache *c, ccache_key key, void **closure_out,
   }
   f->ran = 1;
   w->depth++;
-  if (pick(w, 4) == 0) do_clock(w); /* a slow compile */
+  if (pick(w, 4) == 0) do_clock(w);           /* a slow compile */
   if (pick(w, 10) == 0) do_put(w, f->key, 1); /* a put meanwhile: the compile still wins */
-  if (pick(w, 10) == 0) do_goc(w, f->key); /* its own key: EDEADLK (or a hit after the put) */
+  if (pick(w, 10) == 0) do_goc(w, f->key);    /* its own key: EDEADLK (or a hit after the put) */
   if (pick(w, 8) == 0) {
     uint64_t k2 = pick(w, w->nkeys);
     int e2 = w->tab[k2];
@@ -961,7 +965,7 @@ static int compile_cb(void *ud, ccache *c, ccache_key key, void **closure_out,
   ccache_program *h = NULL;
   int pi = compile_program(w, &h);
   int rc = 0;
-  if (pi >= 0 && pick(w, 10) == 0) rc = 1; /* fails after making a handle */
+  if (pi >= 0 && pick(w, 10) == 0) rc = 1;       /* fails after making a handle */
   if (pi < 0 && h == NULL && pick(w, 2)) rc = 2; /* could not get a program */
   if (rc) {
     /* Clean up what it made, and leave garbage in the out-pointers: the
@@ -1002,11 +1006,30 @@ static int compile_cb(void *ud, ccache *c, ccache_key key, void **closure_out,
 
 /* ------------------------------------------------------------- comparing */
 
-#define M_STATS(X)                                                                           \
-  X(hits) X(misses) X(inserts) X(replaced) X(evicted_capacity) X(evicted_ttl) X(evicted_cost) \
-  X(removed) X(cleared) X(items) X(programs) X(programs_destroyed) X(closures_destroyed)      \
-  X(leases_out) X(cost_bytes) X(program_hits) X(program_misses) X(compiles)                  \
-  X(program_compiles) X(compile_failures) X(waits)
+// clang-format off
+#define M_STATS(X) \
+  X(hits) \
+  X(misses) \
+  X(inserts) \
+  X(replaced) \
+  X(evicted_capacity) \
+  X(evicted_ttl) \
+  X(evicted_cost) \
+  X(removed) \
+  X(cleared) \
+  X(items) \
+  X(programs) \
+  X(programs_destroyed) \
+  X(closures_destroyed) \
+  X(leases_out) \
+  X(cost_bytes) \
+  X(program_hits) \
+  X(program_misses) \
+  X(compiles) \
+  X(program_compiles) \
+  X(compile_failures) \
+  X(waits)
+// clang-format on
 
 static int ev_cmp(const void *a, const void *b) {
   const t_event *x = a, *y = b;
@@ -1039,8 +1062,7 @@ static void compare_events(m_world *w) {
     size_t at = 0;
     at += (size_t)snprintf(buf + at, sizeof buf - at, "destroys: got");
     for (int i = 0; i < n && at < 180; i++)
-      at += (size_t)snprintf(buf + at, sizeof buf - at, " %c%d", w->t.log[i].kind,
-                             w->t.log[i].id);
+      at += (size_t)snprintf(buf + at, sizeof buf - at, " %c%d", w->t.log[i].kind, w->t.log[i].id);
     at += (size_t)snprintf(buf + at, sizeof buf - at, ", model says");
     for (int i = 0; i < w->nev && at < sizeof buf - 16; i++)
       at += (size_t)snprintf(buf + at, sizeof buf - at, " %c%d", w->ev[i].kind, w->ev[i].id);
@@ -1059,16 +1081,15 @@ static void compare(m_world *w) {
   ccache_stats_get(w->c, &s);
   w->exp.items = w->items;
   w->exp.cost_bytes = w->cost;
-#define M_CMP(f)                                                                      \
-  if (s.f != w->exp.f)                                                                \
-    mfail(w, "stats." #f " = %llu, model says %llu", (unsigned long long)s.f,          \
-         (unsigned long long)w->exp.f);
+#define M_CMP(f)                                                              \
+  if (s.f != w->exp.f)                                                        \
+    mfail(w, "stats." #f " = %llu, model says %llu", (unsigned long long)s.f, \
+          (unsigned long long)w->exp.f);
   M_STATS(M_CMP)
 #undef M_CMP
   if (s.compile_ns < w->last_compile_ns) mfail(w, "compile_ns went down");
   w->last_compile_ns = s.compile_ns;
-  if (w->o->check_every && w->step % w->o->check_every == 0 &&
-      ccache__check(w->c, now_of(w)) != 0)
+  if (w->o->check_every && w->step % w->o->check_every == 0 && ccache__check(w->c, now_of(w)) != 0)
     mfail(w, "ccache__check failed");
 }
 
@@ -1119,9 +1140,9 @@ static int open_cache(m_world *w) {
   cfg.max_items = w->max_items;
   cfg.ttl_ms = w->ttl;
   cfg.max_cost_bytes = w->max_cost;
-  trace(w, "open: %u keys, %u program keys, items %lld ttl %lld cost %lld, clock %llu",
-        w->nkeys, w->npkeys, (long long)w->max_items, (long long)w->ttl,
-        (long long)w->max_cost, (unsigned long long)now_of(w));
+  trace(w, "open: %u keys, %u program keys, items %lld ttl %lld cost %lld, clock %llu", w->nkeys,
+        w->npkeys, (long long)w->max_items, (long long)w->ttl, (long long)w->max_cost,
+        (unsigned long long)now_of(w));
   w->t.log_on = 1;
   int rc = ccache_open(&cfg, &w->c);
   if (rc != CCACHE_OK) {

@@ -36,19 +36,19 @@ int m_src_done(const m_src *s);
 uint32_t m_pick(m_src *s, uint32_t bound);
 
 typedef struct m_opts {
-  size_t max_steps;  /* top-level steps (the teardown comes after) */
+  size_t max_steps;     /* top-level steps (the teardown comes after) */
   unsigned check_every; /* ccache__check every k steps (0: never; 1: every) */
-  int trace;         /* print every call (nested ones indented) to stderr */
+  int trace;            /* print every call (nested ones indented) to stderr */
 } m_opts;
 
 typedef struct m_result {
-  size_t steps;      /* top-level steps run */
-  size_t calls;      /* cache calls made (nested ones included) */
-  size_t fail_step;  /* 0: passed; else the step that failed (steps+1: teardown) */
-  char msg[512];     /* what went wrong */
+  size_t steps;       /* top-level steps run */
+  size_t calls;       /* cache calls made (nested ones included) */
+  size_t fail_step;   /* 0: passed; else the step that failed (steps+1: teardown) */
+  char msg[512];      /* what went wrong */
   ccache_stats stats; /* the model's statistics before the teardown */
-  size_t borrowed;   /* puts and compiles that reused the entry's closure pointer */
-  size_t deadlocks;  /* get-or-compile calls answered with CCACHE_EDEADLK */
+  size_t borrowed;    /* puts and compiles that reused the entry's closure pointer */
+  size_t deadlocks;   /* get-or-compile calls answered with CCACHE_EDEADLK */
 } m_result;
 
 /* Runs one sequence drawn from src: opens a cache with a configuration drawn

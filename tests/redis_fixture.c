@@ -163,8 +163,8 @@ static int spawn(rf_server *s) {
     }
     rf_poll_pause();
   }
-  fprintf(stderr, "redis fixture: server on port %d not ready after %llu ms (log: %s)\n",
-          s->port, START_TIMEOUT_MS, logfile);
+  fprintf(stderr, "redis fixture: server on port %d not ready after %llu ms (log: %s)\n", s->port,
+          START_TIMEOUT_MS, logfile);
   rf_kill(s);
   return -1;
 }

@@ -21,12 +21,12 @@ struct redisReply;
 #define RF_MAX_ARGS 32
 
 typedef struct rf_server {
-  pid_t pid;          /* 0 while not running */
-  int port;           /* TCP port on 127.0.0.1 */
-  char dir[128];      /* scratch directory */
-  char sock[160];     /* unix socket path inside dir */
-  char addr[32];      /* "127.0.0.1:<port>" */
-  char unix_addr[170];/* "unix:<sock>" */
+  pid_t pid;                     /* 0 while not running */
+  int port;                      /* TCP port on 127.0.0.1 */
+  char dir[128];                 /* scratch directory */
+  char sock[160];                /* unix socket path inside dir */
+  char addr[32];                 /* "127.0.0.1:<port>" */
+  char unix_addr[170];           /* "unix:<sock>" */
   const char *args[RF_MAX_ARGS]; /* extra arguments (not copied: static strings) */
   int nargs;
   const char *admin_user, *admin_pass; /* AUTH for rf_cmd, if the server needs it */

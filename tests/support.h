@@ -31,7 +31,7 @@ typedef struct t_event {
 } t_event;
 
 typedef struct t_ctx {
-  _Atomic uint64_t now_ms;          /* the fake clock */
+  _Atomic uint64_t now_ms; /* the fake clock */
   _Atomic uint64_t closures_destroyed;
   _Atomic uint64_t programs_destroyed;
   _Atomic uint64_t clock_calls;

@@ -31,17 +31,17 @@
 #include "internal.h"
 #include "support.h"
 
-#define U CCACHE_UNBOUNDED
-#define MAXSITES 1024
+#define U          CCACHE_UNBOUNDED
+#define MAXSITES   1024
 #define MAXHANDLES 64
 
 /* ------------------------------------------------------------- the hook */
 
 typedef struct hook {
-  uint64_t n;          /* allocations attempted in this run */
-  uint64_t fail_at;    /* 0: never fail */
-  int sticky;          /* fail every allocation from fail_at on */
-  uint64_t injected;   /* failures injected in this run */
+  uint64_t n;        /* allocations attempted in this run */
+  uint64_t fail_at;  /* 0: never fail */
+  int sticky;        /* fail every allocation from fail_at on */
+  uint64_t injected; /* failures injected in this run */
   int64_t live_bytes, live_blocks;
   uint64_t sites[MAXSITES]; /* allocation sites that were failed */
   size_t nsites;
@@ -181,8 +181,8 @@ static void take_snap(ccache *c, t_ctx *t, hook *h, snap *s) {
    * the cache's array of readers: not cache content an ENOMEM could have
    * leaked.  The rest must not grow. */
   int64_t readers = c->nreaders, array = c->readers ? c->readers_cap * (int64_t)sizeof(void *) : 0;
-  s->live_bytes = h->live_bytes - array -
-                  readers * (int64_t)(sizeof(ccache__reader) + CCACHE__READER_ALIGN);
+  s->live_bytes =
+      h->live_bytes - array - readers * (int64_t)(sizeof(ccache__reader) + CCACHE__READER_ALIGN);
 }
 
 /* After an ENOMEM: the cache is as it was (see the file comment). */
@@ -248,9 +248,9 @@ typedef struct wl {
   ccache_program *handle[MAXHANDLES];
   ccache_lease lease[16]; /* one slot per call that takes a lease */
   uint64_t made_closures, made_natives;
-  int inner_enomem;      /* a nested call inside a compile got ENOMEM */
+  int inner_enomem; /* a nested call inside a compile got ENOMEM */
   uint64_t bucket_keys[12], bucket_pkeys[12];
-  void *reput;           /* closure for the nested-put compile */
+  void *reput; /* closure for the nested-put compile */
 } wl;
 
 static t_obj *mk_closure(wl *w, int id) {
@@ -308,8 +308,7 @@ static int st_fetch_hold(wl *w, uint64_t key, int li) {
   return rc == CCACHE_MISS ? CCACHE_OK : rc;
 }
 
-static int pcompile(void *ud, ccache *c, ccache_key pkey, void **native_out,
-                    uint64_t *cost_out) {
+static int pcompile(void *ud, ccache *c, ccache_key pkey, void **native_out, uint64_t *cost_out) {
   wl *w = ud;
   (void)c;
   *native_out = mk_native(w, (int)pkey.lo);
@@ -391,32 +390,31 @@ static void assert_closure_alive(wl *w, uint64_t key) {
 }
 
 /* Runs one call of the script with the checks around it. */
-#define STEP(kind, call)                                                                   \
-  do {                                                                                     \
-    snap *before_ = malloc(sizeof(snap)), *after_ = malloc(sizeof(snap));                  \
-    assert_non_null(before_);                                                              \
-    assert_non_null(after_);                                                               \
-    take_snap(w->c, &w->t, &w->h, before_);                                                \
-    int rc_ = (call);                                                                      \
-    fsck(w->c);                                                                            \
-    assert_int_equal(ccache__check(w->c, atomic_load(&w->t.now_ms)), 0);                   \
-    if (rc_ == CCACHE_ENOMEM) {                                                            \
-      take_snap(w->c, &w->t, &w->h, after_);                                               \
-      if (kind != S_GOC_PUT) assert_unchanged(before_, after_, #call);                     \
-      if (kind == S_PUT || kind == S_INTERN)                                               \
-        assert_int_equal(after_->s.misses + after_->s.hits,                                \
-                         before_->s.misses + before_->s.hits);                             \
-      if (!w->h.sticky) { /* nothing else fails now: a retry succeeds */                   \
-        rc_ = (call);                                                                      \
-        assert_int_not_equal(rc_, CCACHE_ENOMEM);                                          \
-        fsck(w->c);                                                                        \
-        assert_int_equal(ccache__check(w->c, atomic_load(&w->t.now_ms)), 0);               \
-      }                                                                                    \
-    } else if (kind == S_OTHER) {                                                          \
-      assert_int_equal(rc_, CCACHE_OK);                                                    \
-    }                                                                                      \
-    free(before_);                                                                         \
-    free(after_);                                                                          \
+#define STEP(kind, call)                                                                          \
+  do {                                                                                            \
+    snap *before_ = malloc(sizeof(snap)), *after_ = malloc(sizeof(snap));                         \
+    assert_non_null(before_);                                                                     \
+    assert_non_null(after_);                                                                      \
+    take_snap(w->c, &w->t, &w->h, before_);                                                       \
+    int rc_ = (call);                                                                             \
+    fsck(w->c);                                                                                   \
+    assert_int_equal(ccache__check(w->c, atomic_load(&w->t.now_ms)), 0);                          \
+    if (rc_ == CCACHE_ENOMEM) {                                                                   \
+      take_snap(w->c, &w->t, &w->h, after_);                                                      \
+      if (kind != S_GOC_PUT) assert_unchanged(before_, after_, #call);                            \
+      if (kind == S_PUT || kind == S_INTERN)                                                      \
+        assert_int_equal(after_->s.misses + after_->s.hits, before_->s.misses + before_->s.hits); \
+      if (!w->h.sticky) { /* nothing else fails now: a retry succeeds */                          \
+        rc_ = (call);                                                                             \
+        assert_int_not_equal(rc_, CCACHE_ENOMEM);                                                 \
+        fsck(w->c);                                                                               \
+        assert_int_equal(ccache__check(w->c, atomic_load(&w->t.now_ms)), 0);                      \
+      }                                                                                           \
+    } else if (kind == S_OTHER) {                                                                 \
+      assert_int_equal(rc_, CCACHE_OK);                                                           \
+    }                                                                                             \
+    free(before_);                                                                                \
+    free(after_);                                                                                 \
   } while (0)
 
 static int st_limits(wl *w, uint64_t a, uint64_t b, uint64_t c) {
@@ -469,7 +467,7 @@ static int workload(wl *w) {
   STEP(S_INTERN, st_intern(w, 2, 3, 400));
   STEP(S_INTERN, st_intern(w, 3, 1, 99)); /* existing: the duplicate native is destroyed */
   for (uint64_t k = 1; k <= 5; k++) STEP(S_PUT, st_put(w, k, (int)(k % 2))); /* K1 evicted */
-  STEP(S_PUT, st_put(w, 3, 0));   /* replace */
+  STEP(S_PUT, st_put(w, 3, 0));                                              /* replace */
   STEP(S_REPUT, st_reput(w, 3, 1)); /* same closure pointer */
   STEP(S_FETCH, st_fetch_hold(w, 4, 0));
   STEP(S_OTHER, st_remove(w, 4)); /* the lease keeps it */
@@ -478,14 +476,14 @@ static int workload(wl *w) {
   STEP(S_GOC, st_goc(w, 7, 0, 4, 1));
   STEP(S_GOC, st_goc(w, 7, 0, 4, 2)); /* hit */
   STEP(S_PGOC, st_pgoc(w, 5, 4));
-  STEP(S_PGOC, st_pgoc(w, 5, 4)); /* hit */
+  STEP(S_PGOC, st_pgoc(w, 5, 4));     /* hit */
   STEP(S_GOC, st_goc(w, 8, 1, 6, 3)); /* nested program compile */
   STEP(S_GOC_PUT, st_goc(w, 9, 2, 7, 4));
-  assert_closure_alive(w, 9); /* nested put of the returned closure */
+  assert_closure_alive(w, 9);          /* nested put of the returned closure */
   STEP(S_GOC, st_goc(w, 10, 3, 0, 5)); /* failing compile */
   STEP(S_OTHER, st_release(w, 1));
-  atomic_store(&w->t.now_ms, 150); /* everything has expired */
-  STEP(S_GOC, st_goc(w, 7, 0, 4, 6)); /* expired: removed and compiled again */
+  atomic_store(&w->t.now_ms, 150);       /* everything has expired */
+  STEP(S_GOC, st_goc(w, 7, 0, 4, 6));    /* expired: removed and compiled again */
   STEP(S_FETCH, st_fetch_hold(w, 8, 7)); /* expired: a miss */
   STEP(S_OTHER, st_sweep(w));
   STEP(S_OTHER, st_limits(w, U, U, U));
@@ -557,7 +555,8 @@ static void fail_every_allocation(void **state) {
            (unsigned long long)(n - 1));
     assert_true(n > 50);
   }
-  printf("alloc_fail: %zu distinct allocation sites failed (innermost three library frames)\n", sites.nsites);
+  printf("alloc_fail: %zu distinct allocation sites failed (innermost three library frames)\n",
+         sites.nsites);
 }
 
 static void hook_both_or_neither(void **state) {

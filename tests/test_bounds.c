@@ -88,7 +88,7 @@ static void clock_stepping_back_keeps_fifo_times(void **state) {
   ccache_program *p = t_intern(c, 1, 100, 1);
   t.now_ms = 500;
   t_put(c, 1, 1, p);
-  t.now_ms = 200; /* the injected clock steps back */
+  t.now_ms = 200;    /* the injected clock steps back */
   t_put(c, 2, 2, p); /* inserted at max(200, 500) = 500 */
   t_check(c, &t);
   t.now_ms = 599;

@@ -258,8 +258,9 @@ int main(void) {
 #endif
   };
 #ifndef CCACHE_CHECKED
-  printf("test_caller_errors: default build; the checked build's cases run with "
-         "-DCCACHE_CHECKED=ON (cmake --workflow --preset checked)\n");
+  printf(
+      "test_caller_errors: default build; the checked build's cases run with "
+      "-DCCACHE_CHECKED=ON (cmake --workflow --preset checked)\n");
 #endif
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,8 +132,9 @@ static void default_instance_bounds_from_environment(void **state) {
 
 static void default_instance_invalid_environment(void **state) {
   (void)state;
-  const char *bad[] = {"0", "-5", "12abc", "", " 12", "+3", "18446744073709551615",
-                       "99999999999999999999", "1e3", "Unbounded"};
+  const char *bad[] = {
+      "0",   "-5",       "12abc", "", " 12", "+3", "18446744073709551615", "99999999999999999999",
+      "1e3", "Unbounded"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(run_child(sc_invalid_every_time, bad[i], NULL, NULL), 0);
     assert_int_equal(run_child(sc_invalid_every_time, NULL, bad[i], NULL), 0);

@@ -8,8 +8,8 @@
 #include "internal.h"
 #include "support.h"
 
-#define U CCACHE_UNBOUNDED
-#define MAX UINT64_MAX
+#define U    CCACHE_UNBOUNDED
+#define MAX  UINT64_MAX
 #define HALF (UINT64_C(1) << 63)
 
 /* -------------------------------------------------------------- cost cap */
@@ -305,17 +305,17 @@ static void counters_wrap(void **state) {
   (void)state;
   t_ctx t = {0};
   ccache *c = t_open(&t, U, U, U);
-  const char *names[] = {"inserts", "hits", "misses", "program_misses", "programs_destroyed",
-                         "closures_destroyed"};
+  const char *names[] = {
+      "inserts", "hits", "misses", "program_misses", "programs_destroyed", "closures_destroyed"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     assert_int_equal(ccache__seed(c, names[i], MAX), 0);
   assert_int_equal(ccache__seed(c, "no_such_counter", 1), -1);
-  ccache_program *p = t_intern(c, 1, 100, 1); /* program_misses -> 0 */
-  t_put(c, 1, 1, p);                           /* inserts -> 0 */
-  assert_int_equal(t_fetch_id(c, 1), 1);       /* hits -> 0 */
-  assert_int_equal(t_fetch_id(c, 2), -1);      /* misses -> 0 */
+  ccache_program *p = t_intern(c, 1, 100, 1);          /* program_misses -> 0 */
+  t_put(c, 1, 1, p);                                   /* inserts -> 0 */
+  assert_int_equal(t_fetch_id(c, 1), 1);               /* hits -> 0 */
+  assert_int_equal(t_fetch_id(c, 2), -1);              /* misses -> 0 */
   assert_int_equal(ccache_remove(c, K(1)), CCACHE_OK); /* closures_destroyed -> 0 */
-  ccache_program_release(c, p);                         /* programs_destroyed -> 0 */
+  ccache_program_release(c, p);                        /* programs_destroyed -> 0 */
   ccache_stats s = t_stats(c);
   assert_int_equal(s.inserts, 0);
   assert_int_equal(s.hits, 0);

@@ -33,12 +33,12 @@ extern char **environ;
 
 enum { DT_F32 = 1, DT_BF16 = 2, DT_I32 = 3 };
 
-#define MIB (1024u * 1024u)
+#define MIB       (1024u * 1024u)
 #define MAX_NODES 32
 
 static int key_eq(ccache_key a, ccache_key b) { return a.lo == b.lo && a.hi == b.hi; }
 
-#define assert_key_equal(a, b) assert_true(key_eq((a), (b)))
+#define assert_key_equal(a, b)     assert_true(key_eq((a), (b)))
 #define assert_key_not_equal(a, b) assert_false(key_eq((a), (b)))
 
 /* The key of a graph that must be valid. */
@@ -59,8 +59,12 @@ static ccache_fp_node param_node(int64_t pos, const ccache_fp_tensor *t) {
 
 static ccache_fp_node op_node(const char *op, const ccache_fp_ref *ops, uint32_t n_ops,
                               const ccache_fp_tensor *t) {
-  ccache_fp_node n = {.op_name = op, .outputs = t, .n_outputs = 1, .operands = ops,
-                      .n_operands = n_ops, .param_index = -1};
+  ccache_fp_node n = {.op_name = op,
+                      .outputs = t,
+                      .n_outputs = 1,
+                      .operands = ops,
+                      .n_operands = n_ops,
+                      .param_index = -1};
   return n;
 }
 
@@ -78,8 +82,7 @@ static void re_raw(ref_enc *e, const void *d, size_t n) {
     e->p = realloc(e->p, e->cap);
     assert_non_null(e->p);
   }
-  if (n)
-    memcpy(e->p + e->len, d, n);
+  if (n) memcpy(e->p + e->len, d, n);
   e->len += n;
 }
 
@@ -89,8 +92,7 @@ static void re_u8(ref_enc *e, unsigned v) {
 }
 
 static void re_le(ref_enc *e, uint64_t v, unsigned width) {
-  for (unsigned i = 0; i < width; i++)
-    re_u8(e, (unsigned)(v >> (8 * i)) & 0xffu);
+  for (unsigned i = 0; i < width; i++) re_u8(e, (unsigned)(v >> (8 * i)) & 0xffu);
 }
 
 static void re_header(ref_enc *e) {
@@ -140,8 +142,7 @@ static void fixture_init(fixture *f) {
   memcpy(f->attrs, "\x01\x00\x07\x09", 4);
   f->weights = malloc(MIB);
   assert_non_null(f->weights);
-  for (size_t i = 0; i < MIB; i++)
-    f->weights[i] = (unsigned char)(i * 131u + 7u);
+  for (size_t i = 0; i < MIB; i++) f->weights[i] = (unsigned char)(i * 131u + 7u);
 
   f->nodes[0] = param_node(0, &f->x_t);
   f->nodes[1] = op_node("constant", NULL, 0, &f->w_t);
@@ -253,8 +254,7 @@ static void test_single_field_flips(void **state) {
   for (size_t i = 0; i < N; i++) {
     flips[i].apply(&f);
     flipped[i] = fixture_key(&f);
-    if (key_eq(flipped[i], base))
-      fail_msg("flipping the %s did not change the key", flips[i].what);
+    if (key_eq(flipped[i], base)) fail_msg("flipping the %s did not change the key", flips[i].what);
     flips[i].apply(&f);
     if (!key_eq(fixture_key(&f), base))
       fail_msg("restoring the %s did not restore the key", flips[i].what);
@@ -323,8 +323,7 @@ static ccache_key permuted_key(const fixture *f, const unsigned *order) {
   ccache_fp_node nodes[N];
   ccache_fp_ref ops[N][4];
   ccache_fp_ref outs[2];
-  for (unsigned j = 0; j < N; j++)
-    inv[order[j]] = j;
+  for (unsigned j = 0; j < N; j++) inv[order[j]] = j;
   for (unsigned j = 0; j < N; j++) {
     nodes[j] = f->nodes[order[j]];
     assert_true(nodes[j].n_operands <= 4);
@@ -347,8 +346,8 @@ static void test_renumbering_invariance(void **state) {
   fixture_init(&f);
   const ccache_key base = fixture_key(&f);
   static const unsigned identity[] = {0, 1, 2, 3, 4, 5};
-  static const unsigned params_last[] = {1, 0, 2, 3, 4, 5};  /* swap independent leaves */
-  static const unsigned y_first[] = {4, 1, 0, 2, 3, 5};      /* param 1 built first */
+  static const unsigned params_last[] = {1, 0, 2, 3, 4, 5}; /* swap independent leaves */
+  static const unsigned y_first[] = {4, 1, 0, 2, 3, 5};     /* param 1 built first */
   static const unsigned late_y[] = {0, 1, 2, 4, 3, 5};      /* param 1 before split */
   static const unsigned mixed[] = {1, 4, 0, 2, 3, 5};
   assert_key_equal(permuted_key(&f, identity), base);
@@ -448,28 +447,27 @@ static ccache_key kat_builder(int which) {
   ccache_key k = {0, 0};
   ccache_fp_init(&fp);
   switch (which) {
-  case 0: /* nothing but the header */
-    break;
-  case 1:
-    assert_int_equal(ccache_fp_u64(&fp, 1), CCACHE_OK);
-    assert_int_equal(ccache_fp_i64(&fp, -1), CCACHE_OK);
-    assert_int_equal(ccache_fp_f64(&fp, 1.5), CCACHE_OK);
-    break;
-  case 2:
-    assert_int_equal(ccache_fp_str(&fp, "matmul", 6), CCACHE_OK);
-    assert_int_equal(ccache_fp_bytes(&fp, "\x00\x01\x02", 3), CCACHE_OK);
-    assert_int_equal(ccache_fp_shape(&fp, DT_F32, 2, kat_d23), CCACHE_OK);
-    assert_int_equal(ccache_fp_shape(&fp, DT_I32, 0, NULL), CCACHE_OK);
-    break;
-  case 3: { /* a large field, through the direct path */
-    static unsigned char big[1000];
-    for (unsigned i = 0; i < sizeof big; i++)
-      big[i] = (unsigned char)i;
-    assert_int_equal(ccache_fp_u64(&fp, 99), CCACHE_OK);
-    assert_int_equal(ccache_fp_bytes(&fp, big, sizeof big), CCACHE_OK);
-    assert_int_equal(ccache_fp_str(&fp, "tail", 4), CCACHE_OK);
-    break;
-  }
+    case 0: /* nothing but the header */
+      break;
+    case 1:
+      assert_int_equal(ccache_fp_u64(&fp, 1), CCACHE_OK);
+      assert_int_equal(ccache_fp_i64(&fp, -1), CCACHE_OK);
+      assert_int_equal(ccache_fp_f64(&fp, 1.5), CCACHE_OK);
+      break;
+    case 2:
+      assert_int_equal(ccache_fp_str(&fp, "matmul", 6), CCACHE_OK);
+      assert_int_equal(ccache_fp_bytes(&fp, "\x00\x01\x02", 3), CCACHE_OK);
+      assert_int_equal(ccache_fp_shape(&fp, DT_F32, 2, kat_d23), CCACHE_OK);
+      assert_int_equal(ccache_fp_shape(&fp, DT_I32, 0, NULL), CCACHE_OK);
+      break;
+    case 3: { /* a large field, through the direct path */
+      static unsigned char big[1000];
+      for (unsigned i = 0; i < sizeof big; i++) big[i] = (unsigned char)i;
+      assert_int_equal(ccache_fp_u64(&fp, 99), CCACHE_OK);
+      assert_int_equal(ccache_fp_bytes(&fp, big, sizeof big), CCACHE_OK);
+      assert_int_equal(ccache_fp_str(&fp, "tail", 4), CCACHE_OK);
+      break;
+    }
   }
   assert_int_equal(ccache_fp_final(&fp, &k), CCACHE_OK);
   return k;
@@ -527,8 +525,7 @@ static int print_key_main(void) {
  * readlink() is answered with the client's path. */
 static const char *self_path(char *buf, size_t size) {
   ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-  if (n <= 0 || (size_t)n >= size - 1)
-    return "/proc/self/exe";
+  if (n <= 0 || (size_t)n >= size - 1) return "/proc/self/exe";
   buf[n] = '\0';
   return buf;
 }
@@ -554,10 +551,8 @@ static void test_cross_process(void **state) {
   size_t n = 0;
   while (n < sizeof got - 1) {
     ssize_t r = read(fds[0], got + n, sizeof got - 1 - n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      break;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
     n += (size_t)r;
   }
   close(fds[0]);
@@ -590,8 +585,12 @@ static ccache_key seq_key(append_fn f) {
 static int s_ab_c(ccache_fp *fp) { return ccache_fp_str(fp, "ab", 2) | ccache_fp_str(fp, "c", 1); }
 static int s_a_bc(ccache_fp *fp) { return ccache_fp_str(fp, "a", 1) | ccache_fp_str(fp, "bc", 2); }
 static int s_abc(ccache_fp *fp) { return ccache_fp_str(fp, "abc", 3); }
-static int b_ab_c(ccache_fp *fp) { return ccache_fp_bytes(fp, "ab", 2) | ccache_fp_bytes(fp, "c", 1); }
-static int b_a_bc(ccache_fp *fp) { return ccache_fp_bytes(fp, "a", 1) | ccache_fp_bytes(fp, "bc", 2); }
+static int b_ab_c(ccache_fp *fp) {
+  return ccache_fp_bytes(fp, "ab", 2) | ccache_fp_bytes(fp, "c", 1);
+}
+static int b_a_bc(ccache_fp *fp) {
+  return ccache_fp_bytes(fp, "a", 1) | ccache_fp_bytes(fp, "bc", 2);
+}
 static int u_1(ccache_fp *fp) { return ccache_fp_u64(fp, 1); }
 static int i_1(ccache_fp *fp) { return ccache_fp_i64(fp, 1); }
 static int f_1(ccache_fp *fp) { return ccache_fp_f64(fp, 4.9406564584124654e-324); /* bits 1 */ }
@@ -603,7 +602,10 @@ static int b_null(ccache_fp *fp) { return ccache_fp_bytes(fp, NULL, 0); }
 static int b_empty(ccache_fp *fp) { return ccache_fp_bytes(fp, "", 0); }
 static int s_null(ccache_fp *fp) { return ccache_fp_str(fp, NULL, 0); }
 static int s_empty(ccache_fp *fp) { return ccache_fp_str(fp, "", 0); }
-static int none(ccache_fp *fp) { (void)fp; return CCACHE_OK; }
+static int none(ccache_fp *fp) {
+  (void)fp;
+  return CCACHE_OK;
+}
 static int sh_scalar(ccache_fp *fp) { return ccache_fp_shape(fp, DT_F32, 0, NULL); }
 static int sh_1x(ccache_fp *fp) {
   static const int64_t one[] = {1};
@@ -615,17 +617,15 @@ static int u_swapped(ccache_fp *fp) { return ccache_fp_u64(fp, 2) | ccache_fp_u6
 static void test_field_framing(void **state) {
   (void)state;
   /* Every one of these sequences must give a different key. */
-  static const append_fn distinct[] = {s_ab_c, s_a_bc, s_abc, b_ab_c, b_a_bc, u_1, i_1, f_1,
-                                       b_le1, s_le1, s_x, b_x, b_null, s_null, none,
-                                       sh_scalar, sh_1x, u_then_u, u_swapped};
+  static const append_fn distinct[] = {s_ab_c, s_a_bc,    s_abc, b_ab_c,   b_a_bc,   u_1,    i_1,
+                                       f_1,    b_le1,     s_le1, s_x,      b_x,      b_null, s_null,
+                                       none,   sh_scalar, sh_1x, u_then_u, u_swapped};
   enum { N = sizeof distinct / sizeof distinct[0] };
   ccache_key keys[N];
-  for (size_t i = 0; i < N; i++)
-    keys[i] = seq_key(distinct[i]);
+  for (size_t i = 0; i < N; i++) keys[i] = seq_key(distinct[i]);
   for (size_t i = 0; i < N; i++)
     for (size_t j = i + 1; j < N; j++)
-      if (key_eq(keys[i], keys[j]))
-        fail_msg("sequences %zu and %zu collide", i, j);
+      if (key_eq(keys[i], keys[j])) fail_msg("sequences %zu and %zu collide", i, j);
 
   /* NULL with length 0 is the empty field of the same kind. */
   assert_key_equal(seq_key(b_null), seq_key(b_empty));
@@ -706,9 +706,9 @@ static void vgraph_init(vgraph *g) {
 }
 
 static int vgraph_run(const vgraph *g, ccache_key *scratch, ccache_key *out) {
-  return ccache_fp_graph(g->null_nodes ? NULL : g->nodes, g->n_nodes,
-                         g->null_outs ? NULL : g->outs, g->n_outs, g->device,
-                         g->null_scratch ? NULL : scratch, g->null_out ? NULL : out);
+  return ccache_fp_graph(g->null_nodes ? NULL : g->nodes, g->n_nodes, g->null_outs ? NULL : g->outs,
+                         g->n_outs, g->device, g->null_scratch ? NULL : scratch,
+                         g->null_out ? NULL : out);
 }
 
 static int64_t big_rank_dims[CCACHE_FP_MAX_RANK + 1];
@@ -775,16 +775,12 @@ static void test_graph_validation(void **state) {
     vgraph_init(&g);
     cases[i].apply(&g);
     out = sentinel;
-    for (int s = 0; s < 3; s++)
-      scratch[s] = sentinel;
+    for (int s = 0; s < 3; s++) scratch[s] = sentinel;
     int rc = vgraph_run(&g, scratch, &out);
-    if (rc != CCACHE_EINVAL)
-      fail_msg("%s: got %d, want CCACHE_EINVAL", cases[i].what, rc);
-    if (!key_eq(out, sentinel))
-      fail_msg("%s: *out was written", cases[i].what);
+    if (rc != CCACHE_EINVAL) fail_msg("%s: got %d, want CCACHE_EINVAL", cases[i].what, rc);
+    if (!key_eq(out, sentinel)) fail_msg("%s: *out was written", cases[i].what);
     for (int s = 0; s < 3; s++)
-      if (!key_eq(scratch[s], sentinel))
-        fail_msg("%s: scratch was written", cases[i].what);
+      if (!key_eq(scratch[s], sentinel)) fail_msg("%s: scratch was written", cases[i].what);
   }
 
   /* The boundary itself is fine: rank CCACHE_FP_MAX_RANK, NULL/0 fields. */
@@ -907,8 +903,8 @@ static void check_final_keeps(size_t big_len) {
 
 static void test_final_does_not_consume(void **state) {
   (void)state;
-  check_final_keeps(0);     /* all buffered, never streamed */
-  check_final_keeps(300);   /* direct path */
+  check_final_keeps(0);   /* all buffered, never streamed */
+  check_final_keeps(300); /* direct path */
   check_final_keeps(MIB);
 }
 
@@ -919,12 +915,10 @@ static void test_final_does_not_consume(void **state) {
 
 static void test_builder_paths(void **state) {
   (void)state;
-  static const size_t sizes[] = {0, 1, 7, 200, 255, 256, 257, 370, 383, 384, 385, 1000, 4096,
-                                 MIB};
+  static const size_t sizes[] = {0, 1, 7, 200, 255, 256, 257, 370, 383, 384, 385, 1000, 4096, MIB};
   unsigned char *big = malloc(MIB);
   assert_non_null(big);
-  for (size_t i = 0; i < MIB; i++)
-    big[i] = (unsigned char)(i ^ (i >> 9));
+  for (size_t i = 0; i < MIB; i++) big[i] = (unsigned char)(i ^ (i >> 9));
   ref_enc e = {0};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     for (unsigned prefix = 0; prefix < 48; prefix += 5) {
@@ -950,8 +944,7 @@ static void test_builder_paths(void **state) {
       re_u8(&e, 0x06);
       re_le(&e, (uint32_t)-2, 4);
       re_le(&e, 3, 4);
-      for (int d = 0; d < 3; d++)
-        re_le(&e, (uint64_t)dims[d], 8);
+      for (int d = 0; d < 3; d++) re_le(&e, (uint64_t)dims[d], 8);
       assert_int_equal(ccache_fp_i64(&fp, -3), CCACHE_OK);
       re_u8(&e, 0x02);
       re_le(&e, (uint64_t)-3, 8);
@@ -987,8 +980,7 @@ static ccache_key ref_leaf_digest(const ccache_fp_node *n) {
   for (uint32_t k = 0; k < n->n_outputs; k++) {
     re_le(&e, (uint32_t)n->outputs[k].dtype, 4);
     re_le(&e, n->outputs[k].rank, 4);
-    for (uint32_t d = 0; d < n->outputs[k].rank; d++)
-      re_le(&e, (uint64_t)n->outputs[k].dims[d], 8);
+    for (uint32_t d = 0; d < n->outputs[k].rank; d++) re_le(&e, (uint64_t)n->outputs[k].dims[d], 8);
   }
   re_le(&e, 0, 4); /* no operands */
   re_u8(&e, (n->constant ? 0x01u : 0u) | (n->param_index >= 0 ? 0x02u : 0u));
@@ -996,8 +988,7 @@ static ccache_key ref_leaf_digest(const ccache_fp_node *n) {
     re_le(&e, n->constant_len, 8);
     re_raw(&e, n->constant, n->constant_len);
   }
-  if (n->param_index >= 0)
-    re_le(&e, (uint64_t)n->param_index, 8);
+  if (n->param_index >= 0) re_le(&e, (uint64_t)n->param_index, 8);
   ccache_key k = re_key(&e);
   free(e.p);
   return k;
@@ -1011,8 +1002,7 @@ static void test_graph_paths(void **state) {
   static const ccache_fp_ref outs[] = {{0, 1}};
   unsigned char *big = malloc(MIB);
   assert_non_null(big);
-  for (size_t i = 0; i < MIB; i++)
-    big[i] = (unsigned char)(i * 7u + (i >> 11));
+  for (size_t i = 0; i < MIB; i++) big[i] = (unsigned char)(i * 7u + (i >> 11));
   char long_name[600];
   memset(long_name, 'n', sizeof long_name - 1);
   long_name[sizeof long_name - 1] = '\0';
@@ -1057,8 +1047,7 @@ static void test_graph_paths(void **state) {
 /* ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--print-key") == 0)
-    return print_key_main();
+  if (argc > 1 && strcmp(argv[1], "--print-key") == 0) return print_key_main();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_operand_order),
       cmocka_unit_test(test_single_field_flips),

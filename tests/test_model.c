@@ -16,8 +16,8 @@
 #include "model.h"
 #include "support.h"
 
-#define STEPS 4000
-#define SEEDS (500 / CCACHE_TEST_SCALE > 0 ? 500 / CCACHE_TEST_SCALE : 1)
+#define STEPS     4000
+#define SEEDS     (500 / CCACHE_TEST_SCALE > 0 ? 500 / CCACHE_TEST_SCALE : 1)
 #define SEED_BASE 0xC0FFEE0000ull
 
 static int run_seed(uint64_t seed, size_t steps, int trace, m_result *r) {
@@ -49,7 +49,8 @@ static void report_failure(uint64_t seed, const m_result *r) {
   fprintf(stderr, "shortest failing prefix: %zu steps; the calls:\n", min);
   m_result r2;
   run_seed(seed, min, 1, &r2);
-  fprintf(stderr, "=> %s\nreplay: CCACHE_MODEL_SEED=0x%llx CCACHE_MODEL_STEPS=%zu "
+  fprintf(stderr,
+          "=> %s\nreplay: CCACHE_MODEL_SEED=0x%llx CCACHE_MODEL_STEPS=%zu "
           "CCACHE_MODEL_TRACE=1 ./test_model\n",
           r2.msg[0] ? r2.msg : "(passed on replay?)", (unsigned long long)seed, min);
 }
@@ -81,25 +82,37 @@ static void model_random_sequences(void **state) {
     calls += r.calls;
     borrowed += r.borrowed;
     deadlocks += r.deadlocks;
-#define SUM(f) sum.f += r.stats.f;
-    SUM(hits) SUM(misses) SUM(inserts) SUM(replaced) SUM(evicted_capacity) SUM(evicted_ttl)
-    SUM(evicted_cost) SUM(removed) SUM(cleared) SUM(compiles) SUM(program_compiles)
-    SUM(compile_failures) SUM(program_hits) SUM(program_misses)
+#define SUM(f) sum.f += r.stats.f
+    SUM(hits);
+    SUM(misses);
+    SUM(inserts);
+    SUM(replaced);
+    SUM(evicted_capacity);
+    SUM(evicted_ttl);
+    SUM(evicted_cost);
+    SUM(removed);
+    SUM(cleared);
+    SUM(compiles);
+    SUM(program_compiles);
+    SUM(compile_failures);
+    SUM(program_hits);
+    SUM(program_misses);
 #undef SUM
   }
-  printf("model: %d seeds, %zu steps, %zu cache calls (nested included), "
-         "ccache__check after every step\n",
-         SEEDS, steps, calls);
-  printf("model: hits %llu misses %llu inserts %llu replaced %llu (closure reused %zu) "
-         "evicted capacity %llu ttl %llu cost %llu removed %llu cleared %llu compiles %llu "
-         "program compiles %llu failures %llu EDEADLK %zu\n",
-         (unsigned long long)sum.hits, (unsigned long long)sum.misses,
-         (unsigned long long)sum.inserts, (unsigned long long)sum.replaced, borrowed,
-         (unsigned long long)sum.evicted_capacity, (unsigned long long)sum.evicted_ttl,
-         (unsigned long long)sum.evicted_cost, (unsigned long long)sum.removed,
-         (unsigned long long)sum.cleared, (unsigned long long)sum.compiles,
-         (unsigned long long)sum.program_compiles, (unsigned long long)sum.compile_failures,
-         deadlocks);
+  printf(
+      "model: %d seeds, %zu steps, %zu cache calls (nested included), "
+      "ccache__check after every step\n",
+      SEEDS, steps, calls);
+  printf(
+      "model: hits %llu misses %llu inserts %llu replaced %llu (closure reused %zu) "
+      "evicted capacity %llu ttl %llu cost %llu removed %llu cleared %llu compiles %llu "
+      "program compiles %llu failures %llu EDEADLK %zu\n",
+      (unsigned long long)sum.hits, (unsigned long long)sum.misses, (unsigned long long)sum.inserts,
+      (unsigned long long)sum.replaced, borrowed, (unsigned long long)sum.evicted_capacity,
+      (unsigned long long)sum.evicted_ttl, (unsigned long long)sum.evicted_cost,
+      (unsigned long long)sum.removed, (unsigned long long)sum.cleared,
+      (unsigned long long)sum.compiles, (unsigned long long)sum.program_compiles,
+      (unsigned long long)sum.compile_failures, deadlocks);
   assert_true(steps >= (size_t)SEEDS * STEPS / 2);
 }
 

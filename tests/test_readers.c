@@ -107,8 +107,8 @@ static void lease_outlives_its_taker_thread(void **state) {
   job j = {.c = c, .key = 1, .fetches = 1, .keep = 1};
   run_job(&j);
   assert_int_equal(j.hits, 1);
-  assert_true(IN_SLOT(j.out[0])); /* it was in a slot */
-  assert_int_equal(readers_of(c), 0);     /* retired at thread exit */
+  assert_true(IN_SLOT(j.out[0]));     /* it was in a slot */
+  assert_int_equal(readers_of(c), 0); /* retired at thread exit */
   ccache_stats s = t_stats(c);
   assert_int_equal(s.leases_out, 1);
   assert_int_equal(s.hits, 1);

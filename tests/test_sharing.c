@@ -84,9 +84,9 @@ static void *thread_b(void *arg) {
   sharing *s = arg;
   phase_end(s); /* 1 */
   s->rc_b = ccache_get_or_compile(s->c, K(1), compile_on_a, s, &s->lease_b);
-  phase_end(s); /* 2 */
+  phase_end(s);                            /* 2 */
   ccache_lease_release(s->c, &s->lease_a); /* taken on A */
-  phase_end(s); /* 3 */
+  phase_end(s);                            /* 3 */
   ccache_lease_release(s->c, &s->lease_b);
   phase_end(s); /* 4 */
   return NULL;
@@ -143,7 +143,7 @@ static void two_threads_share_one_closure_and_release_across_threads(void **stat
   assert_int_equal(s->t.programs_destroyed, 0);
   phase_go(s);
 
-  phase_done(s); /* 3: B released the lease A took */
+  phase_done(s);                   /* 3: B released the lease A took */
   assert_null(s->lease_a.closure); /* zeroed by the release */
   st = t_stats(s->c);
   assert_int_equal(st.leases_out, 1);
@@ -191,21 +191,21 @@ static void *thread_a2(void *arg) {
   phase_end(s); /* 1 */
   phase_end(s); /* 2 */
   s->rc_a = ccache_fetch(s->c, K(2), &s->lease_a);
-  phase_end(s); /* 3 */
+  phase_end(s);                            /* 3 */
   ccache_lease_release(s->c, &s->lease_b); /* taken on B */
-  phase_end(s); /* 4 */
+  phase_end(s);                            /* 4 */
   return NULL;
 }
 
 static void *thread_b2(void *arg) {
   sharing *s = arg;
-  phase_end(s); /* 1 */
+  phase_end(s);                            /* 1 */
   ccache_lease_release(s->c, &s->lease_a); /* taken on A */
-  phase_end(s); /* 2 */
+  phase_end(s);                            /* 2 */
   s->rc_b = ccache_fetch(s->c, K(2), &s->lease_b);
-  phase_end(s); /* 3 */
+  phase_end(s);                            /* 3 */
   ccache_lease_release(s->c, &s->lease_a); /* taken on A */
-  phase_end(s); /* 4 */
+  phase_end(s);                            /* 4 */
   return NULL;
 }
 

@@ -44,8 +44,8 @@ static void every_status_has_a_distinct_text(void **state) {
 static void version_matches_header(void **state) {
   (void)state;
   assert_int_equal(ccache_version(), CCACHE_VERSION_NUMBER);
-  assert_int_equal(CCACHE_VERSION_NUMBER,
-                   CCACHE_VERSION_MAJOR * 10000 + CCACHE_VERSION_MINOR * 100 + CCACHE_VERSION_PATCH);
+  assert_int_equal(CCACHE_VERSION_NUMBER, CCACHE_VERSION_MAJOR * 10000 +
+                                              CCACHE_VERSION_MINOR * 100 + CCACHE_VERSION_PATCH);
 }
 
 static void config_init_defaults(void **state) {

@@ -12,11 +12,11 @@
 #include "internal.h"
 #include "support.h"
 
-#define NT 4
-#define KEYS 48
+#define NT    4
+#define KEYS  48
 #define PKEYS 6
-#define HELD 4
-#define OPS (200000 / CCACHE_TEST_SCALE)
+#define HELD  4
+#define OPS   (200000 / CCACHE_TEST_SCALE)
 
 static _Atomic uint64_t made_closures, made_natives, lookups, check_failures;
 
@@ -77,8 +77,8 @@ static void op_put(worker *w) {
     uint64_t pk = next_rand(w) % PKEYS;
     if (ccache_program_intern(w->c, PK(pk), t_native((int)pk), 10 + pk * 7, &p) != CCACHE_OK)
       return;
-  } else if (ccache_program_get_or_compile(w->c, PK(next_rand(w) % PKEYS), native_compile, w,
-                                           &p) != CCACHE_OK) {
+  } else if (ccache_program_get_or_compile(w->c, PK(next_rand(w) % PKEYS), native_compile, w, &p) !=
+             CCACHE_OK) {
     return;
   }
   atomic_fetch_add(&made_closures, 1);
@@ -157,12 +157,13 @@ static void stress_every_object_destroyed_once(void **state) {
   assert_int_equal(s.hits + s.misses, lookups);
   assert_int_equal(s.leases_out, 0);
   assert_true(s.compiles > 0 && s.program_compiles > 0 && s.inserts > 0);
-  printf("stress: %d threads x %d ops: hits %llu misses %llu compiles %llu waits %llu "
-         "evicted cap/ttl/cost %llu/%llu/%llu\n",
-         NT, OPS, (unsigned long long)s.hits, (unsigned long long)s.misses,
-         (unsigned long long)s.compiles, (unsigned long long)s.waits,
-         (unsigned long long)s.evicted_capacity, (unsigned long long)s.evicted_ttl,
-         (unsigned long long)s.evicted_cost);
+  printf(
+      "stress: %d threads x %d ops: hits %llu misses %llu compiles %llu waits %llu "
+      "evicted cap/ttl/cost %llu/%llu/%llu\n",
+      NT, OPS, (unsigned long long)s.hits, (unsigned long long)s.misses,
+      (unsigned long long)s.compiles, (unsigned long long)s.waits,
+      (unsigned long long)s.evicted_capacity, (unsigned long long)s.evicted_ttl,
+      (unsigned long long)s.evicted_cost);
   assert_int_equal(s.items + s.evicted_capacity + s.evicted_ttl + s.evicted_cost + s.removed +
                        s.cleared + s.replaced,
                    s.inserts);

@@ -8,7 +8,7 @@
 #include "support.h"
 
 #define NTHREADS 16
-#define U CCACHE_UNBOUNDED
+#define U        CCACHE_UNBOUNDED
 
 static uint64_t mono_ms(void) {
   struct timespec ts;
@@ -32,7 +32,7 @@ typedef struct sf {
   ccache *c;
   t_ctx *t;
   pthread_barrier_t barrier;
-  int fail;                 /* compile returns non-zero */
+  int fail; /* compile returns non-zero */
   _Atomic int compile_calls;
   int rc[NTHREADS];
   void *closure[NTHREADS];
@@ -139,7 +139,7 @@ static void single_flight_failure_reaches_every_waiter(void **state) {
 /* ---- nested compiles: compile(A) asks for B, compile(C) asks for D ---- */
 
 typedef struct nest {
-  ccache_key inner;   /* key the outer compile asks for, or none */
+  ccache_key inner; /* key the outer compile asks for, or none */
   int has_inner;
   int inner_rc;
   _Atomic int *calls;
@@ -452,10 +452,18 @@ static void closing_destroy(void *obj, void *ctx) {
   ccache_program *p = NULL;
   ccache_lease l;
   switch (z->mode) {
-  case 1: z->rc = ccache_put(z->c, K(9), t_closure(9), NULL); break;
-  case 2: z->rc = ccache_set_limits(z->c, U, 5, U); break;
-  case 3: z->rc = ccache_program_intern(z->c, PK(9), t_native(9), 1, &p); break;
-  case 4: z->rc = ccache_fetch(z->c, K(2), &l); break;
+    case 1:
+      z->rc = ccache_put(z->c, K(9), t_closure(9), NULL);
+      break;
+    case 2:
+      z->rc = ccache_set_limits(z->c, U, 5, U);
+      break;
+    case 3:
+      z->rc = ccache_program_intern(z->c, PK(9), t_native(9), 1, &p);
+      break;
+    case 4:
+      z->rc = ccache_fetch(z->c, K(2), &l);
+      break;
   }
 }
 

@@ -36,8 +36,8 @@ typedef struct mem_tier {
   _Atomic int attaches, gets, get_hits, puts, removes, locks, unlocks, renews, closes, frees;
   /* Faults and behaviour. */
   int attach_rc, get_rc, put_rc, lock_rc, renew_rc;
-  int busy;                  /* lock() answers EBUSY */
-  int publish_at_get;        /* the n-th get() first stores `pending` (0: never) */
+  int busy;           /* lock() answers EBUSY */
+  int publish_at_get; /* the n-th get() first stores `pending` (0: never) */
   unsigned char *pending;
   size_t pending_len;
   ccache_key pending_key;
@@ -443,8 +443,7 @@ static void miss_compiles_once_and_stores_in_every_tier(void **state) {
   assert_int_equal(s.tier_hits, 1);
   /* While a handle is held, a fetch is a program hit: no tier is asked. */
   ccache_program *held = NULL;
-  assert_int_equal(ccache_program_get_or_compile(r.c, PK(7), t_compile, &r.comp, &held),
-                   CCACHE_OK);
+  assert_int_equal(ccache_program_get_or_compile(r.c, PK(7), t_compile, &r.comp, &held), CCACHE_OK);
   op_log[0] = '\0';
   assert_int_equal(t_goc(r.c, PK(7), &r.comp, CCACHE_OK), 7);
   assert_string_equal(op_log, "");
@@ -655,10 +654,10 @@ static void entry_format_is_pinned(void **state) {
   assert_int_equal(ccache__tier_entry_len(3), sizeof e);
   ccache__tier_frame(e, k, 0x2122232425262728ull, 0x3132333435363738ull, payload, 3);
   static const unsigned char hdr[CCACHE__TIER_HDR] = {
-      'C', 'C', 'T', 'I', 'E', 'R', 0, '\n', 1, 0, 0, 0, 56, 0, 0, 0,
-      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,
-      0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, 3, 0, 0, 0, 0, 0, 0, 0,
-      0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31};
+      'C',  'C',  'T',  'I',  'E',  'R',  0,    '\n', 1,    0,    0,    0,    56,   0,
+      0,    0,    0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x18, 0x17, 0x16, 0x15,
+      0x14, 0x13, 0x12, 0x11, 0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21, 3,    0,
+      0,    0,    0,    0,    0,    0,    0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31};
   assert_memory_equal(e, hdr, sizeof hdr);
   assert_memory_equal(e + CCACHE__TIER_HDR, payload, 3);
   const void *p = NULL;
@@ -855,7 +854,7 @@ static void close_while_a_compile_holds_a_lock(void **state) {
   assert_int_equal(r.m[0]->unlocks, 1);
   assert_int_equal(r.m[0]->closes, 0);
   assert_int_equal(t_threads_named(CCACHE__RENEW_THREAD_NAME), 1); /* the renewal thread */
-  rig_close(&r);                           /* closes the tier once, joins the thread */
+  rig_close(&r); /* closes the tier once, joins the thread */
   assert_int_equal(t_threads_named_gone(CCACHE__RENEW_THREAD_NAME), 0);
 }
 

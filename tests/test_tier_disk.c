@@ -74,8 +74,7 @@ static void entry_path(const char *dir, const char *tag, ccache_key k, char *out
   char ns[512];
   ns_path(dir, tag, ns, sizeof ns);
   char hex[33];
-  snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)k.hi,
-           (unsigned long long)k.lo);
+  snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)k.hi, (unsigned long long)k.lo);
   snprintf(out, n, "%s/%.2s/%s", ns, hex, hex);
 }
 
@@ -245,7 +244,8 @@ static void round_trip_and_layout(void **state) {
   assert_non_null(c);
   /* (a compile gives a program the id key.lo) */
   ccache_key keys[3] = {PK(1), PK(2), {3, 0x0123456789ABCDEFull}};
-  for (int i = 0; i < 3; i++) assert_int_equal(t_goc(c, keys[i], &comp, CCACHE_OK), (int)keys[i].lo);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(t_goc(c, keys[i], &comp, CCACHE_OK), (int)keys[i].lo);
   assert_int_equal(comp.calls, 3);
   ccache_stats s = t_stats(c);
   assert_int_equal(s.tier_writes, 3);
@@ -285,7 +285,8 @@ static void round_trip_and_layout(void **state) {
   /* A new cache (a restart) loads all three without compiling. */
   ccache *c2 = cache_over(&t, &tc, 300, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
   assert_non_null(c2);
-  for (int i = 0; i < 3; i++) assert_int_equal(t_goc(c2, keys[i], &comp, CCACHE_OK), (int)keys[i].lo);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(t_goc(c2, keys[i], &comp, CCACHE_OK), (int)keys[i].lo);
   assert_int_equal(comp.calls, 3);
   s = t_stats(c2);
   assert_int_equal(s.tier_hits, 3);
@@ -352,7 +353,7 @@ static void thousand_bad_entries_load_nothing_bad(void **state) {
   c = cache_over(&t, &tc2, 200, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
   for (int i = 0; i < N; i++) assert_int_equal(t_goc(c, PK(i), &comp2, CCACHE_OK), i);
   ccache_stats s = t_stats(c);
-  assert_int_equal(tc2.bad_loads, 0);              /* 0 loads of bad bytes */
+  assert_int_equal(tc2.bad_loads, 0); /* 0 loads of bad bytes */
   assert_int_equal(tc2.decodes, N - flipped - cut - foreign);
   assert_int_equal(s.tier_hits, N / 4);
   assert_int_equal(s.tier_corrupt, flipped + cut); /* foreign: never corrupt */
@@ -412,7 +413,7 @@ static void faults_are_tier_errors_never_failed_fetches(void **state) {
   static const struct {
     const char *point;
     int err;
-  } faults[] = {{"write", ENOSPC}, {"write", EIO},     {"open_tmp", EACCES},
+  } faults[] = {{"write", ENOSPC},   {"write", EIO},     {"open_tmp", EACCES},
                 {"open_tmp", EROFS}, {"rename", ENOSPC}, {"read", EIO}};
   char *dir = t_tempdir("faults");
   t_ctx t = {0};
@@ -851,8 +852,7 @@ static void lock_holder_killed_mid_compile(void **state) {
   t_codec tc = {0};
   t_compiler comp = {0};
   spy sp;
-  ccache *c = cache_over(&t, &tc, 100, spy_over(&sp, disk_tier(dir, CCACHE_UNBOUNDED, 60000)),
-                         TAG);
+  ccache *c = cache_over(&t, &tc, 100, spy_over(&sp, disk_tier(dir, CCACHE_UNBOUNDED, 60000)), TAG);
   fetch_arg a = {c, &comp, -100, -1};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, fetch_thread, &a), 0);

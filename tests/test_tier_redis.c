@@ -28,7 +28,7 @@
 #include "redis_fixture.h"
 #include "support.h"
 
-#define NS "v1/0123456789abcdef"
+#define NS      "v1/0123456789abcdef"
 #define WAIT_MS 10000ull /* generous bound for condition waits */
 
 /* ------------------------------------------------------------ helpers */
@@ -184,10 +184,9 @@ static void redis_options_defaults_and_validation(void **state) {
   ccache__redis *r = NULL;
   char why[256];
   /* Each bad field alone is EINVAL with a reason; nothing is connected. */
-  static const char *bad_lists[] = {NULL,           "",          "127.0.0.1",   "127.0.0.1:0",
-                                    "host:65536",   ":6379",     "a:1,,b:2",    "a:1,",
-                                    "::1:6379",     "[::1]6379", "unix:",       "unix:rel/path",
-                                    "a:1,a:1",      "a:12x"};
+  static const char *bad_lists[] = {
+      NULL,   "",         "127.0.0.1", "127.0.0.1:0", "host:65536",    ":6379",   "a:1,,b:2",
+      "a:1,", "::1:6379", "[::1]6379", "unix:",       "unix:rel/path", "a:1,a:1", "a:12x"};
   for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++) {
     opts(&o, bad_lists[i]);
     why[0] = '\0';
@@ -195,12 +194,12 @@ static void redis_options_defaults_and_validation(void **state) {
     assert_true(why[0] != '\0');
   }
   int n_bad = 0;
-#define BAD(stmt)                                                                   \
-  do {                                                                              \
-    opts(&o, "127.0.0.1:1");                                                        \
-    stmt;                                                                           \
+#define BAD(stmt)                                                                      \
+  do {                                                                                 \
+    opts(&o, "127.0.0.1:1");                                                           \
+    stmt;                                                                              \
     assert_int_equal(ccache__redis_new(&o, &ops, &r, why, sizeof why), CCACHE_EINVAL); \
-    n_bad++;                                                                        \
+    n_bad++;                                                                           \
   } while (0)
   BAD(o.size = 8);
   BAD(o.prefix = "");
@@ -1073,7 +1072,7 @@ static void redis_fork_child_refuses(void **state) {
 
 /* ------------------------------------------------ through a cache (core) */
 #define E2E_PAYLOAD 3000
-#define E2E_TAG "test-runtime 1.0"
+#define E2E_TAG     "test-runtime 1.0"
 
 static _Atomic uint64_t e2e_compiles; /* compile callbacks run in this process */
 
@@ -1088,8 +1087,8 @@ static void e2e_free_bytes(void *ctx, void *bytes, size_t len) {
   (void)ctx, (void)len;
   free(bytes);
 }
-static int e2e_decode(void *ctx, ccache_key pkey, const void *bytes, size_t len,
-                      void **native_out, uint64_t *cost_out) {
+static int e2e_decode(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
+                      uint64_t *cost_out) {
   (void)ctx;
   unsigned char *want = payload(pkey.lo, E2E_PAYLOAD);
   int same = len == E2E_PAYLOAD && memcmp(bytes, want, len) == 0;
@@ -1409,8 +1408,7 @@ static void redis_e2e_lease_renewed_through_a_long_compile(void **state) {
   t_ctx ctx = {0};
   ccache *c = e2e_open(&ctx, &o, E2E_TAG);
   ccache_program *p = NULL;
-  assert_int_equal(ccache_program_get_or_compile(c, PK(31), renewing_compile, NULL, &p),
-                   CCACHE_OK);
+  assert_int_equal(ccache_program_get_or_compile(c, PK(31), renewing_compile, NULL, &p), CCACHE_OK);
   ccache_program_release(c, p);
   assert_false(renew_expired);
   assert_int_equal(renew_seen, 4);
@@ -1422,9 +1420,9 @@ static void redis_e2e_lease_renewed_through_a_long_compile(void **state) {
   rf_stop(s);
 }
 
-#define HOLDER_LEASE_MS 600
+#define HOLDER_LEASE_MS    600
 #define HOLDER_POLL_MAX_MS 50
-#define HOLDER_KEY 77
+#define HOLDER_KEY         77
 
 static int holder_block_fd = -1, holder_note_fd = -1;
 
@@ -1579,7 +1577,7 @@ static void redis_default_instance_from_environment(void **state) {
   need_redis();
   rf_server *s = &servers[0];
   start(s, NULL);
-  run_env_child(s->addr, 1, 5, CCACHE_OK);      /* compiled, stored */
+  run_env_child(s->addr, 1, 5, CCACHE_OK); /* compiled, stored */
   assert_int_equal(rf_int(s, "DBSIZE"), 1);
   run_env_child(s->addr, 1, 100005, CCACHE_OK); /* another process: from Redis */
   run_env_child(NULL, 1, 5, CCACHE_OK);         /* unset: no tier */

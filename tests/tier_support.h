@@ -29,7 +29,7 @@ unsigned char *t_encoding(int id, size_t payload);
 /* Compile callback: a fresh native whose id is pkey.lo; counts calls. */
 typedef struct t_compiler {
   _Atomic int calls;
-  int fail;                           /* non-zero: return it */
+  int fail;                                                        /* non-zero: return it */
   void (*during)(struct t_compiler *, ccache *c, ccache_key pkey); /* runs inside */
   void *arg;
 } t_compiler;

@@ -9,15 +9,15 @@
 #define KJ_DEFAULT_KERNELS 40u
 
 typedef struct kj_options {
-  uint32_t kernels;          /* --kernels N */
-  uint64_t seed;             /* --seed N (inputs only) */
-  const char *runtime_tag;   /* --runtime-tag S, or NULL */
-  const char *cache_dir;     /* --cache-dir DIR: the disk tier, or NULL */
-  uint64_t cache_max_bytes;  /* --cache-max-bytes N (needs --cache-dir); 0: unbounded */
-  const char *redis;         /* --redis HOST:PORT[,HOST:PORT...]: the Redis tier, or NULL */
-  int json;                  /* --json */
-  int verbose;               /* --verbose: one line per kernel on stderr */
-  uint32_t hold_after;       /* --hold-after K: pause after K kernels until EOF on stdin (0: never) */
+  uint32_t kernels;         /* --kernels N */
+  uint64_t seed;            /* --seed N (inputs only) */
+  const char *runtime_tag;  /* --runtime-tag S, or NULL */
+  const char *cache_dir;    /* --cache-dir DIR: the disk tier, or NULL */
+  uint64_t cache_max_bytes; /* --cache-max-bytes N (needs --cache-dir); 0: unbounded */
+  const char *redis;        /* --redis HOST:PORT[,HOST:PORT...]: the Redis tier, or NULL */
+  int json;                 /* --json */
+  int verbose;              /* --verbose: one line per kernel on stderr */
+  uint32_t hold_after; /* --hold-after K: pause after K kernels until EOF on stdin (0: never) */
 } kj_options;
 
 /* 0: run; 1: --help was printed (exit 0); -1: one line was printed to

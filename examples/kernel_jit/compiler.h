@@ -11,7 +11,7 @@
 
 /* What every kernel is compiled with: cc KJ_CC_FLAGS -o k.so k.c KJ_CC_LIBS. */
 #define KJ_CC_FLAGS "-O2 -shared -fPIC"
-#define KJ_CC_LIBS "-lm"
+#define KJ_CC_LIBS  "-lm"
 
 typedef struct kj_compiler {
   char version[256]; /* first line of `cc --version` */

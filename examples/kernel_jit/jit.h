@@ -21,7 +21,7 @@ typedef struct kj_jit_options {
 
 /* What kj_jit_open returns besides 0: a run-time failure (exit 1), or a
  * configuration the library refused as invalid (exit 2). */
-#define KJ_JIT_EFAIL (-1)
+#define KJ_JIT_EFAIL  (-1)
 #define KJ_JIT_EUSAGE (-2)
 
 typedef struct kj_jit {

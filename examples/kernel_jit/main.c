@@ -62,7 +62,8 @@ static int run_all(const kj_options *o, kj_jit *j, ccache_program **progs, kj_re
       return -1;
     }
     r->mismatches += !res.ok;
-    if (res.max_abs_err > r->max_abs_err || isnan(res.max_abs_err)) r->max_abs_err = res.max_abs_err;
+    if (res.max_abs_err > r->max_abs_err || isnan(res.max_abs_err))
+      r->max_abs_err = res.max_abs_err;
     verbose_line(o, i, s, &res);
     hold(o, i + 1);
   }
@@ -80,16 +81,21 @@ int main(int argc, char **argv) {
 
   kj_jit j;
   char err[512];
-  kj_jit_options jo = {.runtime_tag_extra = o.runtime_tag, .cache_dir = o.cache_dir,
-                       .cache_max_bytes = o.cache_max_bytes, .redis = o.redis};
+  kj_jit_options jo = {.runtime_tag_extra = o.runtime_tag,
+                       .cache_dir = o.cache_dir,
+                       .cache_max_bytes = o.cache_max_bytes,
+                       .redis = o.redis};
   int opened = kj_jit_open(&j, &jo, err, sizeof err);
   if (opened != 0) {
     fprintf(stderr, "kernel_jit: %s\n", err);
     return opened == KJ_JIT_EUSAGE ? 2 : 1;
   }
   ccache_program **progs = calloc(o.kernels, sizeof *progs);
-  kj_report r = {.distinct_kernels = o.kernels, .seed = o.seed, .runtime_tag = j.runtime_tag,
-                 .cache_dir = o.cache_dir, .redis = o.redis};
+  kj_report r = {.distinct_kernels = o.kernels,
+                 .seed = o.seed,
+                 .runtime_tag = j.runtime_tag,
+                 .cache_dir = o.cache_dir,
+                 .redis = o.redis};
   int rc = progs ? run_all(&o, &j, progs, &r) : -1;
   if (!progs) fprintf(stderr, "kernel_jit: out of memory\n");
   r.stats.size = sizeof r.stats;

@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#define D KJ_HEAD_DIM
+#define D    KJ_HEAD_DIM
 #define NQKV (KJ_HEADS + KJ_KV_HEADS)
 
 void kj_rope_inv_freq(float *inv_freq) {
@@ -79,11 +79,22 @@ static void softmax(kj_spec s, const float *x, float *y) {
 
 void kj_reference(kj_spec s, const float *a, const float *b, float *out) {
   switch (s.op) {
-  case KJ_OP_RMSNORM: rmsnorm(s.q_len, a, b, out); break;
-  case KJ_OP_SILU_MUL: silu_mul(kj_spec_out(s), a, b, out); break;
-  case KJ_OP_ROPE: rope(s, a, out); break;
-  case KJ_OP_RESIDUAL: residual(kj_spec_out(s), a, b, out); break;
-  case KJ_OP_SOFTMAX: softmax(s, a, out); break;
-  default: break;
+    case KJ_OP_RMSNORM:
+      rmsnorm(s.q_len, a, b, out);
+      break;
+    case KJ_OP_SILU_MUL:
+      silu_mul(kj_spec_out(s), a, b, out);
+      break;
+    case KJ_OP_ROPE:
+      rope(s, a, out);
+      break;
+    case KJ_OP_RESIDUAL:
+      residual(kj_spec_out(s), a, b, out);
+      break;
+    case KJ_OP_SOFTMAX:
+      softmax(s, a, out);
+      break;
+    default:
+      break;
   }
 }

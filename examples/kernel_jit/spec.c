@@ -9,19 +9,22 @@ kj_spec kj_spec_nth(uint32_t i) {
 }
 
 const char *kj_op_name(kj_op op) {
-  static const char *const names[KJ_N_OPS] = {"rmsnorm", "silu_mul", "rope", "residual",
-                                              "softmax"};
+  static const char *const names[KJ_N_OPS] = {"rmsnorm", "silu_mul", "rope", "residual", "softmax"};
   return (unsigned)op < KJ_N_OPS ? names[op] : "?";
 }
 
 /* Width of one token's row for the row-wise ops. */
 static size_t row_width(kj_op op) {
   switch (op) {
-  case KJ_OP_RMSNORM:
-  case KJ_OP_RESIDUAL: return KJ_HIDDEN;
-  case KJ_OP_SILU_MUL: return KJ_INTERMEDIATE;
-  case KJ_OP_ROPE: return (size_t)(KJ_HEADS + KJ_KV_HEADS) * KJ_HEAD_DIM; /* q heads, then k heads */
-  default: return 0;
+    case KJ_OP_RMSNORM:
+    case KJ_OP_RESIDUAL:
+      return KJ_HIDDEN;
+    case KJ_OP_SILU_MUL:
+      return KJ_INTERMEDIATE;
+    case KJ_OP_ROPE:
+      return (size_t)(KJ_HEADS + KJ_KV_HEADS) * KJ_HEAD_DIM; /* q heads, then k heads */
+    default:
+      return 0;
   }
 }
 
@@ -32,10 +35,13 @@ size_t kj_spec_in_a(kj_spec s) {
 
 size_t kj_spec_in_b(kj_spec s) {
   switch (s.op) {
-  case KJ_OP_RMSNORM: return KJ_HIDDEN; /* the norm's weight */
-  case KJ_OP_SILU_MUL:
-  case KJ_OP_RESIDUAL: return kj_spec_in_a(s);
-  default: return 0;
+    case KJ_OP_RMSNORM:
+      return KJ_HIDDEN; /* the norm's weight */
+    case KJ_OP_SILU_MUL:
+    case KJ_OP_RESIDUAL:
+      return kj_spec_in_a(s);
+    default:
+      return 0;
   }
 }
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #if !defined(KJ_HIDDEN) || !defined(KJ_INTERMEDIATE) || !defined(KJ_HEADS) || \
-    !defined(KJ_KV_HEADS) || !defined(KJ_HEAD_DIM) || !defined(KJ_RMS_EPS) ||  \
+    !defined(KJ_KV_HEADS) || !defined(KJ_HEAD_DIM) || !defined(KJ_RMS_EPS) || \
     !defined(KJ_ROPE_THETA) || !defined(KJ_MAX_POSITIONS)
 #error "the model constants come from CMake (examples/kernel_jit/CMakeLists.txt)"
 #endif
@@ -38,12 +38,12 @@ typedef struct kj_spec {
 /* The context length of the decode shape. */
 #define KJ_DECODE_CONTEXT 128u
 /* Prefill shapes are multiples of this many tokens (padding buckets). */
-#define KJ_PREFILL_STEP 16u
+#define KJ_PREFILL_STEP   16u
 /* Longest prefill shape: 1024 tokens keeps the largest softmax buffer
  * (9 x 1024 x 1024 floats) at 36 MiB. */
-#define KJ_PREFILL_MAX 1024u
+#define KJ_PREFILL_MAX    1024u
 /* Kernels available: every op at the decode shape and at each prefill shape. */
-#define KJ_MAX_KERNELS (KJ_N_OPS * (1u + KJ_PREFILL_MAX / KJ_PREFILL_STEP))
+#define KJ_MAX_KERNELS    (KJ_N_OPS * (1u + KJ_PREFILL_MAX / KJ_PREFILL_STEP))
 
 /* The i-th kernel of a run (0 <= i < KJ_MAX_KERNELS): op i % 5 at shape
  * i / 5, shape 0 being decode and shape s >= 1 prefill of 16*s tokens.  A run

@@ -56,7 +56,8 @@ void forward_tables_free(forward_tables *t) {
 
 int sequence_init(sequence *s, const model_config *c, int cap) {
   memset(s, 0, sizeof *s);
-  size_t n = (size_t)cap, hq = (size_t)c->heads * c->head_dim, hkv = (size_t)c->kv_heads * c->head_dim;
+  size_t n = (size_t)cap, hq = (size_t)c->heads * c->head_dim,
+         hkv = (size_t)c->kv_heads * c->head_dim;
   size_t kv = (size_t)c->layers * hkv * n;
   s->cap = cap;
   s->kcache = malloc(kv * sizeof(float));
@@ -159,7 +160,8 @@ static prim_spec matmul_spec(int64_t M, int64_t K, int64_t N) {
 }
 
 static prim_spec add_spec(int64_t M, int64_t N) {
-  return (prim_spec){.kind = OP_BINARY_ADD, .src = t_2d(M, N), .wei = t_2d(M, N), .dst = t_2d(M, N)};
+  return (prim_spec){
+      .kind = OP_BINARY_ADD, .src = t_2d(M, N), .wei = t_2d(M, N), .dst = t_2d(M, N)};
 }
 
 /* The shapes of the attention step; T may be DNNL_RUNTIME_DIM_VAL. */
@@ -194,12 +196,17 @@ static int attention(const model *mdl, const forward_opts *opt, prim_ctx *ctx, p
   size_t layer_off = (size_t)l * c->kv_heads * s->cap * c->head_dim;
   const float *kc = s->kcache + layer_off, *vc = s->vcache + layer_off;
   attn_shapes concrete = attention_shapes(c, s->cap, M, T);
-  attn_shapes a = opt->runtime_dims ? attention_shapes(c, s->cap, M, DNNL_RUNTIME_DIM_VAL) : concrete;
+  attn_shapes a =
+      opt->runtime_dims ? attention_shapes(c, s->cap, M, DNNL_RUNTIME_DIM_VAL) : concrete;
   const tensor_spec *rk = opt->runtime_dims ? &concrete.k : NULL;
   const tensor_spec *rs = opt->runtime_dims ? &concrete.s : NULL;
   const tensor_spec *rv = opt->runtime_dims ? &concrete.v : NULL;
 
-  prim_spec scores = {.kind = OP_MATMUL, .src = a.q, .wei = a.k, .dst = a.s, .n_post = 1,
+  prim_spec scores = {.kind = OP_MATMUL,
+                      .src = a.q,
+                      .wei = a.k,
+                      .dst = a.s,
+                      .n_post = 1,
                       .post = {{.kind = POST_SCALE, .alpha = 1.0f / sqrtf((float)c->head_dim)}}};
   prim_args sa = {.src = s->q, .wei = kc, .dst = s->scores, .rt_wei = rk, .rt_dst = rs};
   if (call(ctx, w, l, "attn_scores", NULL, &scores, &sa) != 0) return -1;
@@ -207,8 +214,10 @@ static int attention(const model *mdl, const forward_opts *opt, prim_ctx *ctx, p
   if (M > 1) causal_mask(s->scores, c->heads, M, T, s->pos);
 
   /* Softmax has no runtime dims in oneDNN 2.6: one program per (M, T). */
-  prim_spec sm = {.kind = OP_SOFTMAX, .src = t_2d((int64_t)c->heads * M, T),
-                  .dst = t_2d((int64_t)c->heads * M, T), .axis = 1};
+  prim_spec sm = {.kind = OP_SOFTMAX,
+                  .src = t_2d((int64_t)c->heads * M, T),
+                  .dst = t_2d((int64_t)c->heads * M, T),
+                  .axis = 1};
   prim_args ma = {.src = s->scores, .dst = s->scores};
   if (call(ctx, w, l, "attn_softmax", NULL, &sm, &ma) != 0) return -1;
 
@@ -242,7 +251,8 @@ static int layer_forward(const model *mdl, const forward_tables *tab, const forw
   prim_spec o = matmul_spec(M, HQ, H), add = add_spec(M, H);
   prim_args oa = {.src = s->attn, .dst = s->tmp};
   prim_args ra = {.src = s->h, .wei = s->tmp, .dst = s->h}; /* in place */
-  if (call(ctx, w, l, "o_proj", lw->wo, &o, &oa) || call(ctx, w, l, "attn_residual", NULL, &add, &ra))
+  if (call(ctx, w, l, "o_proj", lw->wo, &o, &oa) ||
+      call(ctx, w, l, "attn_residual", NULL, &add, &ra))
     return -1;
 
   rmsnorm(s->h, lw->mlp_norm, s->xn, M, H, eps);
@@ -253,7 +263,8 @@ static int layer_forward(const model *mdl, const forward_tables *tab, const forw
   prim_args ua = {.src = s->xn, .dst = s->up};
   prim_args ga = {.src = s->xn, .dst = s->act, .post_src1 = {NULL, s->up}};
   prim_args da = {.src = s->act, .dst = s->tmp};
-  if (call(ctx, w, l, "up_proj", lw->wup, &up, &ua) || call(ctx, w, l, "gate_proj", lw->wgate, &gate, &ga) ||
+  if (call(ctx, w, l, "up_proj", lw->wup, &up, &ua) ||
+      call(ctx, w, l, "gate_proj", lw->wgate, &gate, &ga) ||
       call(ctx, w, l, "down_proj", lw->wdown, &down, &da) ||
       call(ctx, w, l, "mlp_residual", NULL, &add, &ra))
     return -1;
@@ -274,8 +285,8 @@ static int lm_head(const model *mdl, prim_ctx *ctx, prim_worker *w, sequence *s,
   return call(ctx, w, -1, "lm_head", mdl->embed, &head, &a);
 }
 
-int forward_step(const model *m, const forward_tables *tab, const forward_opts *opt,
-                 prim_ctx *ctx, prim_worker *w, sequence *s, const int32_t *tokens, int n_tokens) {
+int forward_step(const model *m, const forward_tables *tab, const forward_opts *opt, prim_ctx *ctx,
+                 prim_worker *w, sequence *s, const int32_t *tokens, int n_tokens) {
   if (n_tokens < 1 || s->pos + n_tokens > s->cap || s->pos + n_tokens > tab->cap) return -1;
   embed(m, tokens, n_tokens, s->h);
   for (int l = 0; l < m->cfg.layers; l++)

@@ -44,8 +44,8 @@ typedef struct forward_opts {
  * last one in s->logits.  Every oneDNN primitive goes through prims_run().
  * @return 0, or -1 (a primitive failed; a message was printed).
  */
-int forward_step(const model *m, const forward_tables *tab, const forward_opts *opt,
-                 prim_ctx *ctx, prim_worker *w, sequence *s, const int32_t *tokens, int n_tokens);
+int forward_step(const model *m, const forward_tables *tab, const forward_opts *opt, prim_ctx *ctx,
+                 prim_worker *w, sequence *s, const int32_t *tokens, int n_tokens);
 
 /** Index of the largest logit (greedy decoding; ties go to the lowest id). */
 int32_t forward_argmax(const float *logits, int vocab);

@@ -37,7 +37,7 @@
 
 /* Progress: redrawn in place this often on a terminal, else one line on
  * stderr this often (both within the issue's 2 s). */
-#define PROGRESS_TTY_NS 500000000u
+#define PROGRESS_TTY_NS  500000000u
 #define PROGRESS_LINE_NS 1500000000u
 
 typedef struct options {
@@ -105,7 +105,8 @@ static void usage(FILE *f) {
           "  --seed N         seed for weights and requests (default 1)\n"
           "  --threads N      serving threads sharing one cache, 1..64 (default 2); the cores\n"
           "                   are divided among them for oneDNN's OpenMP threads\n"
-          "  --layers N       decoder layers, " LAYERS_RANGE "\n"
+          "  --layers N       decoder layers, " LAYERS_RANGE
+          "\n"
           "                   (default L)\n"
           "  --max-items N    ccache bound on closure entries (default unbounded)\n"
           "  --ttl-ms N       ccache time to live in ms (default unbounded)\n"
@@ -129,9 +130,15 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
 }
 
 static int parse_args(int argc, char **argv, options *o) {
-  *o = (options){.requests = 8, .decode = 16, .threads = 2, .layers = 0, .seed = 1,
-                 .max_items = CCACHE_UNBOUNDED, .ttl_ms = CCACHE_UNBOUNDED,
-                 .max_cost = CCACHE_UNBOUNDED, .config = ONEDNN_SERVING_CONFIG};
+  *o = (options){.requests = 8,
+                 .decode = 16,
+                 .threads = 2,
+                 .layers = 0,
+                 .seed = 1,
+                 .max_items = CCACHE_UNBOUNDED,
+                 .ttl_ms = CCACHE_UNBOUNDED,
+                 .max_cost = CCACHE_UNBOUNDED,
+                 .config = ONEDNN_SERVING_CONFIG};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -203,8 +210,8 @@ static void progress(mode_run *run, int final) {
     prims += atomic_load_explicit(&run->workers[i].w.prims_done, memory_order_relaxed);
   double s = (double)(now_ns() - run->start_ns) / 1e9;
   fprintf(stderr,
-          "%s[mode %d/%d %-14s] %d/%d requests, %" PRIu64 "/%" PRIu64
-          " tokens, %" PRIu64 " primitive requests, %.1f s%s",
+          "%s[mode %d/%d %-14s] %d/%d requests, %" PRIu64 "/%" PRIu64 " tokens, %" PRIu64
+          " primitive requests, %.1f s%s",
           a->progress_tty ? "\r" : "", run->index, N_MODES, run->name, atomic_load(&run->done),
           a->rs.n, (uint64_t)atomic_load(&run->tokens_done), requests_tokens(&a->rs), prims, s,
           a->progress_tty && !final ? "   " : "\n");
@@ -305,7 +312,8 @@ static void wait_serving(mode_run *run) {
   uint64_t next = now_ns() + every;
   pthread_mutex_lock(&run->mu);
   while (run->running > 0) {
-    struct timespec dl = {.tv_sec = (time_t)(next / 1000000000u), .tv_nsec = (long)(next % 1000000000u)};
+    struct timespec dl = {.tv_sec = (time_t)(next / 1000000000u),
+                          .tv_nsec = (long)(next % 1000000000u)};
     pthread_cond_timedwait(&run->cv, &run->mu, &dl);
     if (run->running > 0 && now_ns() >= next) {
       pthread_mutex_unlock(&run->mu);
@@ -397,10 +405,14 @@ static int serve_all(mode_run *run, mode_result *res) {
 
 static const char *mode_name(acquire_mode m) {
   switch (m) {
-    case MODE_NO_CACHE: return "no-cache";
-    case MODE_ONEDNN_CACHE: return "onednn-cache";
-    case MODE_CCACHE: return "ccache";
-    default: return "rlx-per-thread";
+    case MODE_NO_CACHE:
+      return "no-cache";
+    case MODE_ONEDNN_CACHE:
+      return "onednn-cache";
+    case MODE_CCACHE:
+      return "ccache";
+    default:
+      return "rlx-per-thread";
   }
 }
 
@@ -451,7 +463,10 @@ typedef struct accounting {
 
 static int run_mode(app *a, acquire_mode mode, mode_result *res, accounting *acc) {
   prim_ctx ctx;
-  mode_run run = {.app = a, .ctx = &ctx, .name = mode_name(mode), .index = (int)mode,
+  mode_run run = {.app = a,
+                  .ctx = &ctx,
+                  .name = mode_name(mode),
+                  .index = (int)mode,
                   .checksums = res->checksums};
   res->mode = mode;
   res->name = run.name;
@@ -504,9 +519,9 @@ static int checksums_agree(const app *a, const mode_result *r, FILE *f) {
       if (r[i].checksums[q] != r[0].checksums[q]) {
         if (f)
           fprintf(f,
-                "onednn_serving: MISMATCH: request %d: final logits of mode %s (%016" PRIx64
-                ") differ from mode %s (%016" PRIx64 ")\n",
-                q, r[i].name, r[i].checksums[q], r[0].name, r[0].checksums[q]);
+                  "onednn_serving: MISMATCH: request %d: final logits of mode %s (%016" PRIx64
+                  ") differ from mode %s (%016" PRIx64 ")\n",
+                  q, r[i].name, r[i].checksums[q], r[0].name, r[0].checksums[q]);
         agree = 0;
       }
   return agree;
@@ -549,67 +564,87 @@ static int run_checks(const app *a, const mode_result *r, const accounting *accs
    * miss (it compiled). */
   uint64_t fetch_misses = cc->prim_requests - cc->fetch_hits;
   snprintf(msg, sizeof msg,
-           "ccache: hits + misses (%" PRIu64 " + %" PRIu64 ") == requests + fetch misses (%" PRIu64 " + %" PRIu64 ")",
+           "ccache: hits + misses (%" PRIu64 " + %" PRIu64 ") == requests + fetch misses (%" PRIu64
+           " + %" PRIu64 ")",
            cc->hits, cc->misses, cc->prim_requests, fetch_misses);
   bad += expect(cc->hits + cc->misses == cc->prim_requests + fetch_misses, msg);
-  snprintf(msg, sizeof msg, "ccache: misses - fetch misses (%" PRIu64 ") == closure compiles (%" PRIu64 ")",
+  snprintf(msg, sizeof msg,
+           "ccache: misses - fetch misses (%" PRIu64 ") == closure compiles (%" PRIu64 ")",
            cc->misses - fetch_misses, cc->closure_compiles);
   bad += expect(cc->misses - fetch_misses == cc->closure_compiles, msg);
   if (hits_guaranteed(a)) {
-    snprintf(msg, sizeof msg, "ccache: hits (%" PRIu64 ") > 0 (the bounds guarantee the LM head a hit)", cc->hits);
+    snprintf(msg, sizeof msg,
+             "ccache: hits (%" PRIu64 ") > 0 (the bounds guarantee the LM head a hit)", cc->hits);
     bad += expect(cc->hits > 0, msg);
   } else {
-    snprintf(msg, sizeof msg, "ccache: hits (%" PRIu64 ") >= 0 (these bounds allow none)", cc->hits);
+    snprintf(msg, sizeof msg, "ccache: hits (%" PRIu64 ") >= 0 (these bounds allow none)",
+             cc->hits);
     bad += expect(1, msg);
   }
-  if (o->max_items == CCACHE_UNBOUNDED && o->ttl_ms == CCACHE_UNBOUNDED && o->max_cost == CCACHE_UNBOUNDED) {
-    snprintf(msg, sizeof msg, "ccache: program_compiles (%" PRIu64 ") == distinct program keys (%" PRIu64 ")",
+  if (o->max_items == CCACHE_UNBOUNDED && o->ttl_ms == CCACHE_UNBOUNDED &&
+      o->max_cost == CCACHE_UNBOUNDED) {
+    snprintf(msg, sizeof msg,
+             "ccache: program_compiles (%" PRIu64 ") == distinct program keys (%" PRIu64 ")",
              cc->compiles, cc->distinct_programs);
     bad += expect(cc->compiles == cc->distinct_programs, msg);
   } else {
     /* Evicted programs may be compiled again when asked for later. */
-    snprintf(msg, sizeof msg, "ccache: program_compiles (%" PRIu64 ") >= distinct program keys (%" PRIu64 ")",
+    snprintf(msg, sizeof msg,
+             "ccache: program_compiles (%" PRIu64 ") >= distinct program keys (%" PRIu64 ")",
              cc->compiles, cc->distinct_programs);
     bad += expect(cc->compiles >= cc->distinct_programs, msg);
   }
-  snprintf(msg, sizeof msg, "ccache: every program destroyed once (%" PRIu64 " created, %" PRIu64 " destroyed)",
+  snprintf(msg, sizeof msg,
+           "ccache: every program destroyed once (%" PRIu64 " created, %" PRIu64 " destroyed)",
            acc->created, acc->destroyed);
-  bad += expect(acc->created == cc->compiles && acc->destroyed == acc->created && acc->bad == 0, msg);
-  snprintf(msg, sizeof msg, "ccache: every closure destroyed once (%" PRIu64 " created, %" PRIu64 " destroyed)",
+  bad +=
+      expect(acc->created == cc->compiles && acc->destroyed == acc->created && acc->bad == 0, msg);
+  snprintf(msg, sizeof msg,
+           "ccache: every closure destroyed once (%" PRIu64 " created, %" PRIu64 " destroyed)",
            acc->closures_created, acc->closures_destroyed);
   bad += expect(acc->closures_created == cc->closure_compiles &&
-                    acc->closures_destroyed == acc->closures_created, msg);
+                    acc->closures_destroyed == acc->closures_created,
+                msg);
   if (o->max_items != CCACHE_UNBOUNDED) {
     /* Entries <= max_items after every insert.  Beyond them, each serving
      * thread holds at most one lease or one freshly compiled program, plus
      * at most one evicted program whose destroy runs on it right after the
      * insert: peak <= max_items + 2 * threads. */
     uint64_t limit = o->max_items + 2u * (uint64_t)o->threads;
-    snprintf(msg, sizeof msg, "ccache: programs alive at peak (%" PRIu64 ") <= max_items + 2 x threads (%" PRIu64 ")",
+    snprintf(msg, sizeof msg,
+             "ccache: programs alive at peak (%" PRIu64 ") <= max_items + 2 x threads (%" PRIu64
+             ")",
              cc->programs_peak, limit);
     bad += expect(cc->programs_peak <= limit, msg);
-    snprintf(msg, sizeof msg, "ccache: closure entries at end (%" PRIu64 ") <= max_items", cc->items_end);
+    snprintf(msg, sizeof msg, "ccache: closure entries at end (%" PRIu64 ") <= max_items",
+             cc->items_end);
     bad += expect(cc->items_end <= o->max_items, msg);
   }
   /* Every closure compile inserts one entry (a replaced expired one was
    * counted as a ttl eviction first); entries leave only by eviction here. */
   snprintf(msg, sizeof msg,
-           "ccache: entries at end + evictions (%" PRIu64 " + %" PRIu64 ") == closure compiles (%" PRIu64 ")",
+           "ccache: entries at end + evictions (%" PRIu64 " + %" PRIu64
+           ") == closure compiles (%" PRIu64 ")",
            cc->items_end, cc->ev_capacity + cc->ev_ttl + cc->ev_cost, cc->closure_compiles);
-  bad += expect(cc->items_end + cc->ev_capacity + cc->ev_ttl + cc->ev_cost == cc->closure_compiles, msg);
+  bad += expect(cc->items_end + cc->ev_capacity + cc->ev_ttl + cc->ev_cost == cc->closure_compiles,
+                msg);
 
   /* The per-thread tables */
-  snprintf(msg, sizeof msg, "%s: hits + compiles (%" PRIu64 " + %" PRIu64 ") == primitive requests (%" PRIu64 ")",
+  snprintf(msg, sizeof msg,
+           "%s: hits + compiles (%" PRIu64 " + %" PRIu64 ") == primitive requests (%" PRIu64 ")",
            tl->name, tl->hits, tl->compiles, tl->prim_requests);
   bad += expect(tl->hits + tl->compiles == tl->prim_requests, msg);
-  snprintf(msg, sizeof msg, "%s: entries cleared (%" PRIu64 ") == %d x clears (%" PRIu64 ")", tl->name,
-           tl->tl_entries_cleared, PER_THREAD_MAX_ENTRIES, tl->tl_clears);
+  snprintf(msg, sizeof msg, "%s: entries cleared (%" PRIu64 ") == %d x clears (%" PRIu64 ")",
+           tl->name, tl->tl_entries_cleared, PER_THREAD_MAX_ENTRIES, tl->tl_clears);
   bad += expect(tl->tl_entries_cleared == (uint64_t)PER_THREAD_MAX_ENTRIES * tl->tl_clears, msg);
-  snprintf(msg, sizeof msg, "%s: every primitive destroyed once (%" PRIu64 " created, %" PRIu64 " destroyed)",
+  snprintf(msg, sizeof msg,
+           "%s: every primitive destroyed once (%" PRIu64 " created, %" PRIu64 " destroyed)",
            tl->name, tacc->created, tacc->destroyed);
-  bad += expect(tacc->created == tl->compiles && tacc->destroyed == tacc->created && tacc->bad == 0, msg);
+  bad += expect(tacc->created == tl->compiles && tacc->destroyed == tacc->created && tacc->bad == 0,
+                msg);
   uint64_t tl_limit = (uint64_t)PER_THREAD_MAX_ENTRIES * (uint64_t)o->threads;
-  snprintf(msg, sizeof msg, "%s: primitives alive at peak (%" PRIu64 ") <= %d x threads (%" PRIu64 ")", tl->name,
+  snprintf(msg, sizeof msg,
+           "%s: primitives alive at peak (%" PRIu64 ") <= %d x threads (%" PRIu64 ")", tl->name,
            tl->programs_peak, PER_THREAD_MAX_ENTRIES, tl_limit);
   bad += expect(tl->programs_peak <= tl_limit, msg);
   return bad;
@@ -675,10 +710,16 @@ int main(int argc, char **argv) {
   }
   if (rc == 0) {
     int agree = checksums_agree(&a, res, NULL);
-    run_info ri = {.layers = a.opt.layers, .requests = a.opt.requests, .decode = a.opt.decode,
-                   .threads = a.opt.threads, .omp_threads = a.omp_threads,
-                   .runtime_dims = a.opt.runtime_dims, .seed = a.opt.seed,
-                   .max_items = a.opt.max_items, .ttl_ms = a.opt.ttl_ms, .max_cost = a.opt.max_cost,
+    run_info ri = {.layers = a.opt.layers,
+                   .requests = a.opt.requests,
+                   .decode = a.opt.decode,
+                   .threads = a.opt.threads,
+                   .omp_threads = a.omp_threads,
+                   .runtime_dims = a.opt.runtime_dims,
+                   .seed = a.opt.seed,
+                   .max_items = a.opt.max_items,
+                   .ttl_ms = a.opt.ttl_ms,
+                   .max_cost = a.opt.max_cost,
                    .checksums_agree = agree};
     if (a.opt.json)
       report_json(stdout, &ri, res, N_MODES);

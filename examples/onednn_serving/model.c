@@ -65,9 +65,12 @@ int model_config_load(const char *path, model_config *cfg, char *err, size_t err
     const char *key;
     int *dst;
   } ints[] = {
-      {"hidden_size", &cfg->hidden},        {"intermediate_size", &cfg->intermediate},
-      {"num_hidden_layers", &cfg->layers},  {"num_attention_heads", &cfg->heads},
-      {"num_key_value_heads", &cfg->kv_heads}, {"head_dim", &cfg->head_dim},
+      {"hidden_size", &cfg->hidden},
+      {"intermediate_size", &cfg->intermediate},
+      {"num_hidden_layers", &cfg->layers},
+      {"num_attention_heads", &cfg->heads},
+      {"num_key_value_heads", &cfg->kv_heads},
+      {"head_dim", &cfg->head_dim},
       {"vocab_size", &cfg->vocab},
   };
   int rc = 0;

@@ -63,14 +63,14 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-#define DNNL_TRY(call)                                                                \
-  do {                                                                                \
-    dnnl_status_t st_ = (call);                                                       \
-    if (st_ != dnnl_success) {                                                        \
-      fprintf(stderr, "onednn_serving: %s failed (dnnl status %d) at %s:%d\n", #call, \
-              (int)st_, __FILE__, __LINE__);                                          \
-      goto fail;                                                                      \
-    }                                                                                 \
+#define DNNL_TRY(call)                                                                          \
+  do {                                                                                          \
+    dnnl_status_t st_ = (call);                                                                 \
+    if (st_ != dnnl_success) {                                                                  \
+      fprintf(stderr, "onednn_serving: %s failed (dnnl status %d) at %s:%d\n", #call, (int)st_, \
+              __FILE__, __LINE__);                                                              \
+      goto fail;                                                                                \
+    }                                                                                           \
   } while (0)
 
 tensor_spec tensor_dense(int ndims, const int64_t *dims) {
@@ -192,7 +192,8 @@ fail:
 static uint64_t tensor_bytes(const tensor_spec *t) {
   uint64_t n = t->ndims > 0 ? sizeof(float) : 0;
   /* A runtime dim is unknown at creation; count it as 1 (a lower bound). */
-  for (int i = 0; i < t->ndims; i++) n *= t->dims[i] == DNNL_RUNTIME_DIM_VAL ? 1 : (uint64_t)t->dims[i];
+  for (int i = 0; i < t->ndims; i++)
+    n *= t->dims[i] == DNNL_RUNTIME_DIM_VAL ? 1 : (uint64_t)t->dims[i];
   return n;
 }
 
@@ -267,7 +268,8 @@ void prims_destroy_program(void *native, void *vctx) {
   prim_ctx *ctx = vctx;
   program_died(ctx, native);
   dnnl_status_t st = dnnl_primitive_destroy(native);
-  if (st != dnnl_success) fprintf(stderr, "onednn_serving: dnnl_primitive_destroy: status %d\n", (int)st);
+  if (st != dnnl_success)
+    fprintf(stderr, "onednn_serving: dnnl_primitive_destroy: status %d\n", (int)st);
 }
 
 void prims_destroy_closure(void *obj, void *vctx) {
@@ -275,7 +277,8 @@ void prims_destroy_closure(void *obj, void *vctx) {
   closure *cl = obj;
   if (cl->weights) {
     dnnl_status_t st = dnnl_memory_destroy(cl->weights);
-    if (st != dnnl_success) fprintf(stderr, "onednn_serving: dnnl_memory_destroy: status %d\n", (int)st);
+    if (st != dnnl_success)
+      fprintf(stderr, "onednn_serving: dnnl_memory_destroy: status %d\n", (int)st);
   }
   free(cl);
   atomic_fetch_add(&ctx->closures_destroyed, 1);
@@ -379,7 +382,7 @@ static int execute(prim_ctx *ctx, prim_worker *w, dnnl_primitive_t prim, const p
   const tensor_spec *dst = a->rt_dst ? a->rt_dst : &s->dst;
 
   if (scratch_ensure(ctx, w, scratch_bytes) != 0) return -1;
-  /* Memory objects wrap the caller's buffers; creating them is cheap and the
+    /* Memory objects wrap the caller's buffers; creating them is cheap and the
    * same in every mode.  Constant weights come bound in the closure. */
 #define BIND(arg_id, spec, ptr)                                                     \
   do {                                                                              \
@@ -532,10 +535,12 @@ static int run_ccache(prim_ctx *ctx, prim_worker *w, const call_site *site, cons
    * for another thread compiling the same key (single-flight). */
   int st = ccache_fetch(ctx->cache, ckey, &lease);
   int hit = st == CCACHE_OK;
-  if (st == CCACHE_MISS) st = ccache_get_or_compile(ctx->cache, ckey, compile_closure, &job, &lease);
+  if (st == CCACHE_MISS)
+    st = ccache_get_or_compile(ctx->cache, ckey, compile_closure, &job, &lease);
   uint64_t t1 = now_ns();
   if (st != CCACHE_OK) {
-    fprintf(stderr, "onednn_serving: ccache_fetch / ccache_get_or_compile: %s\n", ccache_strerror(st));
+    fprintf(stderr, "onednn_serving: ccache_fetch / ccache_get_or_compile: %s\n",
+            ccache_strerror(st));
     report_failure(site, "getting the primitive failed");
     return -1;
   }

@@ -57,8 +57,8 @@ typedef struct post_op {
 /** Everything that decides which primitive is built: the program key. */
 typedef struct prim_spec {
   op_kind kind;
-  tensor_spec src;  /**< matmul src, softmax src, binary src0 */
-  tensor_spec wei;  /**< matmul weights, binary src1; unused for softmax */
+  tensor_spec src; /**< matmul src, softmax src, binary src0 */
+  tensor_spec wei; /**< matmul weights, binary src1; unused for softmax */
   tensor_spec dst;
   int n_post;
   post_op post[PRIM_MAX_POST];

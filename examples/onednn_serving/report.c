@@ -64,15 +64,15 @@ static int p7_met(const run_info *ri, const mode_result *r, int n) {
   } while (0)
 
 /* A row only some modes have: "-" for the others. */
-#define ROW_IF(label, has, fmt, expr)        \
-  do {                                       \
-    fprintf(f, "%-*s", LABEL_W, label);      \
-    for (int i = 0; i < n; i++)              \
-      if (has)                               \
-        fprintf(f, " %16" fmt, expr);        \
-      else                                   \
-        fprintf(f, " %16s", "-");            \
-    fputc('\n', f);                          \
+#define ROW_IF(label, has, fmt, expr)   \
+  do {                                  \
+    fprintf(f, "%-*s", LABEL_W, label); \
+    for (int i = 0; i < n; i++)         \
+      if (has)                          \
+        fprintf(f, " %16" fmt, expr);   \
+      else                              \
+        fprintf(f, " %16s", "-");       \
+    fputc('\n', f);                     \
   } while (0)
 
 void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
@@ -85,8 +85,9 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
           ", %d serving thread(s) x %d OpenMP thread(s)%s\n",
           ri->layers, ri->requests, ri->decode, ri->seed, ri->threads, ri->omp_threads,
           ri->runtime_dims ? ", runtime dims for attention" : "");
-  fprintf(f, "ccache bounds: max-items %s, ttl-ms %s, max-cost %s; per-thread tables cleared at %d\n\n",
-          items, ttl, cost, PER_THREAD_MAX_ENTRIES);
+  fprintf(
+      f, "ccache bounds: max-items %s, ttl-ms %s, max-cost %s; per-thread tables cleared at %d\n\n",
+      items, ttl, cost, PER_THREAD_MAX_ENTRIES);
   fprintf(f, "%-*s", LABEL_W, "");
   for (int i = 0; i < n; i++) fprintf(f, " %16s", r[i].name);
   fputc('\n', f);
@@ -94,7 +95,8 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
   ROW_U64("tokens (prompt + decode)", tokens);
   ROW_U64("primitive requests", prim_requests);
   fprintf(f, "%-*s", LABEL_W, "compiles (primitives created)");
-  for (int i = 0; i < n; i++) fprintf(f, " %15" PRIu64 "%s", r[i].compiles, r[i].estimated ? "~" : " ");
+  for (int i = 0; i < n; i++)
+    fprintf(f, " %15" PRIu64 "%s", r[i].compiles, r[i].estimated ? "~" : " ");
   fputc('\n', f);
   fprintf(f, "%-*s", LABEL_W, "hits");
   for (int i = 0; i < n; i++) fprintf(f, " %15" PRIu64 "%s", r[i].hits, r[i].estimated ? "~" : " ");
@@ -127,9 +129,16 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
   const mode_result *m2 = find_mode(r, n, MODE_ONEDNN_CACHE), *m3 = find_mode(r, n, MODE_CCACHE);
   int p7 = p7_met(ri, r, n);
   if (m2 && m3)
-    fprintf(f, "P7 lookup / execution: ccache %.3f %%, oneDNN cache %.3f %% (goal at --threads 1: ccache <= 1 %% and below oneDNN's: %s)\n",
-            lookup_pct(m3), lookup_pct(m2), p7 < 0 ? "not judged here" : p7 ? "met" : "MISSED");
-  fprintf(f, "~ = inferred: oneDNN's cache has no hit counter; compiles = distinct keys (<= capacity 1024)\n");
+    fprintf(f,
+            "P7 lookup / execution: ccache %.3f %%, oneDNN cache %.3f %% (goal at --threads 1: "
+            "ccache <= 1 %% and below oneDNN's: %s)\n",
+            lookup_pct(m3), lookup_pct(m2),
+            p7 < 0 ? "not judged here"
+            : p7   ? "met"
+                   : "MISSED");
+  fprintf(f,
+          "~ = inferred: oneDNN's cache has no hit counter; compiles = distinct keys (<= capacity "
+          "1024)\n");
   fprintf(f, "\nfinal-logits checksum per request:\n");
   int bad = 0;
   for (int q = 0; q < ri->requests; q++) {
@@ -143,9 +152,11 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
     bad += !same;
   }
   if (bad == 0)
-    fprintf(f, "(all %d final-logits checksums match bit for bit across the %d modes)\n", ri->requests, n);
+    fprintf(f, "(all %d final-logits checksums match bit for bit across the %d modes)\n",
+            ri->requests, n);
   else
-    fprintf(f, "(MISMATCH: %d of %d requests' final logits differ between modes)\n", bad, ri->requests);
+    fprintf(f, "(MISMATCH: %d of %d requests' final logits differ between modes)\n", bad,
+            ri->requests);
 }
 
 static void json_opt_double(FILE *f, const char *key, int have, double v) {
@@ -175,31 +186,37 @@ void report_json(FILE *f, const run_info *ri, const mode_result *r, int n) {
   }
   int p7 = p7_met(ri, r, n);
   fprintf(f, "}, \"per_thread_max_entries\": %d,\n", PER_THREAD_MAX_ENTRIES);
-  fprintf(f, "  \"lookup_overhead_ratio_onednn_over_ccache\": %.4f, \"p7_goal_met\": %s,\n  \"modes\": [\n",
-          lookup_ratio(r, n), p7 < 0 ? "null" : p7 ? "true" : "false");
+  fprintf(f,
+          "  \"lookup_overhead_ratio_onednn_over_ccache\": %.4f, \"p7_goal_met\": %s,\n  "
+          "\"modes\": [\n",
+          lookup_ratio(r, n),
+          p7 < 0 ? "null"
+          : p7   ? "true"
+                 : "false");
   for (int i = 0; i < n; i++) {
     const mode_result *m = &r[i];
     fprintf(f,
             "    {\"mode\": %d, \"name\": \"%s\", \"requests\": %" PRIu64 ", \"tokens\": %" PRIu64
             ", \"generated\": %" PRIu64 ", \"primitive_requests\": %" PRIu64
-            ", \"compiles\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"estimated\": %s"
+            ", \"compiles\": %" PRIu64 ", \"hits\": %" PRIu64
+            ", \"estimated\": %s"
             ", \"distinct_program_keys\": %" PRIu64 ", \"scratchpad_bytes_max\": %" PRIu64,
             (int)m->mode, m->name, m->requests, m->tokens, m->generated, m->prim_requests,
             m->compiles, m->hits, m->estimated ? "true" : "false", m->distinct_programs,
             m->scratch_bytes_max);
     if (m->have_cache_stats)
       fprintf(f,
-              ",\n     \"misses\": %" PRIu64 ", \"closure_compiles\": %" PRIu64 ", \"program_hits\": %" PRIu64
-              ", \"programs_alive_end\": %" PRIu64 ", \"programs_alive_peak\": %" PRIu64
-              ", \"items_end\": %" PRIu64 ", \"evicted_capacity\": %" PRIu64
-              ", \"evicted_ttl\": %" PRIu64 ", \"evicted_cost\": %" PRIu64
-              ", \"fetch_hits\": %" PRIu64 ", \"waits\": %" PRIu64,
+              ",\n     \"misses\": %" PRIu64 ", \"closure_compiles\": %" PRIu64
+              ", \"program_hits\": %" PRIu64 ", \"programs_alive_end\": %" PRIu64
+              ", \"programs_alive_peak\": %" PRIu64 ", \"items_end\": %" PRIu64
+              ", \"evicted_capacity\": %" PRIu64 ", \"evicted_ttl\": %" PRIu64
+              ", \"evicted_cost\": %" PRIu64 ", \"fetch_hits\": %" PRIu64 ", \"waits\": %" PRIu64,
               m->misses, m->closure_compiles, m->program_hits, m->programs_end, m->programs_peak,
               m->items_end, m->ev_capacity, m->ev_ttl, m->ev_cost, m->fetch_hits, m->waits);
     if (m->have_tl_stats)
       fprintf(f,
-              ",\n     \"misses\": %" PRIu64 ", \"clears\": %" PRIu64 ", \"entries_cleared\": %" PRIu64
-              ", \"programs_alive_peak\": %" PRIu64,
+              ",\n     \"misses\": %" PRIu64 ", \"clears\": %" PRIu64
+              ", \"entries_cleared\": %" PRIu64 ", \"programs_alive_peak\": %" PRIu64,
               m->misses, m->tl_clears, m->tl_entries_cleared, m->programs_peak);
     fprintf(f, ",\n     \"acquire_ms\": %.3f, \"compile_ms\": %.3f", m->acquire_ms, m->compile_ms);
     json_opt_double(f, "lookup_ms", m->have_lookup, m->lookup_ms);
@@ -208,9 +225,11 @@ void report_json(FILE *f, const run_info *ri, const mode_result *r, int n) {
     fprintf(f, ", \"exec_us_per_request\": %.4f", exec_us(m));
     json_opt_double(f, "lookup_over_exec_percent", m->have_lookup, lookup_pct(m));
     fprintf(f,
-            ",\n     \"token_latency_p50_ms\": %.3f, \"token_latency_p99_ms\": %.3f,\n     \"checksums\": [",
+            ",\n     \"token_latency_p50_ms\": %.3f, \"token_latency_p99_ms\": %.3f,\n     "
+            "\"checksums\": [",
             m->p50_ms, m->p99_ms);
-    for (int q = 0; q < ri->requests; q++) fprintf(f, "%s\"%016" PRIx64 "\"", q ? ", " : "", m->checksums[q]);
+    for (int q = 0; q < ri->requests; q++)
+      fprintf(f, "%s\"%016" PRIx64 "\"", q ? ", " : "", m->checksums[q]);
     fprintf(f, "]}%s\n", i + 1 < n ? "," : "");
   }
   fprintf(f, "  ]\n}\n");

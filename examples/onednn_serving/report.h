@@ -19,24 +19,24 @@ typedef struct mode_result {
   acquire_mode mode;
   const char *name;
   uint64_t requests, tokens, generated, prim_requests;
-  uint64_t compiles;         /**< primitives created */
-  uint64_t hits;             /**< requests served without creating one */
-  uint64_t misses;           /**< ccache / per-thread lookups that found nothing */
-  int estimated;             /**< compiles/hits inferred (oneDNN's cache has no counters) */
+  uint64_t compiles;          /**< primitives created */
+  uint64_t hits;              /**< requests served without creating one */
+  uint64_t misses;            /**< ccache / per-thread lookups that found nothing */
+  int estimated;              /**< compiles/hits inferred (oneDNN's cache has no counters) */
   uint64_t distinct_programs; /**< distinct program keys requested */
-  int have_cache_stats;      /**< the rows below are ccache's */
+  int have_cache_stats;       /**< the rows below are ccache's */
   uint64_t closure_compiles, program_hits, programs_end, programs_peak, items_end;
   uint64_t ev_capacity, ev_ttl, ev_cost;
-  uint64_t fetch_hits;       /**< requests served by ccache_fetch alone */
-  uint64_t waits;            /**< single-flight joins: a thread waited for another's compile */
-  int have_tl_stats;         /**< the per-thread table rows below are set */
+  uint64_t fetch_hits; /**< requests served by ccache_fetch alone */
+  uint64_t waits;      /**< single-flight joins: a thread waited for another's compile */
+  int have_tl_stats;   /**< the per-thread table rows below are set */
   uint64_t tl_hits, tl_misses, tl_clears, tl_entries_cleared;
   uint64_t scratch_bytes_max; /**< largest worker scratchpad */
   /** Summed over serving threads: getting primitives (acquire), of which on
    *  miss paths (compile), so lookup = acquire - compile (keys, lookups,
    *  releases; mode 1 has none); executing (binding memory, running). */
   double acquire_ms, compile_ms, lookup_ms, exec_ms, wall_ms;
-  int have_lookup;           /**< mode 1 creates on every request: no lookup */
+  int have_lookup;       /**< mode 1 creates on every request: no lookup */
   double p50_ms, p99_ms; /**< per-token latency */
   uint64_t *checksums;   /**< final-logits checksum per request */
 } mode_result;

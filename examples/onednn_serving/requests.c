@@ -6,7 +6,9 @@
 
 #include "model.h"
 
-static double rand_01(uint64_t *st) { return (double)(model_rand_next(st) >> 11) / 9007199254740992.0; }
+static double rand_01(uint64_t *st) {
+  return (double)(model_rand_next(st) >> 11) / 9007199254740992.0;
+}
 
 static int prompt_length(int i, int n, uint64_t *st) {
   /* Slice i of [0, ln(max+1)), then exponentiate: log-uniform lengths. */
@@ -43,7 +45,8 @@ int requests_make(request_stream *rs, int n, int decode, int vocab, uint64_t see
       requests_free(rs);
       return -1;
     }
-    for (int t = 0; t < r->prompt_len; t++) r->prompt[t] = (int32_t)(model_rand_next(&st) % (uint64_t)vocab);
+    for (int t = 0; t < r->prompt_len; t++)
+      r->prompt[t] = (int32_t)(model_rand_next(&st) % (uint64_t)vocab);
   }
   free(lens);
   return 0;
@@ -59,6 +62,7 @@ void requests_free(request_stream *rs) {
 
 uint64_t requests_tokens(const request_stream *rs) {
   uint64_t t = 0;
-  for (int i = 0; i < rs->n; i++) t += (uint64_t)rs->reqs[i].prompt_len + (uint64_t)rs->reqs[i].decode;
+  for (int i = 0; i < rs->n; i++)
+    t += (uint64_t)rs->reqs[i].prompt_len + (uint64_t)rs->reqs[i].decode;
   return t;
 }

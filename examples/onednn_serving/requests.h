@@ -8,8 +8,8 @@
 
 typedef struct request {
   int id;
-  int prompt_len; /**< 1..REQUESTS_MAX_PROMPT */
-  int decode;     /**< decode steps after the prompt */
+  int prompt_len;  /**< 1..REQUESTS_MAX_PROMPT */
+  int decode;      /**< decode steps after the prompt */
   int32_t *prompt; /**< prompt_len token ids */
 } request;
 

@@ -63,15 +63,15 @@ enum {
  * after the spill (at most 1 + 8 + FP_DIRECT_MIN - 1 bytes, or a shape of
  * 1 + 4 + 4 + 8 * CCACHE_FP_MAX_RANK) fits the post-spill buffer whole.
  */
-#define FP_AREA 1008u
-#define FP_STATE_LEN ((uint32_t)sizeof(XXH3_state_t))
+#define FP_AREA       1008u
+#define FP_STATE_LEN  ((uint32_t)sizeof(XXH3_state_t))
 #define FP_DIRECT_MIN 256u
-#define FP_SHAPE_MAX (1u + 4u + 4u + 8u * CCACHE_FP_MAX_RANK)
+#define FP_SHAPE_MAX  (1u + 4u + 4u + 8u * CCACHE_FP_MAX_RANK)
 
 /* live marks an initialised, unpoisoned builder, so a builder that never saw
  * ccache_fp_init() (stack garbage or zeroes) is refused, not hashed.  A
  * failed append sets FP_POISONED: one comparison checks both conditions. */
-#define FP_LIVE 0x70666363u     /* "ccfp" */
+#define FP_LIVE     0x70666363u /* "ccfp" */
 #define FP_POISONED 0x70666370u /* "pcfp" */
 
 /*
@@ -121,7 +121,8 @@ static const XXH3_state_t *fp_cstate(const fp_impl *b) {
 #if defined(__GNUC__)
 __attribute__((noinline, cold))
 #endif
-static void fp_flush(fp_impl *b) {
+static void
+fp_flush(fp_impl *b) {
   if (!b->spilled) {
     /* The state is about to overwrite area[0, FP_STATE_LEN): hash what is
      * there from a copy.  Bytes past it are already where the post-spill
@@ -132,8 +133,7 @@ static void fp_flush(fp_impl *b) {
     XXH3_128bits_reset(fp_state(b));
     XXH3_128bits_update(fp_state(b), head, n);
     b->spilled = true;
-    if (b->used < FP_STATE_LEN)
-      b->used = FP_STATE_LEN;
+    if (b->used < FP_STATE_LEN) b->used = FP_STATE_LEN;
   }
   if (b->used > FP_STATE_LEN)
     XXH3_128bits_update(fp_state(b), b->area + FP_STATE_LEN, b->used - FP_STATE_LEN);
@@ -143,8 +143,7 @@ static void fp_flush(fp_impl *b) {
 /* Room for @p n more bytes (n <= FP_AREA - FP_STATE_LEN); returns where to
  * write. */
 static inline unsigned char *fp_reserve(fp_impl *b, uint32_t n) {
-  if (b->used + n > FP_AREA)
-    fp_flush(b);
+  if (b->used + n > FP_AREA) fp_flush(b);
   return b->area + b->used;
 }
 
@@ -154,8 +153,7 @@ static inline void fp_commit(fp_impl *b, const unsigned char *end) {
 
 /* A live, unpoisoned builder, or NULL (the caller returns EINVAL). */
 static inline fp_impl *fp_usable(ccache_fp *fp) {
-  if (!fp)
-    return NULL;
+  if (!fp) return NULL;
   fp_impl *b = fp_get(fp);
   return b->live == FP_LIVE ? b : NULL;
 }
@@ -172,8 +170,7 @@ static int fp_poison(fp_impl *b) {
 static inline void fp_copy_short(unsigned char *dst, const unsigned char *src, size_t len) {
   if (len >= 16) {
     size_t i = 0;
-    for (; i + 16 < len; i += 16)
-      memcpy(dst + i, src + i, 16);
+    for (; i + 16 < len; i += 16) memcpy(dst + i, src + i, 16);
     memcpy(dst + len - 16, src + len - 16, 16);
   } else if (len >= 8) {
     uint64_t a, z;
@@ -198,8 +195,7 @@ static inline void fp_copy_short(unsigned char *dst, const unsigned char *src, s
 /* ---- public API ---- */
 
 CCACHE_API void ccache_fp_init(ccache_fp *fp) {
-  if (!fp)
-    return;
+  if (!fp) return;
   fp_impl *b = fp_get(fp);
   /* The state is left as is: it is reset the first time it is needed. */
   b->live = FP_LIVE;
@@ -213,8 +209,7 @@ CCACHE_API void ccache_fp_init(ccache_fp *fp) {
 /* The three 9-byte fields share one writer; only the tag differs. */
 static inline int fp_word(ccache_fp *fp, unsigned char tag, uint64_t v) {
   fp_impl *b = fp_usable(fp);
-  if (!b)
-    return CCACHE_EINVAL;
+  if (!b) return CCACHE_EINVAL;
   unsigned char *p = fp_reserve(b, 9);
   *p++ = tag;
   fp_commit(b, put_u64(p, v));
@@ -241,7 +236,8 @@ CCACHE_API int ccache_fp_f64(ccache_fp *fp, double v) {
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static int fp_blob_long(fp_impl *b, unsigned char tag, const void *data, size_t len) {
+static int
+fp_blob_long(fp_impl *b, unsigned char tag, const void *data, size_t len) {
   if (!b->spilled && b->used + 9u <= FP_AREA && len <= FP_AREA - 9u - b->used) {
     unsigned char *p = b->area + b->used;
     *p++ = tag;
@@ -261,12 +257,9 @@ static int fp_blob_long(fp_impl *b, unsigned char tag, const void *data, size_t 
 /* Tag + length + payload. */
 static inline int fp_blob(ccache_fp *fp, unsigned char tag, const void *data, size_t len) {
   fp_impl *b = fp_usable(fp);
-  if (!b)
-    return CCACHE_EINVAL;
-  if (!data && len)
-    return fp_poison(b);
-  if (len >= FP_DIRECT_MIN)
-    return fp_blob_long(b, tag, data, len);
+  if (!b) return CCACHE_EINVAL;
+  if (!data && len) return fp_poison(b);
+  if (len >= FP_DIRECT_MIN) return fp_blob_long(b, tag, data, len);
   unsigned char *p = fp_reserve(b, (uint32_t)(9 + len));
   *p++ = tag;
   p = put_u64(p, (uint64_t)len);
@@ -285,33 +278,28 @@ CCACHE_API int ccache_fp_str(ccache_fp *fp, const char *s, size_t len) {
 
 CCACHE_API int ccache_fp_shape(ccache_fp *fp, int32_t dtype, uint32_t rank, const int64_t *dims) {
   fp_impl *b = fp_usable(fp);
-  if (!b)
-    return CCACHE_EINVAL;
-  if (rank > CCACHE_FP_MAX_RANK || (!dims && rank))
-    return fp_poison(b);
+  if (!b) return CCACHE_EINVAL;
+  if (rank > CCACHE_FP_MAX_RANK || (!dims && rank)) return fp_poison(b);
   unsigned char *p = fp_reserve(b, 1u + 4u + 4u + 8u * rank);
   *p++ = FP_TAG_SHAPE;
   p = put_u32(p, (uint32_t)dtype);
   p = put_u32(p, rank);
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) &&                            \
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   /* On a little-endian host the dims' memory is their encoding. */
   fp_copy_short(p, (const unsigned char *)dims, 8u * rank);
   p += 8u * rank;
 #else
-  for (uint32_t i = 0; i < rank; i++)
-    p = put_u64(p, (uint64_t)dims[i]);
+  for (uint32_t i = 0; i < rank; i++) p = put_u64(p, (uint64_t)dims[i]);
 #endif
   fp_commit(b, p);
   return CCACHE_OK;
 }
 
 CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out) {
-  if (!fp || !out)
-    return CCACHE_EINVAL;
+  if (!fp || !out) return CCACHE_EINVAL;
   const fp_impl *b = fp_cget(fp);
-  if (b->live != FP_LIVE)
-    return CCACHE_EINVAL;
+  if (b->live != FP_LIVE) return CCACHE_EINVAL;
   XXH128_hash_t h;
   if (!b->spilled) {
     /* The whole stream is in the buffer: one one-shot hash, no state. */

@@ -61,7 +61,7 @@ static inline void ccache__fp_update(XXH3_state_t *st, const void *data, size_t 
 }
 
 /* Stream prefix of builder and graph-key streams: magic + u32 version. */
-#define CCACHE__FP_MAGIC "ccache-fp"
+#define CCACHE__FP_MAGIC     "ccache-fp"
 #define CCACHE__FP_MAGIC_LEN 9u
 
 static inline unsigned char *put_u8(unsigned char *p, unsigned v) {
@@ -75,7 +75,7 @@ static inline unsigned char *put_u8(unsigned char *p, unsigned v) {
  * portable fallback writes the bytes one by one (Clang 14 does not merge
  * such byte stores, which cost ~10 ns per node).
  */
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) &&                            \
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 static inline unsigned char *put_u32(unsigned char *p, uint32_t v) {
   memcpy(p, &v, 4);

@@ -60,7 +60,7 @@ enum {
 /* Stack buffer for one stream, and the blob size from which a payload is
  * fed to XXH3 directly rather than copied.  Every fixed-size item is at most
  * FPG_TENSOR_MAX bytes, so it always fits a flushed buffer. */
-#define FPG_BUF_SIZE 1024u
+#define FPG_BUF_SIZE   1024u
 #define FPG_DIRECT_MIN 256u
 
 /* Encoded sizes: one output slot at most (i32 dtype, u32 rank, dims), one
@@ -68,12 +68,12 @@ enum {
  * u64 attrs_len, u32 n_outputs, u32 n_operands, flags, u64 constant_len,
  * u64 param position), all of which a node may need beside its blobs. */
 #define FPG_TENSOR_MAX (8u + 8u * CCACHE_FP_MAX_RANK)
-#define FPG_REF_SIZE 20u
+#define FPG_REF_SIZE   20u
 #define FPG_NODE_FIXED (1u + 9u + 8u + 4u + 4u + 1u + 8u + 8u)
 _Static_assert(FPG_TENSOR_MAX <= FPG_BUF_SIZE, "an item must fit the buffer");
 
 #if defined(__GNUC__)
-#define FPG_NOINLINE __attribute__((noinline))
+#define FPG_NOINLINE      __attribute__((noinline))
 #define FPG_ALWAYS_INLINE __attribute__((always_inline)) inline
 #else
 #define FPG_NOINLINE
@@ -100,15 +100,13 @@ static unsigned char *enc_spill(enc *e, unsigned char *p) {
     XXH3_128bits_reset(e->st);
     e->spilled = true;
   }
-  if (p != e->buf)
-    ccache__fp_update(e->st, e->buf, (size_t)(p - e->buf));
+  if (p != e->buf) ccache__fp_update(e->st, e->buf, (size_t)(p - e->buf));
   return e->buf;
 }
 
 /* A cursor with room for @p n more bytes (n <= FPG_BUF_SIZE). */
 static inline unsigned char *enc_room(enc *e, unsigned char *p, size_t n) {
-  if ((size_t)(p - e->buf) + n > FPG_BUF_SIZE)
-    return enc_spill(e, p);
+  if ((size_t)(p - e->buf) + n > FPG_BUF_SIZE) return enc_spill(e, p);
   return p;
 }
 
@@ -116,8 +114,7 @@ static inline unsigned char *enc_room(enc *e, unsigned char *p, size_t n) {
 static inline unsigned char *enc_blob(enc *e, unsigned char *p, const void *data, size_t len) {
   if (len < FPG_DIRECT_MIN) {
     p = enc_room(e, p, len);
-    if (len)
-      memcpy(p, data, len);
+    if (len) memcpy(p, data, len);
     return p + len;
   }
   p = enc_spill(e, p);
@@ -184,13 +181,10 @@ static bool ref_ok(const ccache_fp_node *nodes, size_t limit, ccache_fp_ref r) {
 }
 
 static bool outputs_ok(const ccache_fp_node *n) {
-  if (!n->n_outputs)
-    return true;
-  if (!n->outputs)
-    return false;
+  if (!n->n_outputs) return true;
+  if (!n->outputs) return false;
   for (uint32_t k = 0; k < n->n_outputs; k++)
-    if (!tensor_ok(&n->outputs[k]))
-      return false;
+    if (!tensor_ok(&n->outputs[k])) return false;
   return true;
 }
 
@@ -198,13 +192,10 @@ static bool outputs_ok(const ccache_fp_node *n) {
  * self references and cycles at once, and keeps the walk single-pass. */
 static bool operands_ok(const ccache_fp_node *nodes, size_t i) {
   const ccache_fp_node *n = &nodes[i];
-  if (!n->n_operands)
-    return true;
-  if (!n->operands)
-    return false;
+  if (!n->n_operands) return true;
+  if (!n->operands) return false;
   for (uint32_t k = 0; k < n->n_operands; k++)
-    if (!ref_ok(nodes, i, n->operands[k]))
-      return false;
+    if (!ref_ok(nodes, i, n->operands[k])) return false;
   return true;
 }
 
@@ -218,20 +209,17 @@ static bool node_ok(const ccache_fp_node *nodes, size_t i) {
 static bool graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
                      size_t n_outputs, const char *device, const ccache_key *scratch,
                      const ccache_key *out) {
-  if (!outputs || !n_outputs || !device || !scratch || !out || (!nodes && n_nodes))
-    return false;
+  if (!outputs || !n_outputs || !device || !scratch || !out || (!nodes && n_nodes)) return false;
   for (size_t i = 0; i < n_nodes; i++)
-    if (!node_ok(nodes, i))
-      return false;
+    if (!node_ok(nodes, i)) return false;
   for (size_t k = 0; k < n_outputs; k++)
-    if (!ref_ok(nodes, n_nodes, outputs[k]))
-      return false;
+    if (!ref_ok(nodes, n_nodes, outputs[k])) return false;
   return true;
 }
 
 /* ---- items shared by both node encoders (the caller ensures the room) ---- */
 
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) &&                            \
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define FPG_LITTLE_ENDIAN 1
 #endif
@@ -271,8 +259,7 @@ static inline unsigned char *put_tensor(unsigned char *p, const ccache_fp_tensor
   /* The dims array already is their little-endian i64 encoding. */
   return put_bytes(p, t->dims, 8u * t->rank);
 #else
-  for (uint32_t d = 0; d < t->rank; d++)
-    p = put_u64(p, (uint64_t)t->dims[d]);
+  for (uint32_t d = 0; d < t->rank; d++) p = put_u64(p, (uint64_t)t->dims[d]);
   return p;
 #endif
 }
@@ -304,8 +291,7 @@ static inline unsigned put_flags_of(const ccache_fp_node *n) {
  * are u32, their products fit a u64).
  */
 static inline bool node_fits(const ccache_fp_node *n, size_t name_len) {
-  if ((uint64_t)(name_len | n->attrs_len | n->constant_len) > FPG_BUF_SIZE)
-    return false;
+  if ((uint64_t)(name_len | n->attrs_len | n->constant_len) > FPG_BUF_SIZE) return false;
   uint64_t worst = FPG_NODE_FIXED + (uint64_t)n->n_outputs * FPG_TENSOR_MAX +
                    (uint64_t)n->n_operands * FPG_REF_SIZE + name_len + n->attrs_len +
                    n->constant_len;
@@ -330,8 +316,8 @@ static inline unsigned char *blob(enc *e, unsigned char *p, const void *data, si
  * nodes node_fits() accepts.  One source keeps their streams identical.
  */
 static FPG_ALWAYS_INLINE void node_stream(enc *e, unsigned char *p, const ccache_fp_node *n,
-                                         size_t name_len, const ccache_key *digests,
-                                         bool checked, ccache_key *out) {
+                                          size_t name_len, const ccache_key *digests, bool checked,
+                                          ccache_key *out) {
   p = room(e, p, 9, checked);
   if (n->op_name) {
     p = put_u8(p, FPG_TAG_OP_NAME);
@@ -358,8 +344,7 @@ static FPG_ALWAYS_INLINE void node_stream(enc *e, unsigned char *p, const ccache
     p = put_u64(p, (uint64_t)n->constant_len);
     p = blob(e, p, n->constant, n->constant_len, checked);
   }
-  if (n->param_index >= 0)
-    p = put_u64(room(e, p, 8, checked), (uint64_t)n->param_index);
+  if (n->param_index >= 0) p = put_u64(room(e, p, 8, checked), (uint64_t)n->param_index);
   if (checked)
     enc_final(e, p, out);
   else /* never spilled: the whole stream is in the buffer */
@@ -431,8 +416,7 @@ static void graph_key(const ccache_fp_ref *outputs, size_t n_outputs, const char
 CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
                                const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
                                ccache_key *scratch, ccache_key *out) {
-  if (!graph_ok(nodes, n_nodes, outputs, n_outputs, device, scratch, out))
-    return CCACHE_EINVAL;
+  if (!graph_ok(nodes, n_nodes, outputs, n_outputs, device, scratch, out)) return CCACHE_EINVAL;
   /* One buffer and one (lazily reset) state serve every stream in turn. */
   XXH3_state_t st;
   unsigned char buf[FPG_BUF_SIZE];

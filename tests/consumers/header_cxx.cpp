@@ -29,7 +29,8 @@ int main() {
   ccache_fp fp;
   ccache_fp_init(&fp);
   ccache_key key{};
-  if (ccache_fp_str(&fp, "c++", 3) != CCACHE_OK || ccache_fp_final(&fp, &key) != CCACHE_OK) return 1;
+  if (ccache_fp_str(&fp, "c++", 3) != CCACHE_OK || ccache_fp_final(&fp, &key) != CCACHE_OK)
+    return 1;
   ccache_lease lease{};
   if (ccache_fetch(c, key, &lease) != CCACHE_MISS) return 1;
   ccache_lease_release(c, &lease);

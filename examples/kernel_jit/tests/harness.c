@@ -49,8 +49,7 @@ int kj_child_start(kj_child *c, char *const argv[], const int *barrier) {
   c->out = calloc(1, 1);
   c->err = calloc(1, 1);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (!c->out || !c->err || pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) ||
-      pipe2(err, O_CLOEXEC))
+  if (!c->out || !c->err || pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
     goto fail;
   fflush(NULL);
   c->pid = fork();
@@ -252,8 +251,21 @@ static int redis_try(kj_redis *r, const char *server_path) {
   if (r->port < 0) return -1;
   snprintf(port, sizeof port, "%d", r->port);
   snprintf(r->addr, sizeof r->addr, "127.0.0.1:%d", r->port);
-  char *argv[] = {(char *)server_path, "--port", port, "--bind", "127.0.0.1", "--dir", r->dir,
-                  "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "",
+  char *argv[] = {(char *)server_path,
+                  "--port",
+                  port,
+                  "--bind",
+                  "127.0.0.1",
+                  "--dir",
+                  r->dir,
+                  "--save",
+                  "",
+                  "--appendonly",
+                  "no",
+                  "--daemonize",
+                  "no",
+                  "--logfile",
+                  "",
                   NULL};
   if (kj_child_start(&r->proc, argv, NULL) != 0) return -1;
   if (kj_child_wait_output(&r->proc, 1, "Ready to accept connections") == 0) return 0;

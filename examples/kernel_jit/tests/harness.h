@@ -16,7 +16,7 @@ typedef struct kj_child {
   int out_fd, err_fd, in_fd; /* our ends of its stdout, stderr, stdin pipes (-1: closed) */
   char *out, *err;           /* everything read so far (NUL-terminated) */
   size_t out_len, err_len;
-  int status;                /* exit code; 128 + signal if killed; -1 while running */
+  int status; /* exit code; 128 + signal if killed; -1 while running */
 } kj_child;
 
 /* Start argv (argv[0] a path) with piped stdin, stdout and stderr; it is

@@ -18,14 +18,14 @@
 #define EXE KERNEL_JIT_EXE
 
 /* Kernels per run: 10 distinct (2 shapes x 5 ops), about 0.5 s cold. */
-#define K 10
+#define K     10
 #define K_STR "10"
 
 /* What one run printed, parsed. */
 typedef struct jit_out {
   int status;
-  uint64_t compiles, program_misses, tier_hits, tier_misses, tier_writes, tier_errors,
-      tier_corrupt, lock_waits;
+  uint64_t compiles, program_misses, tier_hits, tier_misses, tier_writes, tier_errors, tier_corrupt,
+      lock_waits;
   char checksum[40];
 } jit_out;
 
@@ -36,12 +36,13 @@ static void parse(const kj_child *c, jit_out *r) {
   struct {
     const char *name;
     uint64_t *v;
-  } f[] = {{"compiles", &r->compiles},       {"program_misses", &r->program_misses},
-           {"tier_hits", &r->tier_hits},     {"tier_misses", &r->tier_misses},
-           {"tier_writes", &r->tier_writes}, {"tier_errors", &r->tier_errors},
+  } f[] = {{"compiles", &r->compiles},         {"program_misses", &r->program_misses},
+           {"tier_hits", &r->tier_hits},       {"tier_misses", &r->tier_misses},
+           {"tier_writes", &r->tier_writes},   {"tier_errors", &r->tier_errors},
            {"tier_corrupt", &r->tier_corrupt}, {"lock_waits", &r->lock_waits}};
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-    if (kj_json_u64(c->out, f[i].name, f[i].v) != 0) fprintf(stderr, "no %s in: %s\n", f[i].name, c->out);
+    if (kj_json_u64(c->out, f[i].name, f[i].v) != 0)
+      fprintf(stderr, "no %s in: %s\n", f[i].name, c->out);
     assert_int_equal(kj_json_u64(c->out, f[i].name, f[i].v), 0);
   }
   assert_int_equal(kj_json_str(c->out, "checksum", r->checksum, sizeof r->checksum), 0);
@@ -215,8 +216,9 @@ static void four_processes_compile_once(void **state) {
   for (int i = 0; i < 4; i++) {
     jit_out r;
     parse(&c[i], &r);
-    fprintf(stderr, "process %d: %" PRIu64 " compiles, %" PRIu64 " tier hits, %" PRIu64
-            " lock waits\n", i, r.compiles, r.tier_hits, r.lock_waits);
+    fprintf(stderr,
+            "process %d: %" PRIu64 " compiles, %" PRIu64 " tier hits, %" PRIu64 " lock waits\n", i,
+            r.compiles, r.tier_hits, r.lock_waits);
     assert_int_equal(r.compiles + r.tier_hits, K);
     assert_int_equal(r.tier_errors, 0);
     assert_int_equal(r.tier_corrupt, 0);
@@ -322,8 +324,9 @@ static void redis_four_processes_then_fifth(void **state) {
   for (int i = 0; i < 4; i++) {
     jit_out r;
     parse(&c[i], &r);
-    fprintf(stderr, "process %d: %" PRIu64 " compiles, %" PRIu64 " tier hits, %" PRIu64
-            " lock waits\n", i, r.compiles, r.tier_hits, r.lock_waits);
+    fprintf(stderr,
+            "process %d: %" PRIu64 " compiles, %" PRIu64 " tier hits, %" PRIu64 " lock waits\n", i,
+            r.compiles, r.tier_hits, r.lock_waits);
     assert_int_equal(r.compiles + r.tier_hits, K);
     assert_int_equal(r.tier_errors, 0);
     assert_int_equal(r.tier_corrupt, 0);
@@ -416,10 +419,10 @@ static void redis_fills_disk_tier_above(void **state) {
   assert_warm(&r, ref);
 }
 
-#define REDIS_TESTS                                                                 \
+#define REDIS_TESTS                                                                        \
   cmocka_unit_test_setup_teardown(redis_four_processes_then_fifth, redis_setup, teardown), \
-      cmocka_unit_test_setup_teardown(redis_killed_mid_run, redis_setup, teardown),       \
-      cmocka_unit_test_setup_teardown(redis_absent_at_start, dir_setup, teardown),        \
+      cmocka_unit_test_setup_teardown(redis_killed_mid_run, redis_setup, teardown),        \
+      cmocka_unit_test_setup_teardown(redis_absent_at_start, dir_setup, teardown),         \
       cmocka_unit_test_setup_teardown(redis_fills_disk_tier_above, redis_setup, teardown),
 #else
 #define REDIS_TESTS
@@ -432,7 +435,6 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(four_processes_compile_once, dir_setup, teardown),
       cmocka_unit_test_setup_teardown(foreign_runtime_tag_compiles_again, dir_setup, teardown),
       cmocka_unit_test_setup_teardown(cache_max_bytes_caps_directory, dir_setup, teardown),
-      REDIS_TESTS
-  };
+      REDIS_TESTS};
   return KJ_RUN("kernel_jit_procs", tests, argc, argv);
 }

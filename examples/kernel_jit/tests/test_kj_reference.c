@@ -29,8 +29,8 @@ static void every_kernel_matches_reference(void **state) {
     kj_result res;
     assert_int_equal(kj_run_checked(s, kj_program_fn(p), 1, i, NULL, &res), 0);
     if (!res.ok) {
-      fprintf(stderr, "kernel %u (%s q_len %u kv_len %u): element %zu differs, max abs err %g\n",
-              i, kj_op_name(s.op), s.q_len, s.kv_len, res.first_bad, res.max_abs_err);
+      fprintf(stderr, "kernel %u (%s q_len %u kv_len %u): element %zu differs, max abs err %g\n", i,
+              kj_op_name(s.op), s.q_len, s.kv_len, res.first_bad, res.max_abs_err);
       bad++;
     }
     ccache_program_release(j.cache, p);

@@ -6,17 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond)                                                                              \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                   \
-      exit(1);                                                                                   \
-    }                                                                                            \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      exit(1);                                                                 \
+    }                                                                          \
   } while (0)
 
 static int compiles, closures_destroyed, programs_destroyed;
-static int native_program = 42;  /* stands for the compiled code */
-static int closure_object = 7;   /* stands for the runtime's callable */
+static int native_program = 42; /* stands for the compiled code */
+static int closure_object = 7;  /* stands for the runtime's callable */
 
 static void destroy_closure(void *obj, void *ctx) {
   (void)ctx;

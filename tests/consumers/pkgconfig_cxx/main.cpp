@@ -8,12 +8,12 @@
 #include <cstring>
 #include <string>
 
-#define CHECK(cond)                                                                              \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
-      std::exit(1);                                                                              \
-    }                                                                                            \
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::exit(1);                                                                 \
+    }                                                                               \
   } while (0)
 
 namespace {
@@ -48,7 +48,7 @@ ccache_key key_of(const char *op, int layer) {
   return k;
 }
 
-}  // namespace
+} // namespace
 
 // Callbacks with C language linkage, as the C API expects.
 extern "C" {
@@ -70,14 +70,13 @@ static int compile(void *ud, ccache *c, ccache_key, void **closure_out,
   Program *native = new Program{"jit code"};
   ccache_program *p = nullptr;
   // intern takes ownership of native in every case
-  if (ccache_program_intern(c, site->pkey, native, native->code.size(), &p) != CCACHE_OK)
-    return 1;
+  if (ccache_program_intern(c, site->pkey, native, native->code.size(), &p) != CCACHE_OK) return 1;
   *closure_out = new Closure{native, site->layer};
   *program_out = p;
   return 0;
 }
 
-}  // extern "C"
+} // extern "C"
 
 int main() {
   CHECK(ccache_version() == CCACHE_VERSION_NUMBER);
@@ -94,7 +93,7 @@ int main() {
   Site site{key_of("softmax", -1), 5, &counts};
   const ccache_key key = key_of("softmax", 5);
   Program *first = nullptr;
-  for (int round = 0; round < 2; round++) {  // miss + compile, then hit
+  for (int round = 0; round < 2; round++) { // miss + compile, then hit
     ccache_lease lease{};
     CHECK(ccache_get_or_compile(c, key, compile, &site, &lease) == CCACHE_OK);
     Closure *closure = static_cast<Closure *>(lease.closure);
