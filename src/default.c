@@ -24,7 +24,17 @@ static char *default_tag;
 static ccache_tier *default_tiers[CCACHE_MAX_TIERS];
 
 /* Accepted: a decimal integer >= 1 with no sign, space or suffix, below
- * UINT64_MAX; or "unbounded" / "infinity".  Unset keeps *v. */
+ * UINT64_MAX; or "unbounded" / "infinity".  Unset keeps *v.  A refusal names
+ * the variable and its value in ccache_error_detail(): the library prints
+ * nothing itself. */
+static int refuse(const char *name, const char *value) {
+  ccache__detail(
+      "%s=\"%.200s\": not a decimal integer from 1 to 2^64 - 2, \"unbounded\" or "
+      "\"infinity\"",
+      name, value);
+  return CCACHE_EINVAL;
+}
+
 static int parse_bound(const char *name, uint64_t *v) {
   const char *s = getenv(name);
   if (!s) return CCACHE_OK;
@@ -32,15 +42,15 @@ static int parse_bound(const char *name, uint64_t *v) {
     *v = CCACHE_UNBOUNDED;
     return CCACHE_OK;
   }
-  if (!*s) return CCACHE_EINVAL;
+  if (!*s) return refuse(name, s);
   uint64_t n = 0;
   for (const char *p = s; *p; p++) {
-    if (*p < '0' || *p > '9') return CCACHE_EINVAL;
+    if (*p < '0' || *p > '9') return refuse(name, s);
     unsigned d = (unsigned)(*p - '0');
-    if (n > (UINT64_MAX - 1 - d) / 10) return CCACHE_EINVAL; /* would reach UINT64_MAX */
+    if (n > (UINT64_MAX - 1 - d) / 10) return refuse(name, s); /* would reach UINT64_MAX */
     n = n * 10 + d;
   }
-  if (n == 0) return CCACHE_EINVAL;
+  if (n == 0) return refuse(name, s);
   *v = n;
   return CCACHE_OK;
 }

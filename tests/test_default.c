@@ -2,6 +2,7 @@
  * a forked child (the instance is created once per process), before this
  * process ever creates it. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,8 +54,21 @@ static int sc_env_bounds(void) {
 
 static int sc_invalid_every_time(void) {
   ccache *a = NULL;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3; i++) {
     if (ccache_default(&a) != CCACHE_EINVAL) return 1 + i;
+    /* Which variable and which value were refused (the library prints
+     * nothing): the one bad variable this scenario set. */
+    const char *names[] = {"CLOSURE_CACHE_MAX_ITEMS", "CLOSURE_CACHE_TTL_MS",
+                           "CLOSURE_CACHE_MAX_COST"};
+    char want[256] = "";
+    for (int k = 0; k < 3; k++)
+      if (getenv(names[k]))
+        snprintf(want, sizeof want,
+                 "%s=\"%s\": not a decimal integer from 1 to 2^64 - 2, \"unbounded\" or "
+                 "\"infinity\"",
+                 names[k], getenv(names[k]));
+    if (strcmp(ccache_error_detail(), want) != 0) return 10 + i;
+  }
   return 0;
 }
 
