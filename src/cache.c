@@ -11,11 +11,21 @@ bool ccache__config_valid(const ccache_config *cfg) {
    * ccache_config_init(): its allocator fields would be garbage.  Fields
    * appended later (the tiers) take their defaults when a caller's struct
    * ends before them. */
-  if (cfg->size < CCACHE__CONFIG_MIN_SIZE || cfg->size > CCACHE_STRUCT_SIZE_MAX) return 0;
-  if (cfg->magic != CCACHE_CONFIG_MAGIC) return 0;
-  if (ccache__tiers_check(cfg) != CCACHE_OK) return 0;
-  if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) return 0;
-  if (!cfg->alloc != !cfg->free) return 0; /* both or neither, as zstd's customMem */
+  if (cfg->size < CCACHE__CONFIG_MIN_SIZE || cfg->size > CCACHE_STRUCT_SIZE_MAX ||
+      cfg->magic != CCACHE_CONFIG_MAGIC) {
+    ccache__detail("ccache_config: size %u, magic 0x%08x: not set up by ccache_config_init()",
+                   (unsigned)cfg->size, (unsigned)cfg->magic);
+    return 0;
+  }
+  if (ccache__tiers_check(cfg) != CCACHE_OK) return 0; /* it says why */
+  if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) {
+    ccache__detail("ccache_config: a bound of 0 (use CCACHE_UNBOUNDED for none)");
+    return 0;
+  }
+  if (!cfg->alloc != !cfg->free) { /* both or neither, as zstd's customMem */
+    ccache__detail("ccache_config: alloc and free must be set together");
+    return 0;
+  }
   return 1;
 }
 

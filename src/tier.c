@@ -106,15 +106,22 @@ void ccache_tier_free(ccache_tier *t) {
 int ccache__tiers_check(const ccache_config *cfg) {
   if (!CFG_HAS(cfg, n_tiers)) return CCACHE_OK; /* no tiers */
   const ccache_codec *k = cfg->codec;
-  if (k && (!k->encode || !k->free_bytes || !k->decode)) return CCACHE_EINVAL;
-  if (cfg->n_tiers > CCACHE_MAX_TIERS) return CCACHE_EINVAL;
-  if (cfg->n_tiers && !cfg->tiers) return CCACHE_EINVAL;
-  for (uint32_t i = 0; i < cfg->n_tiers; i++) {
-    if (!cfg->tiers[i] || atomic_load(&cfg->tiers[i]->owner)) return CCACHE_EINVAL;
-    for (uint32_t j = 0; j < i; j++)
-      if (cfg->tiers[j] == cfg->tiers[i]) return CCACHE_EINVAL;
+  const char *why = NULL;
+  if (k && (!k->encode || !k->free_bytes || !k->decode))
+    why = "a codec needs encode, free_bytes and decode";
+  else if (cfg->n_tiers > CCACHE_MAX_TIERS)
+    why = "more than CCACHE_MAX_TIERS tiers";
+  else if (cfg->n_tiers && !cfg->tiers)
+    why = "n_tiers > 0 with tiers NULL";
+  for (uint32_t i = 0; !why && i < cfg->n_tiers; i++) {
+    if (!cfg->tiers[i] || atomic_load(&cfg->tiers[i]->owner))
+      why = "a tier that is NULL or already owned by a cache";
+    for (uint32_t j = 0; !why && j < i; j++)
+      if (cfg->tiers[j] == cfg->tiers[i]) why = "the same tier listed twice";
   }
-  return CCACHE_OK;
+  if (!why) return CCACHE_OK;
+  ccache__detail("ccache_config: %s", why);
+  return CCACHE_EINVAL;
 }
 
 /* Claim every tier for c, or none (another open may race for the same one). */

@@ -29,6 +29,9 @@ static void garbage_config_refused(void **state) {
   memset(&cfg, 0xA5, sizeof cfg); /* stack garbage: alloc/free point nowhere */
   assert_int_equal(ccache_open(&cfg, &c), CCACHE_EINVAL);
   assert_null(c);
+  assert_string_equal(ccache_error_detail(),
+                      "ccache_config: size 2779096485, magic 0xa5a5a5a5: not set up by "
+                      "ccache_config_init()");
   assert_int_equal(ccache_default_init(&cfg), CCACHE_EINVAL);
   /* A plausible size is not enough: the marker is missing. */
   memset(&cfg, 0, sizeof cfg);
