@@ -2,20 +2,10 @@
  * internal.h - the cache's internal structures, and each file's internal
  * calls grouped by floor.  Not installed.  docs/design.md explains the why.
  *
- * Floors (a file calls only files on its own floor or below, and files never
- * call each other in a circle; .ci/layers.py checks this against the call
- * graph, reading the table in docs/design.md):
- *   0  status.c mem.c sync.c fork.c      no cache logic
- *   1  callback.c flight.c alarm.c       user callbacks; single-flight records; the sweeper's alarm
- *   2  program.c                         the program table (+ its get-or-compile)
- *   3  readers.c                         the closure table's reader side (per-thread readers)
- *   4  table.c                           the closure table: entries, writer sections
- *   5  sweeper.c                         the sweeper thread
- *   6  closure.c compile.c bounds.c      the public closure-table calls
- *   7  stats.c cache.c                   statistics; open and close
- *   8  default.c                         the default instance
- *  (fp/ is separate: it uses no cache structure.  check.c is test-only and
- *   sits above everything; table.c reaches it only through a hook.)
+ * Floors: a file calls only files on its own floor or below, and files never
+ * call each other in a circle.  The floors are listed in docs/design.md (the
+ * one list; .ci/layers.py checks the call graph against it); the prototypes
+ * below are grouped by them.
  *
  * Locking (always taken in this order, never the other way round):
  *   1. c->wlock   the writer lock: every change to the closure table's
