@@ -8,6 +8,9 @@
  * below are grouped by them.
  *
  * Locking (always taken in this order, never the other way round):
+ *   0. reg_mu     readers.c's registry of readers, process-wide: taken only
+ *                 when a thread makes its reader or exits, and when a cache
+ *                 closes (never with wlock already held).
  *   1. c->wlock   the writer lock: every change to the closure table's
  *                 structure, the FIFO, the bounds, the cost total, the
  *                 closure-level flights and the global counters.
