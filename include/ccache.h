@@ -11,9 +11,9 @@
  *
  * Two tables:
  *  - the **closure table**: closure key -> (closure, program reference,
- *    64-bit insert index, insert time).  Bounded by item count (FIFO by
- *    insert index), TTL (from insert time) and the cost of the programs it
- *    references.
+ *    64-bit insert index, insert time).  Bounded by item count (FIFO: the
+ *    oldest insert leaves first), TTL (from insert time) and the cost of the
+ *    programs it references.
  *  - the **program table**: program key -> (native program, cost in bytes,
  *    reference count).  A program is destroyed exactly once, when the last
  *    closure entry, lease and handle referring to it let go.
@@ -34,12 +34,103 @@
  *    The allocator hook is the one callback that may run under an internal
  *    lock; it must never call into the cache.
  *  - A cache created before fork() must not be used in the child: every
- *    call on it there returns CCACHE_EFORKED (ccache_close() included; the
- *    child's copy of its memory is simply abandoned).  Caches opened in the
- *    child work normally, and ccache_default() there makes a new instance.
+ *    call on it there that returns a status returns CCACHE_EFORKED
+ *    (ccache_close() included; the child's copy of its memory is simply
+ *    abandoned); ccache_lease_release() and ccache_program_release() do
+ *    nothing there and ccache_stats_get() reports zeroes.  Caches opened in
+ *    the child work normally, and ccache_default() there makes a new
+ *    instance.
+ *  - Caller errors that are cheap to catch get a status in every build;
+ *    the others are undefined behaviour in the default build and abort with
+ *    one line in the checked build (see "Checked build" below).
  *
- * Before sharing compiled programs between threads, read
- * @ref sharing_contract "Sharing a program between threads".
+ * Start with @ref simple_use "Simple use".  Before sharing compiled programs
+ * between threads, read @ref sharing_contract "Sharing a program between
+ * threads".
+ */
+
+/**
+ * @page simple_use Simple use
+ *
+ * Open a cache, give it a program and a closure that runs it, fetch the
+ * closure on every call, close.  `pkey` is a program key (what the program
+ * is: op, shapes, dtypes, target), `site` a closure key (one call site);
+ * both are 128-bit fingerprints (see "Structural fingerprints").  `native`,
+ * `closure`, `args` and the names starting with `my_` are the runtime's.
+ *
+ * @code
+ * static void drop_closure(void *obj, void *ctx) { my_closure_free(obj); }
+ * static void drop_native(void *obj, void *ctx) { my_native_free(obj); }
+ *
+ * // Compile callbacks for the one-call form (run once per key, no lock held).
+ * static int compile_native(void *ud, ccache *c, ccache_key pkey,
+ *                           void **native_out, uint64_t *cost_out) {
+ *   *native_out = my_compile(ud, cost_out); // *cost_out: bytes it holds
+ *   return *native_out ? 0 : -1;            // 0: *native_out is the cache's
+ * }
+ * static int compile_site(void *ud, ccache *c, ccache_key site,
+ *                         void **closure_out, ccache_program **program_out) {
+ *   struct my_site *s = ud;
+ *   if (ccache_program_get_or_compile(c, s->pkey, compile_native, s,
+ *                                     program_out) != CCACHE_OK)
+ *     return -1;
+ *   if (!(*closure_out = my_closure_new(s))) {
+ *     ccache_program_release(c, *program_out); // failed: undo what you made
+ *     return -1;
+ *   }
+ *   return 0;                               // both are the cache's now
+ * }
+ *
+ * ccache_config cfg;
+ * ccache_config_init(&cfg);                 // always first (size, magic)
+ * cfg.max_items = 4096;                     // entries; oldest leave first
+ * cfg.destroy_closure = drop_closure;
+ * cfg.destroy_program = drop_native;
+ * ccache *c;
+ * if (ccache_open(&cfg, &c) != CCACHE_OK) return;
+ *
+ * // By hand: intern the program, put a closure running it.
+ * ccache_program *p;
+ * if (ccache_program_intern(c, pkey, native, native_bytes, &p) == CCACHE_OK) {
+ *   ccache_put(c, site, closure, p);        // the entry takes its own ref
+ *   ccache_program_release(c, p);           // so give this handle back
+ * }
+ * // Every call: a hit is a lease, which pins the closure and its program.
+ * ccache_lease lease;
+ * if (ccache_fetch(c, site, &lease) == CCACHE_OK) {
+ *   my_run(lease.closure, lease.native, args);
+ *   ccache_lease_release(c, &lease);
+ * }
+ *
+ * // Or both steps in one call: a miss compiles once, however many threads miss.
+ * if (ccache_get_or_compile(c, site, compile_site, &my_site_info, &lease) ==
+ *     CCACHE_OK) {
+ *   my_run(lease.closure, lease.native, args);
+ *   ccache_lease_release(c, &lease);
+ * }
+ *
+ * ccache_close(c);                          // EBUSY while a lease/handle is out
+ * @endcode
+ *
+ * What each can return (EBUSY from an adding call only ever comes from inside
+ * a destroy callback that ccache_close() runs; EFORKED only in a fork child):
+ *  - ccache_open(): OK, EINVAL (config not from ccache_config_init(), a bound
+ *    of 0, ...), ENOMEM, ETHREAD.
+ *  - ccache_program_intern(): OK, EINVAL, ENOMEM, EBUSY, EFORKED; given a
+ *    cache, it owns @c native even on error.
+ *  - ccache_put(): OK, EINVAL, ENOMEM, EBUSY, EFORKED; given a cache, it
+ *    owns @c closure even on error.
+ *  - ccache_fetch(): OK, MISS, EINVAL, EBUSY, EFORKED.
+ *  - ccache_get_or_compile() and ccache_program_get_or_compile(): OK, EINVAL,
+ *    ECOMPILE (the callback returned non-zero), ENOMEM, EDEADLK (a compile
+ *    asked for its own key), EBUSY, EFORKED.
+ *  - ccache_close(): OK, EBUSY, EINVAL (the default instance), EFORKED.
+ *  - ccache_lease_release() and ccache_program_release() return nothing.
+ *
+ * The sections that follow, in order: Status codes; Checked build; Keys and
+ * handles; Configuration (bounds, callbacks, the sweeper); Program table;
+ * Closure table; Single-flight get-or-compile; Persistent tiers; Statistics
+ * (and what happens past 2^64); Default instance; Structural fingerprints.
  */
 
 /**
@@ -51,12 +142,12 @@
  * same native program, and many closures (call sites) share one program,
  * so one native program may be running on several threads at once.  The
  * compile ran on whichever thread missed first; the program then runs on
- * any thread.  A lease carries no thread state: it may be released on a
- * thread other than the one that took it.  The destroy callbacks run once,
- * on whichever thread lets go of the last reference (a lease release, an
- * eviction, a remove, close, or the sweeper thread), never while a lease
- * is out.  The cache never serialises execution: nothing it does makes
- * running a program safe.
+ * any thread.  A lease may be released on a thread other than the one that
+ * took it (that costs one shared write, see ccache_fetch()).  The destroy
+ * callbacks run once, on whichever thread lets go of the last reference (a
+ * lease release, an eviction, a remove, close, or the sweeper thread), never
+ * while a lease is out.  The cache never serialises execution: nothing it
+ * does makes running a program safe.
  *
  * **What the runtime must guarantee**, for every closure and program it
  * puts in a cache used from more than one thread:
@@ -193,15 +284,59 @@ CCACHE_API const char *ccache_strerror(int status);
  * thread that records one.
  *
  * Calls whose failure is worth a name (the path of a refused tier
- * directory, a bad server list) record a line of text in thread-local
- * storage before returning their status: ccache_tier_disk() and
- * ccache_tier_redis() do.  Calls that record nothing leave it unchanged, and
- * a later success does not clear it; compare with the status you got.
+ * directory, a bad server list, a refused environment variable) record a
+ * line of text in thread-local storage before returning their status:
+ * ccache_tier_disk() (for CCACHE_EPERM, CCACHE_EIO and CCACHE_ENOTSUP, not
+ * for CCACHE_EINVAL or CCACHE_ENOMEM), ccache_tier_redis() (for a refused
+ * option or server list, and for CCACHE_ENOTSUP) and ccache_default() (for
+ * a refused CLOSURE_CACHE_* variable, naming it and its value) do.  The
+ * library never prints it.  Calls that record nothing leave it unchanged,
+ * and a later success does not clear it; compare with the status you got.
  * @return a NUL-terminated string owned by the library ("" if nothing was
- *         recorded on this thread); never NULL.  Valid until the next ccache
- *         call on this thread; never free it.  Thread-safe (per thread).
+ *         recorded on this thread; at most 511 bytes); never NULL.  Valid
+ *         until the next ccache call on this thread; never free it.
+ *         Thread-safe: each thread has its own.
  */
 CCACHE_API const char *ccache_error_detail(void);
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Checked build
+ * Caller errors that are cheap to catch are refused in every build: NULL
+ * arguments (CCACHE_EINVAL), a ccache_config that never went through
+ * ccache_config_init() (its size and magic; CCACHE_EINVAL), a ccache_stats
+ * whose size is above CCACHE_STRUCT_SIZE_MAX (nothing written).  The others
+ * below cost nothing in the default build, where they are undefined
+ * behaviour (a wrong count, a double destroy, a use after free):
+ *  - a lease released twice (e.g. a copy released after the original),
+ *    never taken (uninitialised), or released with another cache than the
+ *    one it came from;
+ *  - a cache used after ccache_close(), or a pointer that was never a cache
+ *    (by any call that takes a `ccache *`; NULL gets its status);
+ *  - one closure pointer put under two keys (of this cache or another), or
+ *    put again after its entry left the table while a lease still holds it;
+ *  - one native program pointer interned under two program keys.
+ *
+ * The checked build, `cmake -DCCACHE_CHECKED=ON` (or the `checked` preset),
+ * builds libccache with registries of the open caches, of the leases out
+ * (each lease gets a token in its internal_ words) and of the closures and
+ * natives each cache owns.  Each error above then aborts the process after
+ * exactly one line on stderr, `ccache: <misuse> (<function>)`, e.g.
+ * `ccache: lease released twice (ccache_lease_release)`.  NULL closures and
+ * natives are exempt (any number of them may be given); a pointer is
+ * forgotten once the cache has destroyed it (run its destroy callback, or
+ * would have with none set), so an address the allocator reuses is new.
+ * The registries sit behind one process-wide mutex, and ccache_fetch() and
+ * ccache_lease_release() always take their general (slower) paths: a build
+ * for tests and debugging.  Program handles are not tracked: releasing one
+ * twice is undefined behaviour in both builds.  Nothing of it is compiled
+ * into the default build.
+ *
+ * The header, the ABI, the target and file names (ccache::ccache,
+ * libccache.a, libccache.so) are the same in both builds: an application
+ * links against the checked build by building the library with the option
+ * and linking it as usual; it needs no macro of its own.
+ * @{ */
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -230,7 +365,11 @@ typedef struct ccache_tier ccache_tier;
 /**
  * A program handle.  Opaque.  Every handle returned by ccache_program_intern(),
  * ccache_program_fetch() or ccache_program_get_or_compile() is one counted
- * reference, to be given back with ccache_program_release().
+ * reference, to be given back once with ccache_program_release() on the
+ * cache it came from (or handed to the cache by a compile callback, see
+ * ccache_compile_fn).  While it is held the program stays interned and its
+ * native program alive, and ccache_close() returns CCACHE_EBUSY.  A handle
+ * may be used and released on any thread.
  */
 typedef struct ccache_program ccache_program;
 
@@ -238,18 +377,32 @@ typedef struct ccache_program ccache_program;
  * What a hit returns: the closure and its native program, both valid until
  * the lease is released with ccache_lease_release(), even if the entry is
  * evicted, replaced, removed or expires meanwhile.  A lease pins its closure
- * entry, which pins its program.  Taking a lease allocates nothing.
+ * entry, which pins its program; while any lease is out, ccache_close()
+ * returns CCACHE_EBUSY.  The lease struct is the caller's (stack is fine);
+ * the cache keeps no pointer to it.  Taking a lease allocates nothing (a
+ * thread's first ccache_fetch(), ccache_get_or_compile() or
+ * ccache_lease_release() on a cache allocates that thread's reader, see
+ * ccache_fetch(); the checked build allocates a token per lease).  A lease
+ * may be released on any thread.
  *
  * A zero-initialised lease (`ccache_lease l = {0};`) is "no lease": releasing
- * it is a no-op.  ccache_lease_release() zeroes the lease.  Do not copy a
- * lease and release both copies.
+ * it is a no-op.  ccache_lease_release() zeroes the lease, and so does every
+ * call that fills one when it returns anything but CCACHE_OK.  Do not copy a
+ * lease and release both copies, and do not release a lease that no call
+ * filled (uninitialised memory): in the default build either is undefined
+ * behaviour (a wrong lease count, then a use after free); the checked build
+ * aborts (see "Checked build").
  */
 typedef struct ccache_lease {
-  void *closure;      /**< the runtime's closure, as given to ccache_put() */
+  void *closure;      /**< the runtime's closure, as given to ccache_put() or
+                           returned by a compile callback */
   void *native;       /**< the native program pointer the closure runs (what
                       ccache_program_native() returns for its program;
                       named `program` before 0.2) */
-  void *internal_[2]; /**< private; do not touch */
+  void *internal_[2]; /**< private; do not touch: the entry, and where the
+                           lease is counted (a slot of the taking thread's
+                           reader, or the entry's shared count; a token in
+                           the checked build) */
 } ccache_lease;
 
 /** @} */
@@ -261,8 +414,12 @@ typedef struct ccache_lease {
 /** Bound value meaning "no bound" (for max_items, ttl_ms, max_cost_bytes). */
 #define CCACHE_UNBOUNDED UINT64_MAX
 
-/** Largest `size` any versioned struct of this API may claim (config, stats,
- *  options): a larger one is taken for a struct that was never set up. */
+/** Largest `size` a ccache_config or ccache_stats may claim: a larger one
+ *  is taken for a struct that was never set up (ccache_open() and
+ *  ccache_default_init() refuse the config with CCACHE_EINVAL;
+ *  ccache_stats_get() writes nothing).  The option structs
+ *  (ccache_tier_ops, ccache_disk_options, ccache_redis_options) are checked
+ *  only for a minimum size. */
 #define CCACHE_STRUCT_SIZE_MAX 4096u
 
 /** What ccache_config_init() writes in ccache_config::magic ("ccfg"). */
@@ -271,37 +428,58 @@ typedef struct ccache_lease {
 /**
  * Destroy callback for a closure or a native program.
  * @param obj the closure (destroy_closure) or native program (destroy_program)
- *            pointer exactly as given to the cache.
+ *            pointer exactly as given to the cache; never NULL (a NULL
+ *            closure or native is counted as destroyed but not passed here).
+ *            It is yours again: free it.
  * @param ctx ccache_config::ctx.
- * Runs exactly once per object, with no internal lock held, on the thread
- * whose call caused it (the sweeper thread for entries it expires).  It may
- * call any ccache function except ccache_close() on the same cache.
+ * Runs exactly once per object the cache owned, with no internal lock held,
+ * on the thread whose call caused it (the sweeper thread for entries it
+ * expires), before that call returns; a closure before the program it runs.
+ * It may call any ccache function except ccache_close() on the same cache
+ * (CCACHE_EBUSY); while ccache_close() runs it, calls that would add to the
+ * cache return CCACHE_EBUSY.
  */
 typedef void (*ccache_destroy_fn)(void *obj, void *ctx);
 
 /**
  * Clock callback: current time in milliseconds of a monotonic clock.
  * @param ctx ccache_config::ctx.
+ * @return the time, in milliseconds.
  * Called with no internal lock held, from any thread (the sweeper included).
- * It may step back; the cache clamps insert times so they never decrease.
+ * Inserts (ccache_put(), a closure compile's result) always read it;
+ * lookups (ccache_fetch(), ccache_get_or_compile()) and sweeps read it only
+ * while ttl_ms is finite.  It may step back; the cache clamps insert times so
+ * they never decrease.  It may call into the cache, except ccache_close() on
+ * it.
  */
 typedef uint64_t (*ccache_clock_fn)(void *ctx);
 
 /**
- * Allocator hook (both alloc and free, or neither).
- * alloc returns at least `size` bytes aligned for any object type, or NULL;
- * free takes what alloc returned (never NULL).
+ * Allocator hook, allocation half (set both alloc and free, or neither).
+ * @param alloc_ctx ccache_config::alloc_ctx.
+ * @param size bytes wanted.
+ * @return at least @p size bytes aligned for any object type, or NULL (the
+ *         call that needed them then fails with CCACHE_ENOMEM, or, for a
+ *         thread's reader, takes the locked path).
  * Called from any thread, the sweeper's included, and possibly while the
  * cache holds an internal lock: it must never call into the cache.
  */
 typedef void *(*ccache_alloc_fn)(void *alloc_ctx, size_t size);
-/** @copydoc ccache_alloc_fn */
+/**
+ * Allocator hook, release half.
+ * @param alloc_ctx ccache_config::alloc_ctx.
+ * @param ptr what alloc returned (never NULL), given back once.
+ * Called from any thread, possibly while the cache holds an internal lock:
+ * it must never call into the cache.  The cache keeps errno across it.
+ */
 typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
 
 /**
- * Options for ccache_open().  Initialise with ccache_config_init(), then set
- * the fields you need.  The cache copies the struct; it need not outlive
- * ccache_open().
+ * Options for ccache_open() (and ccache_default_init()).  Initialise with
+ * ccache_config_init(), then set the fields you need.  The cache copies the
+ * struct; it need not outlive ccache_open().  The pointers it copies (the
+ * callbacks, ctx, alloc_ctx) must stay valid until ccache_close() returns
+ * CCACHE_OK (for the default instance: until the process exits).
  */
 typedef struct ccache_config {
   /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
@@ -313,36 +491,67 @@ typedef struct ccache_config {
    *  went through it (stack garbage) is refused with EINVAL, never used.
    *  Since 0.2. */
   uint32_t magic;
-  /** 1 (default): a background sweeper thread expires entries every ttl/2
-   *  while ttl_ms is finite.  0: no thread is ever started; call
-   *  ccache_sweep() yourself (fetch still never returns an expired entry). */
+  /** Whether a background sweeper thread removes expired entries.
+   *
+   *  Non-zero (default 1): the thread starts the first time ttl_ms is
+   *  finite (at ccache_open(), or later at ccache_set_limits()) and runs
+   *  until ccache_close().  Its wake-up rule: insert times never decrease
+   *  along the FIFO, so the oldest entry always expires first, and the
+   *  thread sleeps until that entry's deadline, its insert time + ttl_ms on
+   *  the configured clock (saturated at UINT64_MAX, which means no
+   *  deadline; a single wait lasts at most a day, then it looks again).  It
+   *  then removes the expired prefix in one writer section (cause ttl; the
+   *  destroys run on the sweeper thread, outside every lock) and sleeps
+   *  until the new oldest entry's deadline.  With no entry, or an unbounded
+   *  ttl_ms, it sleeps with no deadline until an insert into an empty table
+   *  or a ccache_set_limits() call wakes it; each wake-up sweeps and
+   *  computes the deadline again.  ccache_stats::sweeper_wakeups counts the
+   *  waits that ended at their deadline.
+   *
+   *  0: no thread is ever started.  Expired entries then leave when
+   *  ccache_sweep() runs or when a lookup finds them; a lookup never returns
+   *  an expired entry either way. */
   int sweeper_thread;
-  /** Most closure entries kept: CCACHE_UNBOUNDED (default) or >= 1.
-   *  FIFO eviction by insert index, as EMLX's CompileCache (PR #140).
+  /** Most closure entries kept, in items: CCACHE_UNBOUNDED (default) or
+   *  >= 1.  Past it the oldest inserts leave first (FIFO in insertion order;
+   *  a hit does not refresh an entry), as EMLX's CompileCache (PR #140).
    *  Changeable with ccache_set_limits(). */
   uint64_t max_items;
   /** Time to live in milliseconds, from insert time (a hit never refreshes
-   *  it): CCACHE_UNBOUNDED (default) or >= 1.  Changeable at runtime. */
+   *  it): CCACHE_UNBOUNDED (default) or >= 1.  An entry inserted at t is
+   *  expired from now >= t + ttl_ms on.  Changeable with
+   *  ccache_set_limits(). */
   uint64_t ttl_ms;
   /** Cap in bytes on the summed cost of the programs referenced by closure
-   *  entries: CCACHE_UNBOUNDED (default) or >= 1.  Changeable at runtime. */
+   *  entries in the table (each program counted once, however many entries
+   *  share it): CCACHE_UNBOUNDED (default) or >= 1.  The sum is kept in 128
+   *  bits, so it never wraps, and CCACHE_UNBOUNDED never evicts for cost
+   *  whatever the sum.  Changeable with ccache_set_limits(). */
   uint64_t max_cost_bytes;
-  /** Called once for every closure that leaves the cache; NULL: none. */
+  /** Called once for every closure the cache owned, when it is destroyed
+   *  (see ccache_destroy_fn); NULL: none. */
   ccache_destroy_fn destroy_closure;
-  /** Called once for every native program that leaves the cache; NULL: none. */
+  /** Called once for every native program the cache owned, when it is
+   *  destroyed (see ccache_destroy_fn); NULL: none. */
   ccache_destroy_fn destroy_program;
-  /** Passed to destroy_closure, destroy_program and clock_ms. */
+  /** Passed to destroy_closure, destroy_program and clock_ms; never
+   *  dereferenced by the cache. */
   void *ctx;
   /** Monotonic milliseconds; NULL (default) means CLOCK_MONOTONIC.  Tests
    *  inject a fake clock here.  The sweeper thread still *waits* on real
-   *  CLOCK_MONOTONIC time but judges expiry with this clock. */
+   *  CLOCK_MONOTONIC time (for the time left until its deadline, as read on
+   *  this clock) but judges expiry with this clock. */
   ccache_clock_fn clock_ms;
-  /** Allocator hook: both or neither (else EINVAL); NULL: malloc/free.
-   *  Everything the cache allocates goes through it. */
+  /** Allocator hook, allocation half: set both alloc and free, or neither
+   *  (else CCACHE_EINVAL); NULL: malloc.  Everything the cache allocates
+   *  goes through it (tables, entries, programs, flights, the threads'
+   *  readers, tier entry buffers); the tier objects made by
+   *  ccache_tier_custom(), ccache_tier_disk() and ccache_tier_redis() and
+   *  their backends use malloc. */
   ccache_alloc_fn alloc;
-  /** @copydoc alloc */
+  /** Allocator hook, release half (see alloc); NULL: free. */
   ccache_free_fn free;
-  /** Passed to alloc and free. */
+  /** Passed to alloc and free; never dereferenced by the cache. */
   void *alloc_ctx;
   /* ---- Persistent tiers (0.2; see "Persistent tiers").  A config whose
    * size ends before these fields (a 0.1 caller's) gets their defaults. ---- */
@@ -351,8 +560,8 @@ typedef struct ccache_config {
    *  still owned and closed by the cache). */
   const ccache_codec *codec;
   /** The runtime's identity (its version, target, compile flags): entries
-   *  made under another tag are never loaded.  Copied at open; NULL (default)
-   *  is the same as "".  Any length. */
+   *  made under another tag are never loaded.  Read (hashed) at open, not
+   *  kept; NULL (default) is the same as "".  Any length. */
   const char *runtime_tag;
   /** Programs whose compile callback ran for less than this many
    *  microseconds are not written to the tiers (writing costs more than
@@ -382,23 +591,26 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
 
 /**
  * @brief Create a cache.
- * @param cfg options (copied); must come from ccache_config_init().
+ * @param cfg options, copied (see ccache_config for the pointers it keeps);
+ *            must come from ccache_config_init().
  * @param out receives the new cache, owned by the caller until
  *            ccache_close() returns CCACHE_OK.  Untouched on error.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below the
  *         struct up to alloc_ctx (the fields before the tiers, which then
  *         take their defaults) or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic
  *         not CCACHE_CONFIG_MAGIC: a config that never went through
- *         ccache_config_init(); a bound of 0; alloc without free or free
- *         without alloc; n_tiers over CCACHE_MAX_TIERS, NULL tiers with
- *         n_tiers > 0, a NULL tier, a tier listed twice or already owned by
- *         another cache, a codec with a NULL callback);
- *         CCACHE_ENOMEM; CCACHE_ETHREAD (the sweeper thread could not start).
- *         On every error the caller keeps its tiers.
- * Thread-safe.  If ttl_ms is finite and sweeper_thread is 1, the sweeper
- * thread starts here.  With a codec, each tier's attach op runs here (its
- * failure disables that tier for this cache and counts in tier_errors; it is
- * not an error of the open).
+ *         ccache_config_init() is refused before any of its other fields is
+ *         used; a bound of 0; alloc without free or free without alloc;
+ *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
+ *         tier, a tier listed twice or already owned by another cache, a
+ *         codec with a NULL callback); CCACHE_ENOMEM; CCACHE_ETHREAD (the
+ *         sweeper thread, or a lock, could not be created; pthread's ENOMEM
+ *         there is CCACHE_ENOMEM).  On every error the caller keeps its
+ *         tiers and nothing is left running.
+ * Thread-safe.  If ttl_ms is finite and sweeper_thread is non-zero, the
+ * sweeper thread starts here.  With a codec, each tier's attach op runs here
+ * (its failure disables that tier for this cache and counts in tier_errors;
+ * it is not an error of the open).
  */
 CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
 
@@ -414,11 +626,14 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  *         callback of this cache; CCACHE_EINVAL for the default instance
  *         (ccache_default()), which lives until the process exits;
  *         CCACHE_EFORKED in a child process.
- * Must not run concurrently with any other call on @p c (caller error).
- * The destroy callbacks it runs may still call in, but every call that would
- * add to the cache (fetch, put, program intern/fetch, get-or-compile at both
- * levels, set_limits) returns CCACHE_EBUSY (put and intern still destroy
- * what they were given), so nothing outlives the cache.
+ * Must not run concurrently with any other call on @p c, nor be followed
+ * by one (caller error: undefined behaviour in the default build; the
+ * checked build aborts on a later call, this one included, see "Checked
+ * build").  The threads' readers of @p c are freed here.  The destroy
+ * callbacks it runs may still call in, but every call that would add to the
+ * cache (fetch, put, program intern/fetch, get-or-compile at both levels,
+ * set_limits) returns CCACHE_EBUSY (put and intern still destroy what they
+ * were given), so nothing outlives the cache.
  */
 CCACHE_API int ccache_close(ccache *c);
 
@@ -426,29 +641,44 @@ CCACHE_API int ccache_close(ccache *c);
  * @brief Change the bounds at runtime.
  *
  * All three are validated first: any value of 0 returns CCACHE_EINVAL with
- * nothing changed.  Then, under the writer lock: shrinking max_items evicts
- * the oldest entries at once (FIFO, cause capacity); a new ttl_ms applies to
- * entries already present (counted from their insert times) and to the
- * sweeper's next tick; a finite ttl_ms starts or wakes the sweeper thread, an
- * unbounded one parks it; if the charged cost exceeds max_cost_bytes the
- * oldest entries leave (cause cost).  Destroys run before this returns.
+ * nothing changed.  If ttl_ms is finite and the config allowed a sweeper
+ * thread, the thread is started now if it was not yet running.  Then, in one
+ * writer section: the new ttl_ms applies at once to entries already present
+ * (counted from their insert times: fetch never returns one expired under
+ * it); shrinking max_items evicts the oldest entries (FIFO, cause capacity);
+ * if the charged cost exceeds max_cost_bytes the oldest entries leave (cause
+ * cost).  Destroys caused by these evictions run on this thread before it
+ * returns.  Then the sweeper is woken: it removes the entries already
+ * expired under the new ttl_ms and sleeps until the new oldest deadline, or
+ * with no deadline if ttl_ms is unbounded (see
+ * ccache_config::sweeper_thread).  Without a sweeper thread, entries expired
+ * under the new ttl_ms stay until ccache_sweep() or a lookup finds them.
  * @param c the cache.
- * @param max_items CCACHE_UNBOUNDED or >= 1.
+ * @param max_items items, CCACHE_UNBOUNDED or >= 1.
  * @param ttl_ms milliseconds, CCACHE_UNBOUNDED or >= 1.
  * @param max_cost_bytes bytes, CCACHE_UNBOUNDED or >= 1.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL c or a bound of 0);
- *         CCACHE_ETHREAD (the sweeper thread could not start: nothing
- *         changed); CCACHE_EFORKED.  Thread-safe.
+ *         CCACHE_ETHREAD or CCACHE_ENOMEM (the sweeper thread could not be
+ *         started: nothing changed); CCACHE_EBUSY (from a destroy callback
+ *         run by ccache_close()); CCACHE_EFORKED.  Thread-safe.  Checked
+ *         build: aborts on a closed cache.
  */
 CCACHE_API int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms,
                                  uint64_t max_cost_bytes);
 
 /**
- * @brief Read the current bounds.
+ * @brief Read the current bounds (one consistent set, read under the
+ * writer lock).
  * @param c the cache.
- * @param max_items, ttl_ms, max_cost_bytes receive the bounds (items,
- *        milliseconds, bytes; CCACHE_UNBOUNDED for none); each may be NULL.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL c); CCACHE_EFORKED.  Thread-safe.
+ * @param max_items receives the item bound (CCACHE_UNBOUNDED for none); may
+ *        be NULL.  Caller-owned.
+ * @param ttl_ms receives the TTL in milliseconds (CCACHE_UNBOUNDED for
+ *        none); may be NULL.  Caller-owned.
+ * @param max_cost_bytes receives the cost cap in bytes (CCACHE_UNBOUNDED
+ *        for none); may be NULL.  Caller-owned.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c; nothing written);
+ *         CCACHE_EFORKED (nothing written).  Thread-safe.  Checked build:
+ *         aborts on a closed cache.
  */
 CCACHE_API int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_ms,
                                  uint64_t *max_cost_bytes);
@@ -465,49 +695,69 @@ CCACHE_API int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_m
 /**
  * @brief Intern a native program under @p pkey and return a handle (+1).
  *
- * Ownership of @p native always passes to the cache, on error too.  If
- * @p pkey is already interned, the existing program is returned (+1) and
- * @p native is destroyed once with destroy_program, unless it is the very
- * pointer already interned.  Interning one native pointer under two pkeys is
- * a caller error (it would be destroyed twice).
- * A new program counts as a program_miss, an existing one as a program_hit.
+ * Ownership of @p native passes to the cache whenever @p c is not NULL, on
+ * error too.  If @p pkey is already interned, the existing program is
+ * returned (+1) and @p native is destroyed once with destroy_program, unless
+ * it is the very pointer already interned.  Interning one native pointer
+ * under two pkeys is a caller error (it would be destroyed twice: undefined
+ * behaviour in the default build; the checked build aborts, see "Checked
+ * build").  A new program counts as a program_miss, an existing one as a
+ * program_hit.  The program stays interned while any handle, closure entry
+ * or lease refers to it; destroy_program runs when the last one lets go.
  * @param c the cache.
- * @param pkey the program's structural key.
+ * @param pkey the program's structural key (by value).
  * @param native the native program (may be NULL; then nothing is destroyed).
  * @param cost_bytes caller's estimate of the native memory the program holds,
- *        in bytes; charged against max_cost_bytes while a closure entry in
- *        the table refers to it.  Ignored when @p pkey exists.
- * @param out receives the handle; release with ccache_program_release().
+ *        in bytes; charged against max_cost_bytes once, while at least one
+ *        closure entry in the table refers to it.  Ignored when @p pkey
+ *        exists.
+ * @param out receives the handle on CCACHE_OK (NULL on CCACHE_ENOMEM,
+ *        untouched on the other errors); give it back with
+ *        ccache_program_release().  Caller-owned.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL c or out: @p native is destroyed if
  *         c is non-NULL); CCACHE_ENOMEM (native destroyed, cache unchanged);
- *         CCACHE_EFORKED.  Thread-safe.
+ *         CCACHE_EBUSY (from a destroy callback run by ccache_close(): native
+ *         destroyed); CCACHE_EFORKED (native destroyed).  Thread-safe (takes
+ *         the program table's lock).  Checked build: aborts on a closed cache
+ *         or a native the cache already owns under another key.
  */
 CCACHE_API int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
                                      ccache_program **out);
 
 /**
- * @brief Look up a program by key.
+ * @brief Look up a program by key (never asks the tiers, never compiles).
  * @param c the cache.
- * @param pkey the program's key.
- * @param out receives a handle (+1) on CCACHE_OK, NULL on CCACHE_MISS.
+ * @param pkey the program's key (by value).
+ * @param out receives a handle (+1) on CCACHE_OK, to give back with
+ *        ccache_program_release(); NULL on every other status when @p c is
+ *        not NULL.  Caller-owned.
  * @return CCACHE_OK; CCACHE_MISS; CCACHE_EINVAL (NULL c or out);
- *         CCACHE_EFORKED.  Counts program_hits / program_misses.  Thread-safe.
+ *         CCACHE_EBUSY (from a destroy callback run by ccache_close());
+ *         CCACHE_EFORKED.  Counts program_hits / program_misses.  Thread-safe
+ *         (takes the program table's lock).  Checked build: aborts on a
+ *         closed cache.
  */
 CCACHE_API int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out);
 
 /**
  * @brief The native program behind a handle.
  * @param p a live handle; NULL returns NULL.
- * @return the native pointer, valid while @p p is held.  Thread-safe.
+ * @return the native pointer (still the cache's: never free it), valid while
+ *         @p p is held.  Thread-safe; touches no cache state.
  */
 CCACHE_API void *ccache_program_native(const ccache_program *p);
 
 /**
- * @brief Give back one program handle.  If it was the last reference, the
- * program leaves the table and destroy_program runs on this thread, with no
- * lock held, before this returns.
- * @param c the cache the handle came from; @p p NULL (or @p c NULL) is a no-op.
- * Thread-safe.  Using @p p afterwards is a caller error.
+ * @brief Give back one program handle.  If it was the last reference (no
+ * other handle, closure entry or lease refers to the program), the program
+ * leaves the table and destroy_program runs on this thread, with no lock
+ * held, before this returns.
+ * @param c the cache the handle came from; NULL is a no-op.
+ * @param p the handle; NULL is a no-op.  Using it afterwards, or releasing
+ *        it twice, is a caller error (undefined behaviour in every build:
+ *        handles are not tracked by the checked build).
+ * In a fork child this does nothing.  Thread-safe (takes the program table's
+ * lock).  Checked build: aborts on a closed cache.
  */
 CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 
@@ -521,14 +771,18 @@ CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
  * @brief Store @p closure under @p key, running @p p.
  *
  * The entry takes its own reference on @p p; the caller keeps its handle.
- * The entry gets the next 64-bit insert index and the insert time
+ * The entry gets the next 64-bit insert index (it wraps past 2^64 - 1 with
+ * no effect: the FIFO is the insertion order) and the insert time
  * max(clock now, previous insert time).  If @p key is present the entry is
  * replaced (the later insert wins; counts as an insert and as `replaced`; no
- * capacity eviction).  Putting the very closure pointer the entry already
- * holds does not destroy it.  Then, while items > max_items the oldest entry
- * leaves (cause capacity), and while the charged cost > max_cost_bytes the
- * oldest entries leave (cause cost), never the entry just inserted.  Destroys
- * caused by this call run on this thread before it returns.
+ * capacity eviction; leases on the old entry stay valid).  Putting the very
+ * closure pointer the entry already holds does not destroy it.  Then, while
+ * items > max_items the oldest entry leaves (cause capacity), and while the
+ * charged cost > max_cost_bytes the oldest entries leave (cause cost), never
+ * the entry just inserted (so when this entry's program alone costs more
+ * than the cap, every other entry leaves).  An insert into an empty table
+ * wakes the sweeper.  Destroys caused by this call run on this thread before
+ * it returns.
  *
  * Ownership of @p closure passes to the cache in every case where @p c is not
  * NULL: on error it is destroyed once with destroy_closure.  The one pointer
@@ -536,13 +790,24 @@ CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
  * now in the table under @p key.  Putting any other pointer the cache still
  * owns (one stored under another key, or one whose entry has left the table
  * but is still held by a lease, e.g. taken from a lease) is a caller error:
- * it would be destroyed twice.  The same holds for what a compile returns.
+ * it would be destroyed twice (undefined behaviour in the default build; the
+ * checked build aborts, see "Checked build").  The same holds for what a
+ * compile returns.
  * @param c the cache.
- * @param key the closure key (call site fingerprint).
- * @param closure the runtime's callable (may be NULL).
- * @param p a live handle of this cache.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL c or p); CCACHE_ENOMEM (cache
- *         unchanged); CCACHE_EFORKED.  Thread-safe.
+ * @param key the closure key (call site fingerprint; by value).
+ * @param closure the runtime's callable (may be NULL: stored as is, never
+ *        passed to destroy_closure).
+ * @param p a live handle of this cache (not consumed: release it when done).
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c: @p closure is not destroyed; NULL
+ *         p or a handle of another cache: @p closure is destroyed);
+ *         CCACHE_ENOMEM (cache unchanged; @p closure destroyed unless the
+ *         entry under @p key holds that very pointer); CCACHE_EBUSY (from a
+ *         destroy callback run by ccache_close(): @p closure destroyed);
+ *         CCACHE_EFORKED (@p closure destroyed).  Thread-safe; takes the
+ *         writer lock, and briefly holds off the threads' hits while the
+ *         table changes.  Checked build: aborts on a closed cache or a
+ *         closure the cache already owns (other than the closure of the
+ *         entry now under @p key).
  */
 CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p);
 
@@ -551,16 +816,37 @@ CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_progr
  *
  * Never returns an expired entry (now >= insert time + ttl_ms), whether or not
  * a sweep has run; an expired entry found here counts a miss and is removed
- * (cause ttl).  The hit path allocates nothing and does not touch the
- * program's reference count.
+ * (cause ttl; its destroys, unless a lease holds it, run on this thread
+ * before this returns).  A hit does not refresh the entry's TTL or FIFO
+ * place and does not touch the program's reference count.  The clock is
+ * read only while ttl_ms is finite.
  * @param c the cache.
- * @param key the closure key.
- * @param out caller-owned lease; set on CCACHE_OK, zeroed otherwise.
- * @return CCACHE_OK; CCACHE_MISS; CCACHE_EINVAL (NULL c or out);
- *         CCACHE_EFORKED.  Thread-safe; a hit locks and counts only on its
- *         thread's own reader stripe, so hits from different threads on
- *         different keys share no lock and no written cache line (the first
- *         16 threads get a stripe each; more threads share stripes).
+ * @param key the closure key (by value).
+ * @param out caller-owned lease; set on CCACHE_OK (release it with
+ *        ccache_lease_release()), zeroed otherwise.
+ * @return CCACHE_OK (counts a hit); CCACHE_MISS (counts a miss); CCACHE_EINVAL
+ *         (NULL c or out); CCACHE_EBUSY (from a destroy callback run by
+ *         ccache_close()); CCACHE_EFORKED.
+ *
+ * Thread-safe, and hits scale with threads: each thread has one reader per
+ * cache it uses, made on the thread's first ccache_fetch(),
+ * ccache_get_or_compile() or ccache_lease_release() on that cache (about 512
+ * bytes from the allocator hook, plus room in the cache's array of readers;
+ * if that fails, the thread's calls take a locked path instead, still
+ * correct) and freed when the thread exits or the cache closes.  A hit writes
+ * only memory its own thread owns: its reader's flag, a lease slot, its hit
+ * count.  It takes no lock and does no atomic read-modify-write on shared
+ * memory, so hits from any number of threads, on the same key or different
+ * keys, share no written cache line.  A lease counts on the entry's shared
+ * reference count instead (still correct, just one shared write) when it is
+ * taken while the thread already holds 32 leases in its reader's slots on
+ * this cache, when it is released on another thread than the one that took it
+ * or after its entry left the table, and when ccache_get_or_compile() hands
+ * it out after a miss (to the compiling caller and to each single-flight
+ * waiter).  A hit that meets a writer changing the table (an insert, a
+ * removal, an eviction, a sweep) waits for it on the writer lock.  Checked
+ * build: aborts on a closed cache, and always takes the general (slower)
+ * path.
  */
 CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
 
@@ -568,36 +854,60 @@ CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
  * @brief Release a lease.  If the entry has left the table and this was its
  * last lease, destroy_closure then (if it was the program's last reference)
  * destroy_program run on this thread, with no lock held, before this returns.
- * @param c the cache the lease came from; NULL is a no-op.
- * @param lease zeroed on return; NULL or an already-zeroed lease is a no-op.
- * Thread-safe.
+ * @param c the cache the lease came from; NULL is a no-op (the lease is left
+ *        as it is).
+ * @param lease the caller's lease, zeroed on return; NULL or an
+ *        already-zeroed lease is a no-op.  A copy of a lease already
+ *        released, a lease no call filled, or a lease of another cache is a
+ *        caller error (undefined behaviour in the default build; the checked
+ *        build aborts with "lease released twice" or "lease not taken from
+ *        this cache", see "Checked build"; it also aborts on a closed
+ *        cache).
+ * In a fork child this does nothing.  Thread-safe, on any thread: a lease
+ * in a slot of this thread's reader whose entry is still in the table frees
+ * the slot and writes nothing shared (see ccache_fetch()); any other lease
+ * counts on the entry's shared reference count.
  */
 CCACHE_API void ccache_lease_release(ccache *c, ccache_lease *lease);
 
 /**
- * @brief Remove the entry for @p key.  Its destroys (unless a lease holds it)
- * run on this thread before this returns.  Counts `removed`.
+ * @brief Remove the entry for @p key (counts `removed`; an expired entry
+ * still in the table is removed too).  Leases on it stay valid; its destroys
+ * (once no lease holds it) run on this thread before this returns.
+ * @param c the cache.
+ * @param key the closure key (by value).
  * @return CCACHE_OK; CCACHE_MISS (no such key); CCACHE_EINVAL (NULL c);
- *         CCACHE_EFORKED.  Thread-safe.
+ *         CCACHE_EFORKED.  Thread-safe (takes the writer lock).  Checked
+ *         build: aborts on a closed cache.
  */
 CCACHE_API int ccache_remove(ccache *c, ccache_key key);
 
 /**
- * @brief Remove every closure entry (counts `cleared`).  Programs held by
- * caller handles stay interned.  Destroys run on this thread before return.
+ * @brief Remove every closure entry (counts `cleared`, one per entry).
+ * Leases on them stay valid.  Programs held by caller handles stay interned;
+ * the others are destroyed once no entry or lease refers to them.  Destroys
+ * run on this thread before return.
  * @param c the cache.
  * @return CCACHE_OK (also when the table was already empty); CCACHE_EINVAL
- *         (NULL c); CCACHE_EFORKED.  Thread-safe.  (Returned void before 0.2.)
+ *         (NULL c); CCACHE_EFORKED.  Thread-safe (takes the writer lock).
+ *         Checked build: aborts on a closed cache.  (Returned void before
+ *         0.2.)
  */
 CCACHE_API int ccache_clear(ccache *c);
 
 /**
- * @brief Remove every entry that has expired by now (cause ttl).  Costs
- * O(expired): expired entries are always a prefix of the FIFO.
+ * @brief Remove every entry that has expired by now on the configured clock
+ * (cause ttl), in one writer section.  Costs O(expired): expired entries are
+ * always a prefix of the FIFO.  With an unbounded ttl_ms it does nothing and
+ * returns 0 (the clock is not read).
  * @param c the cache.
- * @return how many entries this call removed (>= 0), or CCACHE_EINVAL (NULL
- *         c) / CCACHE_EFORKED.  Destroys run on this thread before return.
- * Thread-safe.  The sweeper thread calls this every ttl/2.
+ * @return how many entries this call removed (>= 0, items), or CCACHE_EINVAL
+ *         (NULL c) / CCACHE_EFORKED.  Destroys run on this thread before
+ *         return.
+ * Thread-safe (takes the writer lock).  The sweeper thread runs the same
+ * sweep at each deadline (see ccache_config::sweeper_thread for when it
+ * wakes); call this yourself when sweeper_thread is 0.  Checked build:
+ * aborts on a closed cache.
  */
 CCACHE_API int64_t ccache_sweep(ccache *c);
 
@@ -618,17 +928,22 @@ CCACHE_API int64_t ccache_sweep(ccache *c);
  * @{ */
 
 /**
- * Closure compile callback.
- * @param ud the caller's pointer given to ccache_get_or_compile().
+ * Closure compile callback, run by ccache_get_or_compile() on the thread that
+ * owns the miss, once per miss, with no cache lock held.
+ * @param ud the caller's pointer given to ccache_get_or_compile() (never
+ *        dereferenced by the cache).
  * @param c the cache.
  * @param key the closure key being compiled.
- * @param closure_out set to the new closure (ownership passes to the cache
- *        on success).
- * @param program_out set to a program handle of @p c (the reference passes
- *        to the cache on success; usually from ccache_program_intern() or
- *        ccache_program_get_or_compile()).
+ * @param closure_out points to NULL on entry; set it to the new closure
+ *        (ownership passes to the cache on success, see
+ *        ccache_get_or_compile()).  Valid only during the call.
+ * @param program_out points to NULL on entry; set it to a program handle of
+ *        @p c (the reference passes to the cache on success: do not release
+ *        it; usually from ccache_program_intern() or
+ *        ccache_program_get_or_compile()).  Valid only during the call.
  * @return 0 on success; non-zero on failure, in which case the cache takes
- *         nothing from the out-pointers: the callback cleans up what it made.
+ *         nothing from the out-pointers: the callback cleans up what it made
+ *         (releases the handle, frees the closure).
  */
 typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **closure_out,
                                  ccache_program **program_out);
@@ -637,57 +952,120 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  * @brief Fetch @p key, or compile it once whatever the number of concurrent
  * callers.
  *
- * Hit: a lease, no callback.  Miss: exactly one caller runs @p compile on its
- * own thread with no lock held; the entry is inserted like ccache_put()
- * (later inserts win; a remove or clear during the compile does not cancel
- * it) and the caller and every waiter get a lease on that entry, even if it
- * is evicted or expires before they wake.  Counts: the compiling caller one
+ * Hit (a live entry, as ccache_fetch() would return): a lease, no callback;
+ * counts a hit.  Miss: an expired entry found is removed (cause ttl), and
+ * exactly one caller runs @p compile on its own thread with no lock held;
+ * the entry is inserted like ccache_put() (later inserts win; a remove or
+ * clear during the compile does not cancel it; then items over max_items
+ * and cost over max_cost_bytes evict the oldest entries, never this one)
+ * and the caller and every waiter get a lease on that entry, even if it is
+ * evicted or expires before they wake.  Counts: the compiling caller one
  * miss and one `compiles`; each waiter one `waits` and a hit (lease) or a
  * miss (error); `compile_ns` adds the time spent in @p compile.
+ *
+ * On success the closure and the program handle the compile returned belong
+ * to the cache: the entry takes its own program reference and the cache
+ * drops the compile's handle.  What a compile returns follows ccache_put()'s
+ * rule: a closure the cache already owns (under another key, or one whose
+ * entry left the table while a lease holds it) is a caller error
+ * (undefined behaviour in the default build; the checked build aborts, see
+ * "Checked build").
  * @param c the cache.
- * @param key the closure key.
- * @param compile the callback (must not be NULL).
- * @param ud passed to @p compile.
- * @param out the lease, zeroed unless CCACHE_OK.
+ * @param key the closure key (by value).
+ * @param compile the callback (must not be NULL); called at most once per
+ *        call, only on the thread that owns the miss, before this returns.
+ * @param ud passed to @p compile; never dereferenced by the cache; must stay
+ *        valid until this returns.
+ * @param out caller-owned lease, zeroed unless CCACHE_OK; release it with
+ *        ccache_lease_release().
  * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out; or a compile
  *         that returned 0 without a program handle of this cache: its
- *         closure is destroyed and its handle released, nothing is cached);
+ *         closure is destroyed and its handle released, nothing is cached,
+ *         and every waiter gets CCACHE_EINVAL too);
  *         CCACHE_ECOMPILE (the compile returned non-zero: to the caller and
  *         every waiter; nothing cached; `compile_failures` +1);
- *         CCACHE_ENOMEM (inserting failed; to the caller and every waiter;
- *         the compiled closure is destroyed unless the entry in the table
- *         holds that very pointer, and the program reference is dropped);
- *         CCACHE_EDEADLK (see above); CCACHE_EFORKED.  Thread-safe.
+ *         CCACHE_ENOMEM (before the compile: no compile ran and a miss is
+ *         counted; or inserting failed, to the caller and every waiter: the
+ *         compiled closure is destroyed unless the entry in the table holds
+ *         that very pointer, and the program reference is dropped);
+ *         CCACHE_EDEADLK (this thread is already compiling @p key, directly
+ *         or through a cycle of nested compiles; counts a miss);
+ *         CCACHE_EBUSY (from a destroy callback run by ccache_close());
+ *         CCACHE_EFORKED.  Thread-safe.  Checked build: aborts on a closed
+ *         cache; the lease gets a token.
  */
 CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
                                      ccache_lease *out);
 
 /**
- * Program compile callback.
- * @param ud the caller's pointer.
+ * Program compile callback, run by ccache_program_get_or_compile() on the
+ * thread that owns the miss, once per miss that no tier served, with no
+ * cache lock held (a tier's compile locks may be held).
+ * @param ud the caller's pointer given to ccache_program_get_or_compile()
+ *        (never dereferenced by the cache).
  * @param c the cache.
  * @param pkey the program key being compiled.
- * @param native_out set to the native program (ownership passes to the cache
- *        on success).
- * @param cost_out set to its cost in bytes (see ccache_program_intern()).
- * @return 0 on success, non-zero on failure (nothing is taken).
+ * @param native_out points to NULL on entry; set it to the native program
+ *        (ownership passes to the cache on success, even if the cache then
+ *        destroys it).  Valid only during the call.
+ * @param cost_out points to 0 on entry; set it to the program's cost in
+ *        bytes (see ccache_program_intern()).  Valid only during the call.
+ * @return 0 on success; non-zero on failure, in which case the cache takes
+ *         nothing: the callback frees what it made.
  */
 typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, void **native_out,
                                          uint64_t *cost_out);
 
 /**
- * @brief ccache_program_fetch(), or compile the program once whatever the
- * number of concurrent callers; same contract as ccache_get_or_compile() at
- * the program level (program_hits, program_misses, program_compiles, waits).
- * With tiers and a codec (see "Persistent tiers"), the owner of a miss asks
- * the tiers before compiling: a tier hit counts program_misses +1 and
- * tier_hits +1, never program_compiles (which counts only compile callbacks
- * that really ran), and the compile callback is not called.  Tier failures
- * never change the status returned here.
- * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
- * @return CCACHE_OK; CCACHE_EINVAL; CCACHE_ECOMPILE; CCACHE_ENOMEM (the
- *         native program was destroyed); CCACHE_EDEADLK; CCACHE_EFORKED.
- * Thread-safe.
+ * @brief Look up the program interned under @p pkey, or make it once
+ * whatever the number of concurrent callers, and return a handle (+1).
+ *
+ * Hit (@p pkey is interned): a handle, no callback, no tier asked; counts
+ * program_hits +1.  Miss: counts program_misses +1, and exactly one caller
+ * owns it (the single-flight owner); every other caller for @p pkey waits
+ * (counts `waits` +1) and then gets the owner's result: a handle (counted
+ * program_hits +1) or the owner's error (counted program_misses +1).  The
+ * owner, with no cache lock held:
+ *  - with usable tiers and a codec (see "Persistent tiers"), first asks them
+ *    (taking their compile locks in turn); a tier hit decodes the program
+ *    (counts tier_hits +1, never program_compiles) and @p compile is not
+ *    called;
+ *  - otherwise runs @p compile on its own thread (program_compiles +1
+ *    whether it succeeds or not; `compile_ns` adds its time; with tiers, a
+ *    successful result is written to them when the compile took at least
+ *    tier_min_compile_us);
+ *  - then interns the native program under @p pkey with the cost from
+ *    `cost_out` (or the codec's decode), as ccache_program_intern() does
+ *    without counting a lookup: the native it got always belongs to the
+ *    cache; if @p pkey was interned meanwhile (by another call, or by the
+ *    compile itself), the existing program is returned and the new native
+ *    is destroyed unless it is that very pointer.
+ *
+ * Unlike ccache_get_or_compile() this makes no closure entry, so nothing is
+ * charged against max_cost_bytes until a closure entry refers to the
+ * program, and no lease is involved: the handle pins the program until
+ * ccache_program_release().  Tier failures never change the status returned
+ * here (they count in tier_errors and the program is compiled).
+ * @param c the cache.
+ * @param pkey the program key (by value).
+ * @param compile the callback (must not be NULL); called at most once per
+ *        call, only on the owner's thread, before this returns.
+ * @param ud passed to @p compile; never dereferenced by the cache; must stay
+ *        valid until this returns.
+ * @param out receives a handle (+1) on CCACHE_OK, to give back with
+ *        ccache_program_release() (or to hand to the cache from a closure
+ *        compile); NULL otherwise.  Caller-owned.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out);
+ *         CCACHE_ECOMPILE (the compile returned non-zero: to the owner and
+ *         every waiter; nothing interned; `compile_failures` +1);
+ *         CCACHE_ENOMEM (no memory for the single-flight record, before any
+ *         compile; or interning failed, to the owner and every waiter: the
+ *         native program was destroyed); CCACHE_EDEADLK (this thread is
+ *         already making @p pkey, directly or through nested compiles; counts
+ *         program_misses +1); CCACHE_EBUSY (from a destroy callback run by
+ *         ccache_close()); CCACHE_EFORKED.  Thread-safe.  Checked build:
+ *         aborts on a closed cache, or when the native the compile (or a
+ *         decode) returned is one the cache already owns under another key.
  */
 CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
                                              ccache_program_compile_fn compile, void *ud,
@@ -790,17 +1168,22 @@ struct ccache_codec {
    * @param native the native program the compile callback returned, not yet
    *        interned: read it, do not keep or free it.
    * @param bytes set to the serialised bytes (any allocation of yours;
-   *        given back once through free_bytes after they are written).
-   * @param len set to their length in bytes, at most 2^40.
+   *        given back once through free_bytes after they are framed).
+   * @param len set to their length in bytes, at most 2^40 (a longer one, or
+   *        NULL bytes with a non-zero length, is not stored: tier_errors
+   *        +1).
    * @return 0 with *bytes and *len set; CCACHE_CODEC_SKIP (this program is
    *         never stored; *bytes is not read); anything else is a failure
    *         (tier_errors +1, nothing stored, the fetch still succeeds).
    */
   int (*encode)(void *ctx, ccache_key pkey, void *native, void **bytes, size_t *len);
   /**
-   * Give back what encode() returned in *bytes (once per successful encode).
+   * Give back what encode() returned in *bytes: once per encode() that
+   * returned 0 (never after CCACHE_CODEC_SKIP or a failure, so encode()
+   * keeps nothing allocated then).
    * @param ctx ccache_codec::ctx.
-   * @param bytes, len as encode() set them.
+   * @param bytes *bytes as encode() set it.
+   * @param len *len as encode() set it, in bytes.
    */
   void (*free_bytes)(void *ctx, void *bytes, size_t len);
   /**
@@ -810,6 +1193,7 @@ struct ccache_codec {
    * @param pkey the program key.
    * @param bytes @p len bytes, owned by the library, valid only during the
    *        call (copy what you keep).
+   * @param len their length in bytes (what encode() produced).
    * @param native_out set to the new native program: on 0, ownership passes
    *        to the cache, which destroys it with destroy_program like a
    *        compiled one.
@@ -840,56 +1224,90 @@ typedef struct ccache_tier_ops {
    * the hash the XXH3-64 of the runtime tag as 16 lowercase hex digits (e.g.
    * "v1/3f2a9c0d11e2b4a7").  Two runtime tags never share a namespace.  The
    * disk tier maps it to <dir>/v1/<hash>/, the Redis tier to
-   * <prefix>:v1:<hash>:.  @p ns is valid only during the call.
-   * May be NULL.  A negative status disables the tier for this cache
-   * (tier_errors +1).
+   * <prefix>:v1:<hash>:.
+   * May be NULL.
+   * @param state the backend's state.
+   * @param ns the namespace, NUL-terminated; valid only during the call.
+   * @return CCACHE_OK (or any non-negative value); a negative status
+   *         disables the tier for this cache (tier_errors +1).
    */
   int (*attach)(void *state, const char *ns);
   /**
    * Look up the entry for @p pkey.
-   * @return CCACHE_OK with *blob and *len set (given back once through
-   *         free_blob); CCACHE_MISS; or a negative status (tier_errors +1,
-   *         treated as a miss).
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param blob set on CCACHE_OK to the entry's bytes, an allocation of
+   *        yours, given back once through free_blob.
+   * @param len set on CCACHE_OK to the entry's length in bytes.
+   * @return CCACHE_OK with *blob and *len set; CCACHE_MISS; anything else
+   *         is a failure (tier_errors +1, treated as a miss; *blob is not
+   *         read).
    */
   int (*get)(void *state, ccache_key pkey, void **blob, size_t *len);
-  /** Give back a blob returned by get(). */
+  /**
+   * Give back a blob returned by get(): once per get() that returned
+   * CCACHE_OK, whatever the entry turned out to be.
+   * @param state the backend's state.
+   * @param blob *blob as get() set it.
+   * @param len *len as get() set it, in bytes.
+   */
   void (*free_blob)(void *state, void *blob, size_t len);
   /**
-   * Store (or replace) the entry for @p pkey; @p blob (@p len bytes) is
-   * valid only during the call.  Should be atomic: a concurrent get() sees
-   * the old entry, the new one or none, never a mix (a torn entry is caught
-   * by the checksum, but costs a compile).
+   * Store (or replace) the entry for @p pkey.  Should be atomic: a
+   * concurrent get() sees the old entry, the new one or none, never a mix (a
+   * torn entry is caught by the checksum, but costs a compile).
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param blob the framed entry, owned by the library, valid only during
+   *        the call (copy what you keep).
+   * @param len its length in bytes.
    * @return CCACHE_OK or a negative status (tier_errors +1).
    */
   int (*put)(void *state, ccache_key pkey, const void *blob, size_t len);
-  /** Remove the entry for @p pkey (it failed verification).
-   *  @return CCACHE_OK, CCACHE_MISS or a negative status.  May be NULL. */
+  /**
+   * Remove the entry for @p pkey (it failed verification).  May be NULL.
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @return CCACHE_OK, CCACHE_MISS or a negative status (tier_errors +1).
+   */
   int (*remove)(void *state, ccache_key pkey);
   /**
    * Try once, without blocking, to take the compile lock for @p pkey.
+   * NULL: this tier has no locks (then unlock and renew are unused).
+   * @param state the backend's state.
+   * @param pkey the program key.
    * @param lock set on CCACHE_OK to a handle of yours, passed to renew()
    *        and unlock().
    * @return CCACHE_OK; CCACHE_EBUSY (another holder has it: the core waits
-   *         and retries); or another negative status (tier_errors +1: the
-   *         core proceeds without this tier's lock).
-   * NULL: this tier has no locks (then unlock and renew are unused).
+   *         and retries); anything else (tier_errors +1: the core proceeds
+   *         without this tier's lock).
    */
   int (*lock)(void *state, ccache_key pkey, void **lock);
   /**
    * Extend a leased lock; called every lease_ms/3 from the renewal thread
    * while the compile runs.  Never called concurrently with unlock() on the
    * same handle.
-   * @return CCACHE_OK, or a negative status (the lease is lost:
-   *         tier_errors +1, no more renewals for it; the compile goes on).
    * Required when lease_ms > 0; unused (may be NULL) when lease_ms is 0
    * (locks that never expire, e.g. ones the kernel drops when their holder
    * dies).
+   * @param state the backend's state.
+   * @param lock the handle lock() set.
+   * @return CCACHE_OK, or anything else (the lease is lost: tier_errors +1,
+   *         no more renewals for it; the compile goes on).
    */
   int (*renew)(void *state, void *lock);
-  /** Release a lock taken by lock().  Required when lock is set. */
+  /**
+   * Release a lock taken by lock(), once, on the thread that took it.
+   * Required when lock is set.
+   * @param state the backend's state.
+   * @param lock the handle lock() set; yours to free.
+   */
   void (*unlock)(void *state, void *lock);
-  /** Free the backend and @c state: once, from ccache_close() or
-   *  ccache_tier_free().  May be NULL. */
+  /**
+   * Free the backend and @c state: once, from ccache_close() or
+   * ccache_tier_free().  May be NULL.
+   * @param state the backend's state.
+   */
   void (*close)(void *state);
   uint64_t lease_ms;    /**< lock lease, ms: 0 (locks do not expire) or >= 3 */
   uint64_t poll_ms;     /**< first wait between lock attempts while EBUSY, ms, >= 1 */
@@ -900,25 +1318,32 @@ typedef struct ccache_tier_ops {
 
 /**
  * @brief Make a tier from your own backend.
- * @param ops copied (need not outlive the call).  Required: get, free_blob,
- *        put; unlock whenever lock is set; renew whenever lease_ms > 0.  When
- *        lock is set: 1 <= poll_ms <= poll_max_ms.
+ * @param ops copied (need not outlive the call; @c name must be a static
+ *        string).  Required: get, free_blob, put; unlock whenever lock is
+ *        set; renew whenever lock is set and lease_ms > 0.  When lock is set:
+ *        1 <= poll_ms <= poll_max_ms, lease_ms 0 or >= 3.  Without lock,
+ *        lease_ms is taken as 0.
  * @param state passed to every op; freed by ops->close when the tier is
  *        freed (not on error: on error it stays yours).
  * @param out receives the tier, owned by the caller until a successful
- *        ccache_open() takes it (or ccache_tier_free()).  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL ops or out, ops->size too small, a
- *         required op missing, lease_ms 1 or 2, bad poll bounds);
- *         CCACHE_ENOMEM.  Thread-safe.
+ *        ccache_open() or ccache_default_init() takes it (free an unused one
+ *        with ccache_tier_free()).  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL ops or out, ops->size below
+ *         sizeof(ccache_tier_ops), a required op missing, lease_ms 1 or 2,
+ *         bad poll bounds); CCACHE_ENOMEM (malloc, not the allocator hook).
+ *         Thread-safe.
  */
 CCACHE_API int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **out);
 
 /**
- * @brief Free a tier that no cache owns (ops->close runs).
+ * @brief Free a tier that no cache owns (ops->close runs, on this thread).
  * @param t a tier from ccache_tier_custom(), ccache_tier_disk() or
  *        ccache_tier_redis() that was never handed to a successful
- *        ccache_open() (a cache frees its own tiers); NULL is a no-op.
- * Freeing a tier a cache owns is a caller error.
+ *        ccache_open() or ccache_default_init() (those free their own
+ *        tiers); NULL is a no-op.  Invalid afterwards.
+ * Freeing a tier a cache (or the default instance's configuration) owns, or
+ * freeing one twice, is a caller error.  Not to be called concurrently with
+ * any other use of @p t.
  */
 CCACHE_API void ccache_tier_free(ccache_tier *t);
 
@@ -981,7 +1406,8 @@ typedef struct ccache_disk_options {
 } ccache_disk_options;
 
 /**
- * @brief Fill @p o with the defaults (dir NULL: set it).
+ * @brief Fill @p o with the defaults listed with each field (size = sizeof
+ * *o; dir NULL: set it).
  * @param o caller-owned; NULL is a no-op.  Thread-safe.
  */
 CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
@@ -996,15 +1422,19 @@ CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
  * once here; everything later happens relative to that descriptor, so a
  * directory removed or replaced under a running process is never followed:
  * its writes fail (tier_errors) and it compiles.
- * @param o options (copied).
- * @param out receives the tier (owned as with ccache_tier_custom()).
- * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, o->size too small, NULL or
- *         empty dir, max_bytes 0, bad poll bounds); CCACHE_EPERM (owned by
- *         another user, or writable by group or others: the detail names the
- *         path); CCACHE_EIO (cannot create it or open it as a directory: the
- *         detail names the path and the reason); CCACHE_ENOTSUP (no
- *         open-file-description locks on this system); CCACHE_ENOMEM.  On
- *         error ccache_error_detail() says why.  Thread-safe.
+ * @param o options (copied, dir included: none of it need outlive the call).
+ * @param out receives the tier, owned by the caller until a successful
+ *        ccache_open() or ccache_default_init() takes it (free an unused one
+ *        with ccache_tier_free()).  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, o->size below
+ *         sizeof(ccache_disk_options), NULL or empty dir, max_bytes 0,
+ *         lock_poll_ms 0 or lock_poll_max_ms below it; no detail);
+ *         CCACHE_EPERM (owned by another user, or writable by group or
+ *         others: the detail names the path); CCACHE_EIO (cannot create it or
+ *         open it as a directory: the detail names the path and the reason);
+ *         CCACHE_ENOTSUP (no open-file-description locks on this system: the
+ *         detail says so); CCACHE_ENOMEM (no detail).  The detail is
+ *         ccache_error_detail().  Thread-safe.
  */
 CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out);
 
@@ -1135,15 +1565,17 @@ CCACHE_API void ccache_redis_options_init(ccache_redis_options *o);
  * how it behaves).  No connection is made here: a server absent at start is
  * a tier error at the first miss, never a failure of this call.
  * @param o options (copied, strings included: none need outlive the call).
- * @param out receives the tier (owned as with ccache_tier_custom()).
- *        Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, o->size too small, a bad
- *         server list, an empty or over-long prefix, a user without a
- *         password, a timeout or reconnect bound of 0, entry_ttl_ms 0,
- *         lease_ms outside 3..2^50, bad poll or reconnect bounds: the
+ * @param out receives the tier, owned by the caller until a successful
+ *        ccache_open() or ccache_default_init() takes it (free an unused one
+ *        with ccache_tier_free()).  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out (no detail), o->size too
+ *         small, a bad server list, an empty or over-long prefix, a user
+ *         without a password, a timeout or reconnect bound of 0, entry_ttl_ms
+ *         0, lease_ms outside 3..2^50, bad poll or reconnect bounds: the
  *         detail, ccache_error_detail(), says which); CCACHE_ENOTSUP (built
- *         without hiredis: install libhiredis-dev and rebuild);
- *         CCACHE_ENOMEM.  Thread-safe.
+ *         without hiredis, whatever the options past size: install
+ *         libhiredis-dev and rebuild; the detail says so); CCACHE_ENOMEM.
+ *         Thread-safe.
  */
 CCACHE_API int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out);
 
@@ -1151,19 +1583,39 @@ CCACHE_API int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **ou
 
 /* ------------------------------------------------------------------------ */
 /** @name Statistics
+ *
+ * **Past 2^64.**  Every counter and bound is 64 bits wide; what happens at
+ * the edge:
+ *  - the monotonic counters of ccache_stats (hits, inserts, compile_ns, the
+ *    tier counters, ...) wrap modulo 2^64;
+ *  - the charged cost is a 128-bit sum inside, so no sum of program costs
+ *    ever wraps and a CCACHE_UNBOUNDED max_cost_bytes never evicts for cost;
+ *    the `cost_bytes` gauge reports it saturated at UINT64_MAX;
+ *  - the 64-bit insert index of closure entries wraps with no effect: the
+ *    FIFO order is the table's insertion order, never an index comparison;
+ *  - a TTL deadline (insert time + ttl_ms) saturates at UINT64_MAX, which
+ *    means no deadline, and expiry is tested without computing the sum;
+ *  - the `leases_out` gauge never wraps: in the default build, a count that
+ *    a caller error drove below zero (a lease released twice) reads 0; the
+ *    checked build aborts at the second release instead.
  * @{ */
 
 /**
- * Counters (monotonic since open) and gauges (current values).  All uint64_t.
+ * Counters (monotonic since open, wrapping modulo 2^64) and gauges (current
+ * values).  All uint64_t.  Fields past the caller's `size` are not written.
  */
 typedef struct ccache_stats {
-  uint32_t size;               /**< set to sizeof(ccache_stats) by the caller */
+  uint32_t size;               /**< set to sizeof(ccache_stats) by the caller;
+                                    ccache_stats_get() leaves it as set */
   uint64_t hits;               /**< closure lookups that returned a lease */
-  uint64_t misses;             /**< closure lookups that did not (expired included) */
+  uint64_t misses;             /**< closure lookups that did not (expired included; the
+                                    owner of a get-or-compile miss counts one, a waiter
+                                    one if it gets an error) */
   uint64_t inserts;            /**< puts/compiles that stored an entry, replacements included */
   uint64_t replaced;           /**< inserts that replaced an entry under the same key */
   uint64_t evicted_capacity;   /**< entries evicted by max_items */
-  uint64_t evicted_ttl;        /**< entries removed because they expired (fetch or sweep) */
+  uint64_t evicted_ttl;        /**< entries removed because they expired (found by a fetch
+                                    or a get-or-compile, or swept) */
   uint64_t evicted_cost;       /**< entries evicted by max_cost_bytes */
   uint64_t removed;            /**< entries removed by ccache_remove() */
   uint64_t cleared;            /**< entries removed by ccache_clear() */
@@ -1175,20 +1627,27 @@ typedef struct ccache_stats {
                                     passed to destroy_program */
   uint64_t closures_destroyed; /**< closures that left the cache for good (NULL ones count
                                     but are never passed to destroy_closure) */
-  uint64_t leases_out;         /**< gauge: leases not yet released */
-  uint64_t cost_bytes;         /**< gauge: charged cost, bytes */
+  uint64_t leases_out;         /**< gauge: leases not yet released (0, never a wrapped
+                                    value, after a caller released one twice) */
+  uint64_t cost_bytes;         /**< gauge: charged cost, bytes (each program referenced by
+                                    an entry in the table once); UINT64_MAX when the sum
+                                    is at or past 2^64 - 1 */
   uint64_t program_hits;       /**< program lookups that found the program */
-  uint64_t program_misses;     /**< program lookups that did not */
-  uint64_t compiles;           /**< closure compile callbacks that ran */
-  uint64_t program_compiles;   /**< program compile callbacks that ran (a tier hit is not one) */
+  uint64_t program_misses;     /**< program lookups that did not (the owner of a
+                                    get-or-compile miss counts one even if it then makes
+                                    the program; a waiter, one if it gets an error) */
+  uint64_t compiles;           /**< closure compile callbacks that ran (failed ones included) */
+  uint64_t program_compiles;   /**< program compile callbacks that ran (failed ones included;
+                                    a tier hit is not one) */
   uint64_t compile_failures;   /**< compile callbacks (both levels) that failed */
   uint64_t waits;              /**< single-flight joins (both levels) */
   uint64_t compile_ns;         /**< nanoseconds spent in compile callbacks (both levels; a
                                   program compile nested in a closure compile counts in both) */
-  uint64_t sweeper_wakeups;    /**< times the sweeper thread woke at a deadline it had set (the
-                                  oldest entry's insert time + ttl_ms, or a day when that is
-                                  further); its re-arming after an insert into an empty table or
-                                  a new TTL is not counted.  Since 0.2. */
+  uint64_t sweeper_wakeups;    /**< waits of the sweeper thread that ended at their deadline
+                                  (the oldest entry's insert time + ttl_ms, or a day when that
+                                  is further; see ccache_config::sweeper_thread); a wake-up by
+                                  an insert into an empty table or by ccache_set_limits() is
+                                  not counted.  Since 0.2. */
   /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
    * ends in exactly one of tier_hits / tier_misses. ---- */
   uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */
@@ -1208,12 +1667,18 @@ typedef struct ccache_stats {
 
 /**
  * @brief Snapshot the statistics.
- * @param c the cache; NULL (or a child-process cache) zeroes the fields.
+ * @param c the cache; NULL (or a cache created before fork(), in the child)
+ *        zeroes the fields.
  * @param out caller-owned; set out->size = sizeof *out first: only the first
- *        out->size bytes are written, none if out->size is above
- *        CCACHE_STRUCT_SIZE_MAX (a struct never set up) (a later, larger library never writes
- *        past an older caller's struct).  NULL is a no-op.
- * Thread-safe; each field is exact, the set is a near-simultaneous snapshot.
+ *        out->size bytes are written (a later, larger library never writes
+ *        past an older caller's struct; out->size itself is kept), and
+ *        nothing at all if out->size is above CCACHE_STRUCT_SIZE_MAX (taken
+ *        for a struct that was never set up).  NULL is a no-op.
+ * Thread-safe (takes the writer lock, then the program table's lock); each
+ * field is exact, the set is a near-simultaneous snapshot (the closure and
+ * program counters under those locks, the destroy counts, sweeper_wakeups
+ * and the tier counters just after).  Checked build: aborts on a closed
+ * cache.
  */
 CCACHE_API void ccache_stats_get(ccache *c, ccache_stats *out);
 
@@ -1228,13 +1693,27 @@ CCACHE_API void ccache_stats_get(ccache *c, ccache_stats *out);
 /**
  * @brief Supply the default instance's configuration before first use.
  * Environment variables still override its bounds (see ccache_default()).
+ * May be called again, replacing the configuration, until the instance
+ * exists.
  * @param cfg copied, with its codec, runtime tag and tier array (none of
- *        them need outlive the call); NULL is EINVAL.  On CCACHE_OK its tiers
- *        belong to the library: the default instance takes them when it is
- *        created, and a later ccache_default_init() that does not list one
- *        again frees it.  On error the caller keeps them.
- * @return CCACHE_OK; CCACHE_EINVAL (invalid cfg, as for ccache_open());
- *         CCACHE_ENOMEM; CCACHE_EBUSY (the default instance already exists).
+ *        them need outlive the call; only the first cfg->size bytes are
+ *        read, later fields keep their defaults); the callbacks, ctx and
+ *        alloc_ctx it points to must stay valid until the process exits.
+ *        On CCACHE_OK its tiers belong to the library: the default instance
+ *        takes them when it is created, and a later ccache_default_init()
+ *        that does not list one again frees it.  On error the caller keeps
+ *        them.
+ * @return CCACHE_OK; CCACHE_EINVAL (nothing kept: NULL cfg; cfg->size below
+ *         the struct up to alloc_ctx or above CCACHE_STRUCT_SIZE_MAX, or
+ *         cfg->magic not CCACHE_CONFIG_MAGIC, i.e. a config that never went
+ *         through ccache_config_init(), refused before any other field is
+ *         used; a bound of 0; alloc without free or free without alloc;
+ *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
+ *         tier, a tier listed twice or already owned by a cache, a codec
+ *         with a NULL callback); CCACHE_ENOMEM (copying the runtime tag;
+ *         nothing kept); CCACHE_EBUSY (the default instance already exists;
+ *         nothing kept).  Unlike ccache_open() it starts nothing: the
+ *         sweeper thread and the tiers' attach ops wait for the instance.
  *         Thread-safe.
  */
 CCACHE_API int ccache_default_init(const ccache_config *cfg);
@@ -1248,24 +1727,30 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  * CCACHE_ prefix is deliberately not used: the ccache compiler cache reports
  * unknown CCACHE_* variables as errors.  Accepted forms: a decimal integer
  * >= 1 (no sign, no spaces, no suffix, at most UINT64_MAX - 1), or
- * "unbounded" / "infinity".  Anything else makes this call return
- * CCACHE_EINVAL every time.  CLOSURE_CACHE_REDIS=host:port[,host:port...]
+ * "unbounded" / "infinity".  Anything else (an empty value included) makes
+ * this call return CCACHE_EINVAL, with ccache_error_detail() naming the
+ * variable and the value refused (the library prints nothing); the
+ * variables are read again at each call until the instance exists, so a bad
+ * value fails every call.  CLOSURE_CACHE_REDIS=host:port[,host:port...]
  * (or unix:/path; the server list of ccache_redis_options) adds a Redis tier
  * with the default options below the configured tiers, if
- * ccache_default_init() supplied a codec (without one it is ignored); a bad
- * list makes this call return CCACHE_EINVAL, a build without hiredis
- * CCACHE_ENOTSUP, each with ccache_error_detail() naming the variable.  A
- * server that is down is not an error here (see ccache_tier_redis()).
- * The instance lives until the process exits;
+ * ccache_default_init() supplied a codec (without one, or when it is empty,
+ * it is ignored); a bad list makes this call return CCACHE_EINVAL, a build
+ * without hiredis CCACHE_ENOTSUP, each with ccache_error_detail() naming the
+ * variable.  A server that is down is not an error here (see
+ * ccache_tier_redis()).  The instance lives until the process exits;
  * ccache_close() on it returns CCACHE_EINVAL.  In a child process after
  * fork(), the parent's instance refuses every call (CCACHE_EFORKED) and the
  * child's first ccache_default() creates the child's own instance.
- * @param out receives the cache (not owned by the caller).
- * @return CCACHE_OK; CCACHE_EINVAL (NULL out or a bad variable, or
- *         CLOSURE_CACHE_REDIS with ccache_default_init()'s config already at
- *         CCACHE_MAX_TIERS tiers); CCACHE_ENOTSUP (CLOSURE_CACHE_REDIS in a
- *         build without hiredis); CCACHE_ENOMEM / CCACHE_ETHREAD (creation
- *         failed; retried next call).
+ * @param out receives the cache on CCACHE_OK (not owned by the caller: never
+ *        close it); untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL out; a bad CLOSURE_CACHE_MAX_ITEMS,
+ *         CLOSURE_CACHE_TTL_MS or CLOSURE_CACHE_MAX_COST; a bad
+ *         CLOSURE_CACHE_REDIS, or CLOSURE_CACHE_REDIS with
+ *         ccache_default_init()'s config already at CCACHE_MAX_TIERS tiers);
+ *         CCACHE_ENOTSUP (CLOSURE_CACHE_REDIS in a build without hiredis);
+ *         CCACHE_ENOMEM / CCACHE_ETHREAD (creation failed).  Every failure
+ *         leaves no instance, and the next call tries again.
  */
 CCACHE_API int ccache_default(ccache **out);
 
@@ -1334,43 +1819,70 @@ typedef struct ccache_fp {
 } ccache_fp;
 
 /** @brief Start (or restart) a fingerprint: clears any poisoning.
- *  @param fp caller-owned; NULL is a no-op. */
+ *  @param fp caller-owned builder; NULL is a no-op.
+ *  Allocates nothing; not to be called concurrently with another call on
+ *  the same builder. */
 CCACHE_API void ccache_fp_init(ccache_fp *fp);
 /** @brief Append an unsigned 64-bit integer (tag + 8 bytes LE).
- *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp). */
+ *  @param fp an initialised builder (caller-owned).
+ *  @param v the value.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp;
+ *          nothing appended).  One builder per thread. */
 CCACHE_API int ccache_fp_u64(ccache_fp *fp, uint64_t v);
 /** @brief Append a signed 64-bit integer (own tag + 8 bytes LE, two's complement).
- *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp). */
+ *  @param fp an initialised builder (caller-owned).
+ *  @param v the value.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp;
+ *          nothing appended).  One builder per thread. */
 CCACHE_API int ccache_fp_i64(ccache_fp *fp, int64_t v);
 /** @brief Append a double by its IEEE-754 bit pattern (so -0.0 != 0.0 and
  *  NaN payloads differ).
- *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp). */
+ *  @param fp an initialised builder (caller-owned).
+ *  @param v the value.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp;
+ *          nothing appended).  One builder per thread. */
 CCACHE_API int ccache_fp_f64(ccache_fp *fp, double v);
 /** @brief Append @p len bytes (tag + 64-bit length + bytes).  The contents are
  *  hashed, never the address.
- *  @param data may be NULL only when @p len is 0 (the same as any empty buffer).
+ *  @param fp an initialised builder (caller-owned).
+ *  @param data the bytes, read during the call only (not retained); may be
+ *         NULL only when @p len is 0 (the same as any empty buffer).
+ *  @param len their length in bytes.
  *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp, or
  *          NULL data with len > 0: the builder is then poisoned and
- *          ccache_fp_final() returns EINVAL). */
+ *          ccache_fp_final() returns EINVAL).  One builder per thread. */
 CCACHE_API int ccache_fp_bytes(ccache_fp *fp, const void *data, size_t len);
-/** @brief Append a string of @p len bytes (own tag, distinct from bytes; no
- *  terminator is read or hashed).
- *  @return as ccache_fp_bytes(). */
+/** @brief Append a string of @p len bytes.  It is encoded exactly as
+ *  ccache_fp_bytes() encodes a buffer except for the tag (0x05 instead of
+ *  0x04), so the string "ab" and the bytes "ab" give different keys.  No
+ *  terminator is read or hashed: embedded NULs count as bytes.
+ *  @param fp an initialised builder (caller-owned).
+ *  @param s the characters, read during the call only (not retained); may be
+ *         NULL only when @p len is 0.
+ *  @param len the string's length in bytes.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp, or
+ *          NULL s with len > 0: the builder is then poisoned and
+ *          ccache_fp_final() returns EINVAL).  One builder per thread. */
 CCACHE_API int ccache_fp_str(ccache_fp *fp, const char *s, size_t len);
 /** @brief Append a tensor type: dtype, rank, then each dim (LE 64-bit).
+ *  @param fp an initialised builder (caller-owned).
  *  @param dtype the runtime's dtype code (any int32).
- *  @param rank 0..CCACHE_FP_MAX_RANK.
- *  @param dims @p rank dims; may be NULL only when rank is 0.
- *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp;
- *          rank too large or NULL dims with rank > 0: the builder is
- *          poisoned). */
+ *  @param rank number of dims, 0..CCACHE_FP_MAX_RANK.
+ *  @param dims @p rank dims (element counts; read during the call only);
+ *         may be NULL only when rank is 0.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp:
+ *          nothing appended; rank too large or NULL dims with rank > 0: the
+ *          builder is poisoned).  One builder per thread. */
 CCACHE_API int ccache_fp_shape(ccache_fp *fp, int32_t dtype, uint32_t rank, const int64_t *dims);
 /** @brief Finish: the key of everything appended so far.  The builder is
  *  unchanged and may take more fields (appending after a final continues
  *  the same stream).
- *  @param out receives the key; untouched on error.
+ *  @param fp the builder (read only).
+ *  @param out receives the key; untouched on error.  Caller-owned.
  *  @return CCACHE_OK; CCACHE_EINVAL (NULL fp or out, an uninitialised
- *          builder, or an earlier append failed: no key). */
+ *          builder, or an earlier append failed: no key).  Does not write
+ *          the builder, so several threads may finish one builder at once
+ *          while none appends to it. */
 CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out);
 
 /** An operand or output reference: output slot @c slot of node @c node. */
@@ -1440,14 +1952,17 @@ typedef struct ccache_fp_node {
  *    length, device bytes; u64 parameter count, u64 sum of their digests' lo,
  *    u64 sum of their hi; u64 n_outputs, per output (u64 lo, u64 hi, u32 slot).
  *
- * @param nodes @p n_nodes nodes (read only, not retained).
- * @param n_nodes number of nodes.
- * @param outputs @p n_outputs graph outputs in order.
- * @param n_outputs number of outputs (>= 1).
- * @param device target/device string (NUL-terminated; NULL is EINVAL).
- * @param scratch caller-provided workspace of @p n_nodes keys (receives each
- *        node's digest; the call allocates nothing).
- * @param out receives the key.
+ * @param nodes @p n_nodes nodes (read only, not retained; NULL only when
+ *        n_nodes is 0).
+ * @param n_nodes number of nodes (items).
+ * @param outputs @p n_outputs graph outputs in order (read only, not
+ *        retained).
+ * @param n_outputs number of outputs (items, >= 1).
+ * @param device target/device string (NUL-terminated, read only; NULL is
+ *        EINVAL).
+ * @param scratch caller-provided workspace of @p n_nodes keys, never NULL
+ *        (receives each node's digest; the call allocates nothing).
+ * @param out receives the key.  Caller-owned.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL arguments, an operand pointing
  *         forward, to itself or out of range, or to a slot its node lacks, an
  *         output out of range or to a slot its node lacks, a rank over
