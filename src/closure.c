@@ -63,7 +63,7 @@ int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
   out->closure = ccache__entry_closure(e);
   out->native = e->program->native;
   out->internal_[0] = e;
-  out->internal_[1] = (void *)((uintptr_t)r | i); /* readers are 512-aligned */
+  out->internal_[1] = (void *)((uintptr_t)r | i); /* readers are 128-aligned */
   ccache__bump(&r->hits, 1);
   ccache__reader_exit(r);
   return CCACHE_OK;

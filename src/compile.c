@@ -29,7 +29,7 @@ static int publish(ccache *c, ccache__flight *f, ccache__entry *e, int crc, void
   uint64_t now = ccache__now_ms(c);
   ccache__wsec w;
   int rc;
-  ccache__wsec_begin(c, &w);
+  ccache__wsec_begin_(c, &w, "ccache_get_or_compile");
   if (crc != 0)
     rc = CCACHE_ECOMPILE;
   else if (!prog || prog->owner != c)
@@ -108,7 +108,7 @@ static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
   /* Slow path.  Allocate before locking; a waiter simply frees it. */
   ccache__entry *e = ccache__entry_new(c);
   ccache__wsec w;
-  ccache__wsec_begin(c, &w);
+  ccache__wsec_begin_(c, &w, "ccache_get_or_compile");
   ttl = atomic_load(&c->ttl_ms);
   ccache__entry *found = ccache__find_locked(c, key);
   if (found && !ccache__expired(found->ins_ms, now, ttl)) { /* inserted meanwhile */

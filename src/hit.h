@@ -26,7 +26,7 @@ static inline void ccache__take_lease(ccache__reader *r, ccache__entry *e, ccach
     unsigned i = (unsigned)__builtin_ctzll(free);
     atomic_store_explicit(&r->free, free & (free - 1), memory_order_relaxed);
     r->slot[i] = e;
-    out->internal_[1] = (void *)((uintptr_t)r | i); /* readers are 512-aligned */
+    out->internal_[1] = (void *)((uintptr_t)r | i); /* readers are 128-aligned */
   } else {
     atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
     out->internal_[1] = NULL;

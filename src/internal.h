@@ -343,7 +343,6 @@ void ccache__readers_destroy(ccache *c);
 /* The calling thread's reader for c, made on first use; NULL when that
  * allocation failed (the caller then counts under wlock). */
 ccache__reader *ccache__reader_find(ccache *c);
-/* Only the TLS array: never registers (for callers holding wlock). */
 /* The rest of the array, moving what it finds to the front (readers.c). */
 ccache__reader *ccache__reader_peek_rest(uint64_t id);
 /* Only the front of the array: what the fast paths look at (no call, so
@@ -357,6 +356,7 @@ static inline ccache__reader *ccache__reader_front(ccache *c) {
   }
   return NULL;
 }
+/* Only the TLS array: never registers (for callers holding wlock). */
 static inline ccache__reader *ccache__reader_peek(ccache *c) {
   ccache__reader *r = ccache__reader_front(c);
   return r ? r : ccache__reader_peek_rest(atomic_load_explicit(&c->id, memory_order_relaxed));

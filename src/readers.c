@@ -20,7 +20,8 @@
  * The trade-off.  Writers pay: they read every reader's line (O(threads that
  * ever used the cache and are alive)), and, when entries leave, look through
  * the occupied slots.  Hits pay one fence, on the thread's own stack.  A lease
- * released on another thread than its taker's, or taken when the reader's 64
+ * released on another thread than its taker's, taken under wlock (a compile's
+ * own lease and its single-flight waiters'), or taken when the reader's 32
  * slots are full, counts on the entry's refs (a shared write), as before.
  *
  * Lifetime.  A reader is made on its thread's first call on a cache (one
@@ -154,7 +155,7 @@ ccache__reader *ccache__reader_find(ccache *c) {
   for (r = tls_list; r && r->cache != c; r = r->tnext) {
   }
   if (!r) {
-    /* A reader is ~700 bytes; it lives as long as the thread (or the cache).
+    /* A reader is a few hundred bytes; it lives as long as the thread (or the cache).
      * Aligned by hand to its own pair of lines (the allocator promises only
      * malloc's alignment). */
     void *raw = ccache__calloc(&c->mem, sizeof *r + CCACHE__READER_ALIGN);

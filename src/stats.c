@@ -1,7 +1,7 @@
 /*
- * stats.c - statistics snapshot.  Hit, miss and lease counters live in the
- * reader stripes (so hits from different threads write no common line) and
- * are summed here.
+ * stats.c - statistics snapshot.  Hit, miss and lease counts live in the
+ * threads' readers (so hits from different threads write no common line) and
+ * are summed here (readers.c).
  */
 #include <string.h>
 
