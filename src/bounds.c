@@ -26,6 +26,7 @@ int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms, uint64_t m
   ccache__wsec w;
   ccache__wsec_begin(c, &w);
   atomic_store(&c->ttl_ms, ttl_ms);
+  ccache__readers_publish(c); /* a finite TTL: fetches read the clock */
   ccache__set_bounds_locked(c, &w, max_items, max_cost_bytes);
   ccache__wsec_end(c, &w);
   /* Wake it again now the new TTL is visible: the next tick uses it.  A

@@ -46,8 +46,7 @@ int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
 #endif
   ccache__reader *r;
   unsigned hv = ccache__key_hash(key);
-  if (CCACHE__UNLIKELY(!c || !out || !(r = ccache__reader_front(c)) ||
-                       atomic_load_explicit(&c->ttl_ms, memory_order_relaxed) != CCACHE_UNBOUNDED ||
+  if (CCACHE__UNLIKELY(!c || !out || !(r = ccache__reader_front_untimed(c)) ||
                        !ccache__reader_enter(c, r)))
     return fetch_general(c, key, out);
   ccache__entry *e;

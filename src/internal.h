@@ -172,6 +172,9 @@ struct ccache {
    * arrays of readers, so a fresh id sends every thread's next call down the
    * general path, which checks the gate (readers.c). */
   _Atomic uint64_t id;
+  /* id while ttl_ms is unbounded, else CCACHE__NO_ID: the fetch fast path
+   * compares its TLS entry with this one word, so it needs no TTL test. */
+  _Atomic uint64_t fast_id;
   _Atomic uint32_t writer_waiting; /* a writer blocks the read side (readers.c) */
   /* fork_gen while the cache is open; CCACHE__GATE_CLOSED while close tears
    * it down.  One compare lets every adding call past (ccache__gate). */
@@ -338,6 +341,8 @@ void ccache__readers_init(ccache *c);
 /* When close begins: a new id, so no thread finds its reader in its TLS any
  * more and every call takes the general path (which checks the gate). */
 void ccache__readers_renew_id(ccache *c);
+/* After ttl_ms changed: whether fetches may take the fast path (fast_id). */
+void ccache__readers_publish(ccache *c);
 /* At close: forget every reader of c (they are freed). */
 void ccache__readers_destroy(ccache *c);
 /* The calling thread's reader for c, made on first use; NULL when that
@@ -352,6 +357,18 @@ static inline ccache__reader *ccache__reader_front(ccache *c) {
                      atomic_load_explicit(&c->id, memory_order_relaxed))) {
     ccache__reader *r = ccache__tls_readers.r[0];
     if (!r) __builtin_unreachable(); /* only found readers are remembered */
+    return r;
+  }
+  return NULL;
+}
+/* The same, for the fetch fast path: no reader while the TTL is finite (the
+ * clock must be read), whatever the TLS holds. */
+#define CCACHE__NO_ID UINT64_MAX
+static inline ccache__reader *ccache__reader_front_untimed(ccache *c) {
+  if (CCACHE__LIKELY(ccache__tls_readers.id[0] ==
+                     atomic_load_explicit(&c->fast_id, memory_order_relaxed))) {
+    ccache__reader *r = ccache__tls_readers.r[0];
+    if (!r) __builtin_unreachable(); /* ids are never CCACHE__NO_ID */
     return r;
   }
   return NULL;

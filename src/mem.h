@@ -52,12 +52,17 @@ static inline int ccache__keycmp(const void *a, const void *b, size_t n) {
 
 #include <uthash.h>
 
-/* Shorter chains than uthash's default: a bucket is split when it holds 4
- * items (uthash: 10).  A hit walks its bucket's chain, so this is most of
- * what a hit costs beyond the hash, for about 5 more bytes of buckets per
- * entry.  uthash reads the constant where its macros expand, so redefining it
- * after the include is enough. */
-#undef HASH_BKT_CAPACITY_THRESH
-#define HASH_BKT_CAPACITY_THRESH 4U
+/* More buckets from the start than uthash's 32: a serving cache holds a few
+ * hundred call sites (a decode step: 361), and a hit walks its bucket's
+ * chain, so 256 buckets (4 KiB per table) keep those chains about one entry
+ * long instead of about six.  Larger tables grow as uthash grows them (a
+ * bucket is split at 10 items: lowering that made uthash double its bucket
+ * array far too often - 500 bytes of buckets per entry at 1M entries).
+ * uthash reads these where its macros expand, so redefining them after the
+ * include is enough. */
+#undef HASH_INITIAL_NUM_BUCKETS
+#undef HASH_INITIAL_NUM_BUCKETS_LOG2
+#define HASH_INITIAL_NUM_BUCKETS      256U
+#define HASH_INITIAL_NUM_BUCKETS_LOG2 8U
 
 #endif

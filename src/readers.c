@@ -69,6 +69,8 @@ void ccache__readers_init(ccache *c) {
   int err = pthread_once(&once, init_once);
   if (err) ccache__panic("pthread_once", err);
   atomic_init(&c->id, atomic_fetch_add(&next_id, 1));
+  atomic_init(&c->fast_id, CCACHE__NO_ID);
+  ccache__readers_publish(c);
   c->readers = NULL;
   c->nreaders = c->readers_cap = 0;
   atomic_init(&c->writer_waiting, 0);
@@ -106,6 +108,13 @@ static void remember(ccache *c, ccache__reader *r) {
 
 void ccache__readers_renew_id(ccache *c) {
   atomic_store_explicit(&c->id, atomic_fetch_add(&next_id, 1), memory_order_relaxed);
+  ccache__readers_publish(c);
+}
+
+void ccache__readers_publish(ccache *c) {
+  bool untimed = atomic_load(&c->ttl_ms) == CCACHE_UNBOUNDED;
+  atomic_store_explicit(&c->fast_id, untimed ? atomic_load(&c->id) : CCACHE__NO_ID,
+                        memory_order_relaxed);
 }
 
 static void forget_tls(uint64_t id) {
