@@ -16,6 +16,9 @@
  * GET reply carries (the framed entry).  The ratio is subject / baseline per
  * repetition; the target is <= 5x.
  *
+ * Client, echo thread and redis-server all run pinned to one CPU, so the
+ * two round trips are measured the same way (see main()).
+ *
  * The redis-server is this benchmark's own (tests/redis_fixture.c: 127.0.0.1,
  * a free port, a scratch directory, no persistence).  Without redis-server
  * the benchmark exits 77 (ctest: skipped), unless
@@ -248,6 +251,12 @@ int main(int argc, char **argv) {
     if (rf_required()) return 2;
     return 77; /* skipped */
   }
+  /* Everything on one CPU: this thread, the echo thread (created later) and
+   * redis-server (forked from here) inherit it.  Both round trips are then a
+   * switch between two tasks on one CPU; across two CPUs, either could pay
+   * for waking an idle virtual CPU (tens of microseconds here), and not
+   * always the same one. */
+  bench_pin(0);
   rf_server s;
   memset(&s, 0, sizeof s);
   BENCH_CHECK(rf_start(&s, NULL) == 0, "could not start redis-server");
