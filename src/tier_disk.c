@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sync.h"
 #include "tier.h"
 
 #define SLOTS        4096u                 /* compile-lock bytes in the lock file */
@@ -68,7 +69,7 @@ typedef struct disk {
   int lockfd, sizefd;           /* -1 until attached (or if unusable) */
   char fmt[16];                 /* "v1" */
   char ns[CCACHE__TIER_NS_MAX]; /* "v1/<tag hash>" */
-  pthread_mutex_t mu;           /* slot_refs, swept, and the size section */
+  ccache__mutex mu;             /* slot_refs, swept, and the size section */
   uint32_t slot_refs[SLOTS];    /* this process's holders of each slot */
   uint8_t swept[32];            /* subdirectories already swept of stale temps */
   _Atomic uint64_t tmp_seq;
@@ -81,38 +82,38 @@ typedef struct disk {
  * if the parent died holding a compile lock, the child's copy would keep
  * the lock alive.  The child closes every lock descriptor it inherited (its
  * copies of the tiers are unusable there anyway, like the caches). */
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static ccache__mutex reg_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static disk *reg_head;
 
-static void reg_prepare(void) { pthread_mutex_lock(&reg_mu); }
-static void reg_parent(void) { pthread_mutex_unlock(&reg_mu); }
+static void reg_prepare(void) { ccache__lock(&reg_mu); }
+static void reg_parent(void) { ccache__unlock(&reg_mu); }
 static void reg_child(void) {
   for (disk *d = reg_head; d; d = d->reg_next) {
     if (d->lockfd >= 0) close(d->lockfd);
     d->lockfd = -1;
   }
-  pthread_mutex_unlock(&reg_mu);
+  ccache__unlock(&reg_mu);
 }
 static void reg_init(void) { pthread_atfork(reg_prepare, reg_parent, reg_child); }
 
 static void reg_add(disk *d) {
   pthread_once(&reg_once, reg_init);
-  pthread_mutex_lock(&reg_mu);
+  ccache__lock(&reg_mu);
   d->reg_next = reg_head;
   if (reg_head) reg_head->reg_prev = d;
   reg_head = d;
-  pthread_mutex_unlock(&reg_mu);
+  ccache__unlock(&reg_mu);
 }
 
 static void reg_remove(disk *d) {
-  pthread_mutex_lock(&reg_mu);
+  ccache__lock(&reg_mu);
   if (d->reg_prev)
     d->reg_prev->reg_next = d->reg_next;
   else
     reg_head = d->reg_next;
   if (d->reg_next) d->reg_next->reg_prev = d->reg_prev;
-  pthread_mutex_unlock(&reg_mu);
+  ccache__unlock(&reg_mu);
 }
 
 /* ------------------------------------------------------------------ paths */
@@ -346,9 +347,9 @@ static void size_write(disk *d, uint64_t total) {
  * it cannot be known: no size file, no lock file). */
 static uint64_t size_update(disk *d, int64_t delta, bool rebase, uint64_t since) {
   if (d->sizefd < 0) return 0;
-  pthread_mutex_lock(&d->mu);
+  ccache__lock(&d->mu);
   if (d->lockfd < 0 || byte_lock(d->lockfd, SIZE_BYTE, F_WRLCK, F_OFD_SETLKW) != 0) {
-    pthread_mutex_unlock(&d->mu);
+    ccache__unlock(&d->mu);
     return 0;
   }
   uint64_t total = 0;
@@ -364,7 +365,7 @@ static uint64_t size_update(disk *d, int64_t delta, bool rebase, uint64_t since)
     total += (uint64_t)delta;
   size_write(d, total);
   byte_lock(d->lockfd, SIZE_BYTE, F_UNLCK, F_OFD_SETLK);
-  pthread_mutex_unlock(&d->mu);
+  ccache__unlock(&d->mu);
   return total;
 }
 
@@ -498,10 +499,10 @@ static int open_tmp(disk *d, ccache_key key, const char *sub, char tmp[REL_MAX])
   }
   if (fd < 0) return -1;
   unsigned xx = (unsigned)(key.hi >> 56);
-  pthread_mutex_lock(&d->mu);
+  ccache__lock(&d->mu);
   bool first = !(d->swept[xx / 8] & (1u << (xx % 8)));
   d->swept[xx / 8] |= (uint8_t)(1u << (xx % 8));
-  pthread_mutex_unlock(&d->mu);
+  ccache__unlock(&d->mu);
   if (first) {
     int sfd = openat(d->dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sfd >= 0) {
@@ -561,7 +562,7 @@ static int disk_lock(void *state, ccache_key key, void **lock) {
   disk *d = state;
   unsigned slot = (unsigned)(key.lo % SLOTS);
   int rc = CCACHE_OK;
-  pthread_mutex_lock(&d->mu);
+  ccache__lock(&d->mu);
   if (d->lockfd < 0) {
     rc = CCACHE_EIO;
   } else if (d->slot_refs[slot] > 0) {
@@ -571,7 +572,7 @@ static int disk_lock(void *state, ccache_key key, void **lock) {
   } else {
     rc = errno == EAGAIN || errno == EACCES ? CCACHE_EBUSY : CCACHE_EIO;
   }
-  pthread_mutex_unlock(&d->mu);
+  ccache__unlock(&d->mu);
   if (rc == CCACHE_OK) *lock = (void *)(uintptr_t)(slot + 1);
   return rc;
 }
@@ -579,10 +580,10 @@ static int disk_lock(void *state, ccache_key key, void **lock) {
 static void disk_unlock(void *state, void *lock) {
   disk *d = state;
   unsigned slot = (unsigned)((uintptr_t)lock - 1);
-  pthread_mutex_lock(&d->mu);
+  ccache__lock(&d->mu);
   if (d->slot_refs[slot] > 0 && --d->slot_refs[slot] == 0 && d->lockfd >= 0)
     byte_lock(d->lockfd, slot, F_UNLCK, F_OFD_SETLK);
-  pthread_mutex_unlock(&d->mu);
+  ccache__unlock(&d->mu);
 }
 
 static void disk_close(void *state) {
@@ -591,7 +592,7 @@ static void disk_close(void *state) {
   if (d->lockfd >= 0) close(d->lockfd);
   if (d->sizefd >= 0) close(d->sizefd);
   close(d->dirfd);
-  pthread_mutex_destroy(&d->mu);
+  ccache__mutex_destroy(&d->mu);
   free(d->dir);
   free(d);
 }
@@ -670,7 +671,7 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
   if (fd < 0) return fd;
   disk *d = calloc(1, sizeof *d);
   char *dir = strdup(o->dir);
-  if (!d || !dir || pthread_mutex_init(&d->mu, NULL) != 0) {
+  if (!d || !dir || ccache__mutex_init(&d->mu) != CCACHE_OK) {
     free(d);
     free(dir);
     close(fd);
@@ -699,7 +700,7 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
   };
   int rc = ccache_tier_custom(&ops, d, out);
   if (rc != CCACHE_OK) {
-    pthread_mutex_destroy(&d->mu);
+    ccache__mutex_destroy(&d->mu);
     free(dir);
     free(d);
     close(fd);
