@@ -1,7 +1,11 @@
 #include "support.h"
 
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -108,4 +112,27 @@ int t_fetch_id(ccache *c, uint64_t key) {
   ccache_lease_release(c, &l);
   assert_null(l.closure);
   return id;
+}
+
+void t_run_child(void (*fn)(void), char *err, size_t errlen, int *aborted) {
+  int fd[2];
+  assert_int_equal(pipe(fd), 0);
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fd[1], 2);
+    close(fd[0]);
+    fn();
+    _exit(0);
+  }
+  close(fd[1]);
+  size_t n = 0;
+  ssize_t r;
+  while (n + 1 < errlen && (r = read(fd[0], err + n, errlen - 1 - n)) > 0) n += (size_t)r;
+  err[n] = '\0';
+  close(fd[0]);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  *aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
 }

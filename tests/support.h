@@ -20,6 +20,11 @@
 
 #ifndef CCACHE_TEST_SCALE
 #define CCACHE_TEST_SCALE 1
+/* Runs fn in a forked child with its stderr sent to a pipe; err receives
+ * what the child wrote (NUL-terminated), *aborted whether it died of SIGABRT.
+ * For what must abort: a misuse caught, an internal error. */
+void t_run_child(void (*fn)(void), char *err, size_t errlen, int *aborted);
+
 #endif
 
 #define T_LOG_MAX 4096
@@ -80,5 +85,10 @@ ccache_program *t_intern(ccache *c, uint64_t pkey, int id, uint64_t cost);
 void t_put(ccache *c, uint64_t key, int id, ccache_program *p);
 /* fetch K(key): returns the closure id on a hit (lease released), -1 on a miss. */
 int t_fetch_id(ccache *c, uint64_t key);
+
+/* Runs fn in a forked child with its stderr sent to a pipe; err receives
+ * what the child wrote (NUL-terminated), *aborted whether it died of SIGABRT.
+ * For what must abort: a misuse caught, an internal error. */
+void t_run_child(void (*fn)(void), char *err, size_t errlen, int *aborted);
 
 #endif

@@ -95,31 +95,12 @@ static void lease_copy_released_after_original(void **state) {
 /* ------------------------------------------------------ checked build */
 
 #ifdef CCACHE_CHECKED
-/* Runs fn in a child with stderr to a pipe: it must abort after printing
- * exactly `want` (one line). */
+/* fn must abort after printing exactly `want` (one line). */
 static void aborts_with(void (*fn)(void), const char *want) {
-  int fd[2];
-  assert_int_equal(pipe(fd), 0);
-  fflush(stderr);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(fd[1], 2);
-    close(fd[0]);
-    fn();
-    _exit(0); /* not caught */
-  }
-  close(fd[1]);
   char err[512];
-  size_t n = 0;
-  ssize_t r;
-  while (n + 1 < sizeof err && (r = read(fd[0], err + n, sizeof err - 1 - n)) > 0) n += (size_t)r;
-  err[n] = '\0';
-  close(fd[0]);
-  int status = 0;
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT))
-    fail_msg("child did not abort; stderr: %s", err);
+  int aborted = 0;
+  t_run_child(fn, err, sizeof err, &aborted);
+  if (!aborted) fail_msg("child did not abort; stderr: %s", err);
   assert_string_equal(err, want);
 }
 

@@ -17,31 +17,6 @@
 #include "internal.h"
 #include "support.h"
 
-/* Runs fn in a child with stderr sent to a pipe; returns what the child
- * wrote, and whether it died of SIGABRT. */
-static void in_child(void (*fn)(void), char *err, size_t errlen, int *aborted) {
-  int fd[2];
-  assert_int_equal(pipe(fd), 0);
-  fflush(stderr);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(fd[1], 2);
-    close(fd[0]);
-    fn();
-    _exit(0);
-  }
-  close(fd[1]);
-  size_t n = 0;
-  ssize_t r;
-  while (n + 1 < errlen && (r = read(fd[0], err + n, errlen - 1 - n)) > 0) n += (size_t)r;
-  err[n] = '\0';
-  close(fd[0]);
-  int status = 0;
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  *aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
-}
-
 static void pthread_codes_become_statuses(void **state) {
   (void)state;
   assert_int_equal(ccache__thread_status(0, "x"), CCACHE_OK);
@@ -55,7 +30,7 @@ static void pthread_bug_codes_abort_with_a_message(void **state) {
   (void)state;
   char err[512];
   int aborted = 0;
-  in_child(child_bug_code, err, sizeof err, &aborted);
+  t_run_child(child_bug_code, err, sizeof err, &aborted);
   assert_true(aborted);
   assert_non_null(strstr(err, "ccache: internal error: pthread_mutex_lock failed: "));
   assert_non_null(strstr(err, strerror(EINVAL)));
@@ -71,7 +46,7 @@ static void locked_functions_check_their_lock(void **state) {
   (void)state;
   char err[512];
   int aborted = 0;
-  in_child(child_find_without_wlock, err, sizeof err, &aborted);
+  t_run_child(child_find_without_wlock, err, sizeof err, &aborted);
   assert_true(aborted);
   assert_non_null(strstr(err, "ccache: assertion failed: ccache__held(&c->wlock)"));
   assert_non_null(strstr(err, "ccache__find_locked"));
@@ -93,7 +68,7 @@ static void checker_runs_after_writer_sections(void **state) {
   (void)state;
   char err[1024];
   int aborted = 0;
-  in_child(child_corrupt_then_write, err, sizeof err, &aborted);
+  t_run_child(child_corrupt_then_write, err, sizeof err, &aborted);
   assert_true(aborted);
   assert_non_null(strstr(err, "corrupted\n"));
   assert_non_null(strstr(err, "ccache__check: items 1, table 0"));
