@@ -55,14 +55,20 @@ static inline int ccache__keycmp(const void *a, const void *b, size_t n) {
 /* More buckets from the start than uthash's 32: a serving cache holds a few
  * hundred call sites (a decode step: 361), and a hit walks its bucket's
  * chain, so 256 buckets (4 KiB per table) keep those chains about one entry
- * long instead of about six.  Larger tables grow as uthash grows them (a
- * bucket is split at 10 items: lowering that made uthash double its bucket
- * array far too often - 500 bytes of buckets per entry at 1M entries).
+ * long instead of about six.  Larger tables grow as uthash grows them (when
+ * a bucket reaches the threshold below: lowering it to 4 made uthash double
+ * its bucket array far too often - 500 bytes of buckets per entry at 1M).
  * uthash reads these where its macros expand, so redefining them after the
  * include is enough. */
 #undef HASH_INITIAL_NUM_BUCKETS
 #undef HASH_INITIAL_NUM_BUCKETS_LOG2
 #define HASH_INITIAL_NUM_BUCKETS      256U
 #define HASH_INITIAL_NUM_BUCKETS_LOG2 8U
+/* And a bucket is split at 11 items, not 10: with the two-multiply key fold,
+ * uthash's default doubled a 1M-entry table's buckets once more than it
+ * needed (129 bytes per entry, 120 at 11), for about 5 instructions per hit
+ * at 100k entries. */
+#undef HASH_BKT_CAPACITY_THRESH
+#define HASH_BKT_CAPACITY_THRESH 11U
 
 #endif
