@@ -11,7 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "ccache.h"
+#include "sync.h"
 
 /* A tier: a backend's ops and state, and which cache owns it (NULL: the
  * caller).  The owner field lets ccache_open() refuse a tier that is already
@@ -48,8 +51,65 @@ void ccache__tier_frame(unsigned char *dst, ccache_key key, uint64_t tag_hash, u
 ccache__entry_check ccache__tier_verify(const void *blob, size_t blob_len, ccache_key key,
                                         uint64_t tag_hash, const void **payload, size_t *len);
 
-/* --------------------------------------------------------------- tier.c */
+/* ------------------------------------------- a cache's tiers (tier*.c) */
 struct ccache;
+
+/* A leased lock the renewal thread keeps alive. */
+typedef struct ccache__lease_rec {
+  struct ccache__lease_rec *prev, *next;
+  ccache_tier *t;
+  void *lock;
+  uint64_t due_ns; /* next renewal, CLOCK_MONOTONIC */
+  int busy;        /* renew() is running on it (r_mu released) */
+  int lost;        /* a renew failed: no more renewals */
+} ccache__lease_rec;
+
+/* A cache's tiers: what open copied, the counts, the renewal thread. */
+struct ccache__tiers {
+  ccache_codec codec;
+  int has_codec;
+  uint64_t tag_hash;
+  uint64_t min_compile_us;
+  uint32_t n;
+  ccache_tier *t[CCACHE_MAX_TIERS];
+  bool usable[CCACHE_MAX_TIERS]; /* attached; false disables it for this cache */
+
+  _Atomic uint64_t hits, misses, writes, errors, corrupt, bytes_read, bytes_written;
+  _Atomic uint64_t lock_waits, wait_ms_max;
+
+  ccache__mutex r_mu;
+  pthread_cond_t r_cv; /* CLOCK_MONOTONIC; the list changed or a renew ended */
+  pthread_t r_thread;
+  int r_started, r_stop;
+  ccache__lease_rec *leases;
+};
+
+static inline void ccache__tier_error(struct ccache__tiers *ts) {
+  atomic_fetch_add(&ts->errors, 1);
+}
+
+/* Tier ops are user code for custom backends: they run under a callback
+ * frame, so ccache_close() from inside one is refused.  Needs internal.h. */
+#define CCACHE__IN_FRAME(c, call)  \
+  do {                             \
+    ccache__frame fr_;             \
+    ccache__frame_push(&fr_, (c)); \
+    call;                          \
+    ccache__frame_pop(&fr_);       \
+  } while (0)
+
+/* ---------------------------------------------------------- tier_renew.c */
+int ccache__tier_renewal_init(struct ccache__tiers *ts);
+/* Stop and join the renewal thread (at close). */
+void ccache__tier_renewal_stop(struct ccache__tiers *ts);
+void ccache__tier_renewal_destroy(struct ccache__tiers *ts);
+/* Register a lease taken by this thread (r: a record the caller keeps until
+ * ccache__tier_lease_remove); starts the thread on first use. */
+void ccache__tier_lease_add(struct ccache *c, ccache__lease_rec *r, ccache_tier *t, void *lock);
+/* Unregister, waiting out a renew() in progress on it. */
+void ccache__tier_lease_remove(struct ccache *c, ccache__lease_rec *r);
+
+/* -------------------------------------------------------- tier_open.c, tier.c */
 /* EINVAL unless the config's tier fields (if its size covers them) are
  * usable; no side effects. */
 int ccache__tiers_check(const ccache_config *cfg);
