@@ -102,8 +102,10 @@
  *   ccache_lease_release(c, &lease);
  * }
  *
- * // Or both steps in one call: a miss compiles once, however many threads miss.
- * if (ccache_get_or_compile(c, site, compile_site, &my_site_info, &lease) ==
+ * // Or both steps in one call: a miss compiles once, however many threads
+ * // miss.  site2 is another call site of the same program: compile_site runs
+ * // once, finds pkey's program and makes only the closure.
+ * if (ccache_get_or_compile(c, site2, compile_site, &my_site2_info, &lease) ==
  *     CCACHE_OK) {
  *   my_run(lease.closure, lease.native, args);
  *   ccache_lease_release(c, &lease);
@@ -1357,8 +1359,9 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * <dir>/v<format>/: "lock" (the compile locks: byte-range locks, see below)
  * and "size" (the running total of entry bytes).  Writers create
  * ".tmp.<pid>.<n>" in the entry's directory and publish it with one
- * rename(); a stale temporary file (its writer dead, or over an hour old) is
- * removed by the next writer in that directory or by the cleaner.
+ * rename(); a stale temporary file (its writer dead and the file over 60 s
+ * old, or any file over an hour old) is removed by the next writer in that
+ * directory or by the cleaner.
  *
  * **One compile per machine.**  The compile lock of a key is an
  * open-file-description byte-range lock (F_OFD_SETLK) on byte (key.lo mod

@@ -130,8 +130,8 @@ void ccache__misuse_lease_back(const ccache *c, ccache_lease *l, const char *fun
   HASH_FIND(hh, tokens, &id, sizeof id, t);
   const char *what = NULL;
   if (!t)
-    what = id != 0 && id < next_token ? "lease released twice"
-                                      : "lease not taken from this cache (uninitialised?)";
+    what =
+        id != 0 && id < next_token ? "lease released twice" : "lease never taken, or uninitialised";
   else if (t->c != c || t->entry != l->internal_[0])
     what = "lease not taken from this cache";
   if (!what) {

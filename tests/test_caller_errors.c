@@ -146,7 +146,7 @@ static void do_uninitialised_lease(void) {
 static void checked_uninitialised_lease(void **state) {
   (void)state;
   aborts_with(do_uninitialised_lease,
-              "ccache: lease not taken from this cache (uninitialised?) (ccache_lease_release)\n");
+              "ccache: lease never taken, or uninitialised (ccache_lease_release)\n");
 }
 
 static void do_fetch_after_close(void) {

@@ -500,6 +500,10 @@ static int run_mode(app *a, acquire_mode mode, mode_result *res, accounting *acc
    * is what getting a primitive cost, miss paths excluded. */
   res->have_lookup = mode != MODE_NO_CACHE;
   res->lookup_ms = res->have_lookup ? res->acquire_ms - res->compile_ms : 0.0;
+  /* The requests whose getting is lookup time: ccache's fetch hits (a fetch
+   * miss is booked as compile time even when it found a shared program),
+   * the other modes' hits. */
+  res->lookups = mode == MODE_CCACHE ? res->fetch_hits : res->hits;
   *acc = (accounting){atomic_load(&ctx.programs_created), atomic_load(&ctx.programs_destroyed),
                       atomic_load(&ctx.bad_destroys), atomic_load(&ctx.closures_created),
                       atomic_load(&ctx.closures_destroyed)};
@@ -577,9 +581,9 @@ static int run_checks(const app *a, const mode_result *r, const accounting *accs
              "ccache: hits (%" PRIu64 ") > 0 (the bounds guarantee the LM head a hit)", cc->hits);
     bad += expect(cc->hits > 0, msg);
   } else {
-    snprintf(msg, sizeof msg, "ccache: hits (%" PRIu64 ") >= 0 (these bounds allow none)",
-             cc->hits);
-    bad += expect(1, msg);
+    /* Not a check: these bounds allow any number of hits, 0 included. */
+    fprintf(stderr, "note:  ccache: %" PRIu64 " hits (these bounds do not guarantee one)\n",
+            cc->hits);
   }
   if (o->max_items == CCACHE_UNBOUNDED && o->ttl_ms == CCACHE_UNBOUNDED &&
       o->max_cost == CCACHE_UNBOUNDED) {

@@ -36,6 +36,9 @@ typedef struct mode_result {
    *  miss paths (compile), so lookup = acquire - compile (keys, lookups,
    *  releases; mode 1 has none); executing (binding memory, running). */
   double acquire_ms, compile_ms, lookup_ms, exec_ms, wall_ms;
+  /** The requests whose getting is counted in lookup_ms (hits; for ccache
+   *  its fetch hits): the denominator of the per-lookup figures. */
+  uint64_t lookups;
   int have_lookup;       /**< mode 1 creates on every request: no lookup */
   double p50_ms, p99_ms; /**< per-token latency */
   uint64_t *checksums;   /**< final-logits checksum per request */
