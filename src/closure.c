@@ -56,13 +56,7 @@ int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
     ccache__reader_exit(r);
     return fetch_general(c, key, out);
   }
-  unsigned i = (unsigned)__builtin_ctzll(free);
-  atomic_store_explicit(&r->free, free & (free - 1), memory_order_relaxed);
-  r->slot[i] = e;
-  out->closure = ccache__entry_closure(e);
-  out->native = e->program->native;
-  out->internal_[0] = e;
-  out->internal_[1] = (void *)((uintptr_t)r | i); /* readers are 128-aligned */
+  ccache__lease_fill(out, e, ccache__claim_slot(r, free, e));
   ccache__bump(&r->hits, 1);
   ccache__reader_exit(r);
   return CCACHE_OK;
@@ -95,9 +89,7 @@ void ccache_lease_release(ccache *c, ccache_lease *lease) {
     if (CCACHE__LIKELY(ccache__slot_reader(v) == r && ccache__reader_enter(c, r))) {
       unsigned i = ccache__slot_index(v);
       if (CCACHE__LIKELY(r->slot[i] == e)) {
-        atomic_store_explicit(
-            &r->free, atomic_load_explicit(&r->free, memory_order_relaxed) | (UINT64_C(1) << i),
-            memory_order_relaxed);
+        ccache__free_slot(r, i);
         ccache__reader_exit(r);
         memset(lease, 0, sizeof *lease);
         return;

@@ -15,7 +15,7 @@
 static int join(ccache *c, ccache__wsec *w, ccache__flight *f, ccache_lease *out) {
   ccache__wsec_unblock(c, w); /* readers must not wait for the compile */
   int rc = ccache__flight_wait_locked(c, f, &c->flight_cv, &c->wlock);
-  if (rc == CCACHE_OK) ccache__lease_fill(out, f->entry);
+  if (rc == CCACHE_OK) ccache__lease_fill(out, f->entry, NULL);
   ccache__flight_leave_locked(&c->wlock, &c->mem, f);
   ccache__wsec_end(c, w);
   ccache__reader_count(c, rc == CCACHE_OK);

@@ -14,24 +14,29 @@
 
 #include "internal.h"
 
+/* Claim the lowest free slot of r (free: r->free as just loaded, non-zero)
+ * for a lease on e.  @return the lease's second word: r | slot index
+ * (readers are 128-aligned). */
+static inline void *ccache__claim_slot(ccache__reader *r, uint64_t free, ccache__entry *e) {
+  unsigned i = (unsigned)__builtin_ctzll(free);
+  atomic_store_explicit(&r->free, free & (free - 1), memory_order_relaxed);
+  r->slot[i] = e;
+  return (void *)((uintptr_t)r | i);
+}
+
 /* A lease on e, taken inside a read-side section or under wlock: in one of
  * the reader's slots if one is free, else in e->refs (counted on the reader).
  * Filled here, while e's flags cannot change. */
 static inline void ccache__take_lease(ccache__reader *r, ccache__entry *e, ccache_lease *out) {
-  out->closure = ccache__entry_closure(e);
-  out->native = e->program->native;
-  out->internal_[0] = e;
   uint64_t free = r ? atomic_load_explicit(&r->free, memory_order_relaxed) : 0;
+  void *slot = NULL;
   if (CCACHE__LIKELY(free != 0)) {
-    unsigned i = (unsigned)__builtin_ctzll(free);
-    atomic_store_explicit(&r->free, free & (free - 1), memory_order_relaxed);
-    r->slot[i] = e;
-    out->internal_[1] = (void *)((uintptr_t)r | i); /* readers are 128-aligned */
+    slot = ccache__claim_slot(r, free, e);
   } else {
     atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
-    out->internal_[1] = NULL;
     if (r) ccache__bump(&r->leases, 1);
   }
+  ccache__lease_fill(out, e, slot);
 }
 
 static inline int ccache__hit_lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl,
@@ -68,9 +73,7 @@ static inline bool ccache__own_slot(ccache__reader *r, ccache__entry *e, const v
   if (!r || !v || ccache__slot_reader(v) != r) return false;
   unsigned i = ccache__slot_index(v);
   if (r->slot[i] != e) return false;
-  atomic_store_explicit(&r->free,
-                        atomic_load_explicit(&r->free, memory_order_relaxed) | (UINT64_C(1) << i),
-                        memory_order_relaxed);
+  ccache__free_slot(r, i);
   r->slot[i] = NULL;
   return true;
 }

@@ -295,8 +295,15 @@ static inline void *ccache__entry_closure(const ccache__entry *e) {
   if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
   return e->closure;
 }
-/* A lease on e held in refs (not in a reader's slot). */
-void ccache__lease_fill(ccache_lease *out, ccache__entry *e);
+/* Fill a lease on e.  @p slot is its second word: the reader and slot index
+ * holding it (hit.h's ccache__claim_slot), or NULL when it is counted in
+ * e->refs. */
+static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void *slot) {
+  out->closure = ccache__entry_closure(e);
+  out->native = e->program->native;
+  out->internal_[0] = e;
+  out->internal_[1] = slot;
+}
 /* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
  * MISS, or CCACHE__EXPIRED.  The hit path proper is hit.h's, inlined into
  * ccache_fetch(); these are its out-of-line forms and slow paths. */

@@ -318,9 +318,7 @@ void ccache__readers_fold_locked(ccache *c) {
         /* The lease stays out, now counted in refs and on the reader. */
         atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
         ccache__bump(&r->leases, 1);
-        atomic_store_explicit(
-            &r->free, atomic_load_explicit(&r->free, memory_order_relaxed) | (UINT64_C(1) << i),
-            memory_order_relaxed);
+        ccache__free_slot(r, i);
         r->slot[i] = NULL; /* so the lease's release no longer matches it */
       }
     }

@@ -138,6 +138,16 @@ static inline void ccache__reader_exit(ccache__reader *r) {
 static inline void ccache__bump(_Atomic uint64_t *n, uint64_t d) {
   atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + d, memory_order_relaxed);
 }
+
+/* Mark slot i of r free (only its owner thread, in a section, or a writer
+ * with readers outside theirs).  The entry pointer stays: a release matches
+ * a lease to its slot by that pointer, so whoever must stop a lease's
+ * release from matching (a fold) clears it too. */
+static inline void ccache__free_slot(ccache__reader *r, unsigned i) {
+  atomic_store_explicit(&r->free,
+                        atomic_load_explicit(&r->free, memory_order_relaxed) | (UINT64_C(1) << i),
+                        memory_order_relaxed);
+}
 /* Count a lookup, or n leases taken (negative: released), on this thread's
  * reader, or under wlock when it has none.  The _locked ones need wlock. */
 void ccache__reader_count(ccache *c, bool hit);

@@ -58,13 +58,6 @@ static void entry_unref(ccache *c, ccache__entry *e) {
   if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) entry_destroy(c, e);
 }
 
-void ccache__lease_fill(ccache_lease *out, ccache__entry *e) {
-  out->closure = ccache__entry_closure(e);
-  out->native = e->program->native;
-  out->internal_[0] = e;
-  out->internal_[1] = NULL; /* counted in e->refs */
-}
-
 /* ------------------------------------------------------------ the hit path */
 
 /* The slow path of a lookup: a writer holds (or wants) the table, or this
@@ -204,7 +197,7 @@ void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease 
   ccache__assert_held(&c->wlock);
   atomic_fetch_add_explicit(&e->refs, n, memory_order_relaxed);
   ccache__reader_leases_locked(c, n);
-  if (out) ccache__lease_fill(out, e);
+  if (out) ccache__lease_fill(out, e, NULL); /* counted in e->refs */
 }
 
 /* The cost of a program is charged once, while at least one entry in the
