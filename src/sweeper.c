@@ -86,10 +86,7 @@ void ccache__sweeper_stop(ccache *c) {
   c->sw_stop = 1;
   ccache__cond_signal(&c->sw_cv);
   ccache__unlock(&c->sw_mu);
-  if (started) {
-    int err = pthread_join(c->sw_thread, NULL);
-    if (err) ccache__panic("pthread_join", err);
-  }
+  if (started) ccache__join(c->sw_thread);
   ccache__lock(&c->sw_mu);
   c->sw_started = 0;
   c->sw_stop = 0;

@@ -108,3 +108,8 @@ void ccache__cond_broadcast(pthread_cond_t *cv) {
   int err = pthread_cond_broadcast(cv);
   if (err) ccache__panic("pthread_cond_broadcast", err);
 }
+
+void ccache__join(pthread_t t) {
+  int err = pthread_join(t, NULL);
+  if (err) ccache__panic("pthread_join", err);
+}

@@ -44,6 +44,8 @@ void ccache__cond_wait(pthread_cond_t *cv, ccache__mutex *m);
 bool ccache__cond_timedwait(pthread_cond_t *cv, ccache__mutex *m, const struct timespec *abstime);
 void ccache__cond_signal(pthread_cond_t *cv);
 void ccache__cond_broadcast(pthread_cond_t *cv);
+/* Join a thread this library started (its result is not used). */
+void ccache__join(pthread_t t);
 
 /* A pthread return code from pthread_create and the like, as a status. */
 int ccache__thread_status(int err, const char *what);

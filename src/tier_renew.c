@@ -127,10 +127,7 @@ void ccache__tier_renewal_stop(struct ccache__tiers *ts) {
   ts->r_stop = 1;
   ccache__cond_broadcast(&ts->r_cv);
   ccache__unlock(&ts->r_mu);
-  if (started) {
-    int err = pthread_join(ts->r_thread, NULL);
-    if (err) ccache__panic("pthread_join", err);
-  }
+  if (started) ccache__join(ts->r_thread);
 }
 
 void ccache__tier_renewal_destroy(struct ccache__tiers *ts) {
