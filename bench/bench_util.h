@@ -14,7 +14,7 @@
 
 #include <ccache.h>
 
-#include "keyhash.h" /* src/: the library's bucket hash */
+#include "base/keyhash.h" /* src/: the library's bucket hash */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h" /* ccache__check */
+#include "core/internal.h" /* ccache__check */
 #include "support.h"
 
 #define U CCACHE_UNBOUNDED

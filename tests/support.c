@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 static t_obj *obj_new(int id, char kind) {
   t_obj *o = malloc(sizeof *o);

@@ -5,7 +5,7 @@
  * wrap; the cost_bytes gauge saturates.  Counters no sequence of calls could
  * drive near 2^64 are seeded through the test-only ccache__seed().
  */
-#include "internal.h"
+#include "core/internal.h"
 #include "support.h"
 
 #define U    CCACHE_UNBOUNDED

@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "core/internal.h"
 #include "support.h"
 
 #define U CCACHE_UNBOUNDED

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/internal.h"
 #include "support.h"
 
 static void pthread_codes_become_statuses(void **state) {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tier.h"
+#include "tier/tier.h"
 #include "tier_support.h"
 
 /* ------------------------------------------------------- the memory tier */

@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tier.h"
+#include "tier/tier.h"
 #include "tier_support.h"
 
 #define TAG "disk-test-tag"

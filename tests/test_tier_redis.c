@@ -24,7 +24,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "redis.h"
+#include "tier/redis/redis.h"
 #include "redis_fixture.h"
 #include "support.h"
 

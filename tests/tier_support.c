@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tier.h"
+#include "tier/tier.h"
 
 static unsigned char filler(int id, size_t i) { return (unsigned char)(id * 131 + i * 7 + 3); }
 

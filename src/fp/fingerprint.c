@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fp_encode.h"
+#include "fp/fp_encode.h"
 
 /* Field tags of the builder.  Pinned: changing one needs a format bump.
  * 0x10 and 0x20 open node and graph streams (fp_graph.c) and are never field

@@ -41,7 +41,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fp_encode.h"
+#include "fp/fp_encode.h"
 
 /* Domain and section tags.  Pinned: changing one needs a format bump. */
 enum {

@@ -1,0 +1,31 @@
+/*
+ * alarm.c - the sweeper's alarm: what wakes the sweeper thread early.
+ *
+ * The sweeper (sweeper.c) sleeps until the oldest entry's deadline, or for
+ * good while there is none.  Two things change that deadline to an earlier
+ * one: an insert into an empty table (table.c) and a new TTL (bounds.c).
+ * Both ring here; the ring bumps a generation so a sweeper that was just
+ * about to sleep notices it and looks again.  Kept on a floor below the table
+ * so the table can ring without calling up into the sweeper.
+ */
+#include "core/internal.h"
+
+int ccache__alarm_init(ccache *c) {
+  int rc = ccache__cond_init(&c->sw_cv, true);
+  if (rc != CCACHE_OK) return rc;
+  rc = ccache__mutex_init(&c->sw_mu);
+  if (rc != CCACHE_OK) ccache__cond_destroy(&c->sw_cv);
+  return rc;
+}
+
+void ccache__alarm_destroy(ccache *c) {
+  ccache__cond_destroy(&c->sw_cv);
+  ccache__mutex_destroy(&c->sw_mu);
+}
+
+void ccache__alarm_ring(ccache *c) {
+  ccache__lock(&c->sw_mu);
+  c->sw_gen++;
+  ccache__cond_signal(&c->sw_cv);
+  ccache__unlock(&c->sw_mu);
+}

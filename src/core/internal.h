@@ -1,0 +1,372 @@
+/*
+ * internal.h - the cache's internal structures, and each file's internal
+ * calls grouped by floor.  Not installed.  docs/design.md explains the why.
+ *
+ * Floors: a file calls only files on its own floor or below, and files never
+ * call each other in a circle.  The floors are listed in docs/design.md (the
+ * one list; .ci/layers.py checks the call graph against it); the prototypes
+ * below are grouped by them.
+ *
+ * Locking (always taken in this order, never the other way round):
+ *   0. reg_mu     readers.c's registry of readers, process-wide: taken only
+ *                 when a thread makes its reader or exits, and when a cache
+ *                 closes (never with wlock already held).
+ *   1. c->wlock   the writer lock: every change to the closure table's
+ *                 structure, the FIFO, the bounds, the cost total, the
+ *                 closure-level flights and the global counters.
+ *   2. readers    writers block the reader side (readers.c) while they change
+ *                 the table's structure, and only while holding wlock.
+ *   3. c->pmu     the program table, its reference counts and counters.
+ * The sweeper's own c->sw_mu is never held together with any of these.
+ * No user callback (compile, destroy, clock) runs under any of them; only the
+ * allocator hook may.
+ */
+#ifndef CCACHE_INTERNAL_H
+#define CCACHE_INTERNAL_H
+
+#include "ccache.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "base/debug.h"
+#include "base/keyhash.h"
+#include "base/mem.h" /* must precede uthash: it routes uthash's allocator */
+#include "core/misuse.h"
+#include "base/sync.h"
+
+#define CCACHE__CACHELINE 64
+
+/* ------------------------------------------------------------- structures */
+
+/* A program: one native compiled program, interned under its structural key.
+ * refs counts every holder: caller handles plus closure entries (in the table
+ * or kept alive by a lease).  table_refs counts only the closure entries that
+ * are in the table; the cost is charged while it is non-zero. */
+struct ccache_program {
+  UT_hash_handle hh; /* program table, under c->pmu */
+  ccache_key pkey;
+  void *native;
+  uint64_t cost;       /* bytes */
+  uint64_t refs;       /* under c->pmu */
+  uint64_t table_refs; /* under c->wlock (table.c's charging) */
+  ccache *owner;       /* the cache it belongs to (put validates it) */
+};
+
+/* Entry flags. */
+#define CCACHE__E_BORROWED 1u /* closure field holds the owning entry, see table.c */
+#define CCACHE__E_DETACHED 2u /* left the table: refs is exact, releases count there */
+
+/* A closure entry.  Its references: 1 while it is in the table, 1 per
+ * lease, 1 per entry that borrows its closure.  While it is in the table,
+ * leases taken by hits sit in the readers' slots and refs holds the rest
+ * (mod 2^32: a lease released on another thread than its taker's subtracts
+ * here, so refs alone may read low); when it leaves, the slots are folded in
+ * and refs is exact.  The last reference runs the destroys (closure first,
+ * then the program reference). */
+typedef struct ccache__entry {
+  UT_hash_handle hh; /* closure table; app order = insert order: the FIFO */
+  ccache_key key;
+  void *closure; /* or the owning entry, if CCACHE__E_BORROWED */
+  ccache_program *program;
+  uint64_t idx;    /* insert index, global, increasing (mod 2^64) */
+  uint64_t ins_ms; /* insert time, never decreasing along the FIFO */
+  _Atomic uint32_t refs;
+  uint32_t flags;
+} ccache__entry;
+
+/* A thread's reader of one cache, and its TLS array: readers.h. */
+typedef struct ccache__reader ccache__reader;
+
+/* A single-flight record: one compile in progress for one key (flight.c). */
+typedef struct ccache__flight {
+  UT_hash_handle hh;
+  ccache_key key;
+  pthread_t owner;  /* the thread running the compile */
+  uint32_t waiters; /* threads waiting for the result */
+  uint32_t left;    /* waiters that have not yet taken the result */
+  int done;
+  int status;
+  ccache__entry *entry;    /* closure level: the entry (one ref per waiter) */
+  ccache_program *program; /* program level: the program (one ref per waiter) */
+} ccache__flight;
+
+/* Global counters under c->wlock. */
+typedef struct ccache__counters {
+  uint64_t inserts, replaced, evicted_capacity, evicted_ttl, evicted_cost, removed, cleared;
+  uint64_t compiles;
+} ccache__counters;
+
+struct ccache {
+  /* Read by every hit, written only by writers, open and set_limits: on a
+   * line of its own so puts and counters do not invalidate it. */
+  _Alignas(CCACHE__CACHELINE) uint64_t fork_gen;
+  /* Unique per open, and again when close begins: keys the threads' TLS
+   * arrays of readers, so a fresh id sends every thread's next call down the
+   * general path, which checks the gate (readers.c). */
+  _Atomic uint64_t id;
+  /* id while ttl_ms is unbounded, else CCACHE__NO_ID: the fetch fast path
+   * compares its TLS entry with this one word, so it needs no TTL test. */
+  _Atomic uint64_t fast_id;
+  _Atomic uint32_t writer_waiting; /* a writer blocks the read side (readers.c) */
+  /* fork_gen while the cache is open; CCACHE__GATE_CLOSED while close tears
+   * it down.  One compare lets every adding call past (ccache__gate). */
+  _Atomic uint64_t gate;
+  _Atomic uint64_t ttl_ms; /* read without a lock by fetch */
+  ccache_clock_fn clock_ms;
+  void *ctx;
+  ccache_destroy_fn destroy_closure, destroy_program;
+  ccache__mem mem;
+
+  _Alignas(CCACHE__CACHELINE) ccache__mutex wlock;
+  ccache__entry *table;     /* the closure table; its head is the oldest entry */
+  pthread_cond_t flight_cv; /* closure flights finished (with wlock) */
+  ccache__flight *flights;  /* closure-level flights, under wlock */
+  uint64_t items;           /* entries in the table */
+  uint64_t next_idx;        /* next insert index */
+  uint64_t last_ins_ms;     /* insert time of the newest insert */
+  struct {
+    uint64_t lo, hi;
+  } cost;                       /* charged cost, bytes: 128 bits wide so
+                                    a sum of 64-bit costs cannot wrap */
+  uint64_t max_items, max_cost; /* bounds, under wlock */
+  ccache__counters n;
+  _Atomic uint32_t inflight; /* compiles in progress, both levels */
+  /* Counted by both levels, so under neither level's lock. */
+  _Atomic uint64_t waits, compile_failures, compile_ns;
+
+  ccache__mutex pmu;
+  pthread_cond_t pflight_cv; /* program flights finished (with pmu) */
+  ccache_program *programs;  /* program table */
+  ccache__flight *pflights;  /* program-level flights, under pmu */
+  uint64_t nprograms, handles_out, program_hits, program_misses, program_compiles;
+
+  _Atomic uint64_t closures_destroyed, programs_destroyed;
+  /* The readers (readers.c): a packed array, so a writer blocking them walks
+   * pointers on a few lines and then one line per reader.  And the counts of
+   * readers gone (threads that exited, calls that found no reader).  All
+   * under wlock. */
+  ccache__reader **readers;
+  uint32_t nreaders, readers_cap;
+  uint64_t hits_retired, misses_retired, leases_retired;
+
+  /* sweeper (sweeper.c) */
+  ccache__mutex sw_mu;
+  pthread_cond_t sw_cv;
+  pthread_t sw_thread;
+  int sw_started, sw_stop;
+  uint64_t sw_gen; /* bumped by the alarm: the next deadline may be earlier */
+  int sweeper_enabled;
+  _Atomic uint64_t sweeper_wakeups; /* waits that ended at their deadline */
+
+  int is_default;
+  void *raw; /* what the allocator returned; the cache is aligned inside it */
+
+  struct ccache__tiers *tiers; /* persistent tiers (tier.c), NULL if none */
+};
+
+/* A list of detached entries waiting for their table reference to be
+ * dropped outside every lock.  Linked through hh.next, free after delete. */
+typedef struct ccache__graveyard {
+  ccache__entry *head, *tail; /* destroyed in the order they left */
+} ccache__graveyard;
+
+/* A writer section (table.c): wlock held from begin to end; the reader side
+ * is blocked from the first structural change on; the destroys it caused run
+ * at end, after every lock is released, on the calling thread. */
+typedef struct ccache__wsec {
+  ccache__graveyard gy;
+  bool readers_blocked;
+  bool ring_alarm; /* an insert into an empty table: the sweeper's next
+                      deadline is now this entry's */
+  const char *api; /* the public call, for the checked build's messages */
+} ccache__wsec;
+
+/* ================================================================ floor 0 */
+
+/* ----------------------------------------------------------------- fork.c */
+extern _Atomic uint64_t ccache__fork_generation;
+void ccache__fork_register(void);
+/* CCACHE_EFORKED if c was created before a fork() in this (child) process. */
+static inline int ccache__forked(const ccache *c) {
+  return CCACHE__UNLIKELY(c->fork_gen !=
+                          atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed));
+}
+/* Calls that add to the cache (fetch, put, intern, get-or-compile,
+ * set_limits) pass this gate: EFORKED in a fork child, EBUSY while
+ * ccache_close() tears the cache down (its destroy callbacks may call in). */
+#define CCACHE__GATE_CLOSED UINT64_MAX
+static inline int ccache__gate(ccache *c) {
+  if (CCACHE__LIKELY(atomic_load_explicit(&c->gate, memory_order_relaxed) ==
+                     atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed)))
+    return CCACHE_OK;
+  return ccache__forked(c) ? CCACHE_EFORKED : CCACHE_EBUSY;
+}
+static inline bool ccache__closing(const ccache *c) {
+  return atomic_load_explicit(&c->gate, memory_order_relaxed) == CCACHE__GATE_CLOSED;
+}
+/* The charged cost, saturated to 64 bits for the stats. */
+static inline uint64_t ccache__cost_bytes(const ccache *c) {
+  return c->cost.hi ? UINT64_MAX : c->cost.lo;
+}
+
+/* Every ccache_config accepted by ccache_open() is at least this long (the
+ * struct as of 0.1: the fields before the tier fields). */
+#define CCACHE__CONFIG_MIN_SIZE offsetof(ccache_config, codec)
+
+/* ================================================================ floor 1 */
+
+/* ------------------------------------------------------------- callback.c */
+/* Every user callback runs through these, with no lock held; each pushes a
+ * thread-local frame so ccache_close() can refuse to run inside one. */
+uint64_t ccache__now_ms(ccache *c);
+uint64_t ccache__mono_ns(void);
+void ccache__destroy_closure(ccache *c, void *closure);
+void ccache__destroy_program(ccache *c, void *native);
+typedef struct ccache__frame {
+  const ccache *c;
+  struct ccache__frame *prev;
+} ccache__frame;
+void ccache__frame_push(ccache__frame *f, const ccache *c);
+void ccache__frame_pop(ccache__frame *f);
+bool ccache__in_callback(const ccache *c);
+
+/* ---------------------------------------------------------------- alarm.c */
+int ccache__alarm_init(ccache *c);
+void ccache__alarm_destroy(ccache *c);
+/* Wake the sweeper: its next deadline may have moved earlier. */
+void ccache__alarm_ring(ccache *c);
+
+/* --------------------------------------------------------------- flight.c */
+/* Single-flight records, for both levels; `mu` is the level's lock (held by
+ * the caller of every function here) and `cv` its condition variable. */
+ccache__flight *ccache__flight_find_locked(ccache__mutex *mu, ccache__flight *table,
+                                           ccache_key key);
+/* A new flight owned by this thread, added to *table; NULL on ENOMEM. */
+ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem *mem,
+                                            ccache__flight **table, ccache_key key);
+bool ccache__flight_mine(const ccache__flight *f);
+/* Join: count the wait and sleep until the owner publishes; returns the
+ * flight's status with mu held.  Take the result, then flight_leave. */
+int ccache__flight_wait_locked(ccache *c, ccache__flight *f, pthread_cond_t *cv, ccache__mutex *mu);
+/* The last waiter to take its result frees the flight. */
+void ccache__flight_leave_locked(ccache__mutex *mu, const ccache__mem *mem, ccache__flight *f);
+/* The owner's side, results for the waiters already in place: end the
+ * flight and wake the waiters.  Returns true if the caller must free f
+ * (nobody waits) with ccache__flight_free() once it has unlocked. */
+bool ccache__flight_publish_locked(ccache__mutex *mu, const ccache__mem *mem,
+                                   ccache__flight **table, ccache__flight *f, int status,
+                                   pthread_cond_t *cv);
+void ccache__flight_free(const ccache__mem *mem, ccache__flight *f);
+
+/* ================================================================ floor 2 */
+
+/* -------------------------------------------------------------- program.c */
+/* Drop one reference; destroys the program (no lock held) if it was the last. */
+void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle);
+/* Take one more entry reference (not a handle).  Caller holds no pmu. */
+void ccache__program_ref(ccache *c, ccache_program *p);
+
+/* ================================================================ floor 3 */
+
+/* -------------------------------------------------------------- readers.c */
+#include "core/readers.h"
+
+/* ================================================================ floor 4 */
+
+/* ---------------------------------------------------------------- table.c */
+void ccache__wsec_begin_(ccache *c, ccache__wsec *w, const char *api);
+#define ccache__wsec_begin(c, w) ccache__wsec_begin_((c), (w), __func__)
+/* Unblock the reader side early (e.g. before waiting on a condition with
+ * wlock); the next structural change blocks it again. */
+void ccache__wsec_unblock(ccache *c, ccache__wsec *w);
+void ccache__wsec_end(ccache *c, ccache__wsec *w);
+
+/* Inserted at t: a hit for now < t + ttl, a miss for now >= t + ttl.  Written
+ * without t + ttl, which could overflow. */
+static inline bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
+  return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
+}
+ccache__entry *ccache__entry_new(ccache *c);
+void ccache__entry_free(ccache *c, ccache__entry *e);
+/* The closure an entry runs (its own, or its owner's when borrowed). */
+static inline void *ccache__entry_closure(const ccache__entry *e) {
+  if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
+  return e->closure;
+}
+/* Fill a lease on e.  @p slot is its second word: the reader and slot index
+ * holding it (hit.h's ccache__claim_slot), or NULL when it is counted in
+ * e->refs. */
+static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void *slot) {
+  out->closure = ccache__entry_closure(e);
+  out->native = e->program->native;
+  out->internal_[0] = e;
+  out->internal_[1] = slot;
+}
+/* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
+ * MISS, or CCACHE__EXPIRED.  The hit path proper is hit.h's, inlined into
+ * ccache_fetch(); these are its out-of-line forms and slow paths. */
+#define CCACHE__EXPIRED 2
+int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
+                   ccache_lease *out);
+int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
+                        uint64_t ttl, bool count_miss, ccache_lease *out);
+/* A release that is not its own reader's slot, or met a writer: destroys run
+ * here if it was the last reference of an entry that has left the table. */
+void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *slot);
+/* The rest need a writer section (wlock held). */
+ccache__entry *ccache__find_locked(ccache *c, ccache_key key);
+bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure);
+/* n leases on an entry in the table; fills out (if not NULL) with one. */
+void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease *out);
+/* Insert e (fresh, from ccache__entry_new): it takes one program reference,
+ * borrows or owns closure; then the bounds run.  OK or ENOMEM (then e is
+ * untouched and still the caller's). */
+int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_key key,
+                          void *closure, ccache_program *p, uint64_t now);
+void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause);
+void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause);
+/* New bounds: evicts what no longer fits (capacity, then cost). */
+void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, uint64_t max_cost);
+/* Removes key if it is still there and expired at now (a fetch saw it). */
+void ccache__expire_key(ccache *c, ccache_key key, uint64_t now);
+/* Removes the expired prefix of the FIFO; returns how many left.  If next is
+ * not NULL it receives the new oldest entry's deadline on the cache's clock
+ * (insert time + ttl, saturated), or UINT64_MAX when there is none. */
+int64_t ccache__sweep(ccache *c, uint64_t now, uint64_t *next);
+#ifdef CCACHE_TESTING
+/* Called after every writer section when set (check.c sets it). */
+extern void (*ccache__after_write_hook)(ccache *c);
+#endif
+
+/* ================================================================ floor 5 */
+
+/* -------------------------------------------------------------- sweeper.c */
+int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start if needed, and ring */
+void ccache__sweeper_stop(ccache *c);
+
+/* ================================================================ floor 7 */
+
+/* ---------------------------------------------------------------- cache.c */
+/* Everything ccache_open() checks of a config (default.c checks the same). */
+bool ccache__config_valid(const ccache_config *cfg);
+
+/* ========================================================== test-only, top */
+
+/* ---------------------------------------------------------------- check.c */
+#ifdef CCACHE_TESTING
+/* Walks every table and verifies counts, reference counts, FIFO order, cost
+ * totals and that no expired entry is in reach at `now` (pass UINT64_MAX to
+ * skip that).  Returns 0, or -1 after printing what is wrong to stderr. */
+CCACHE_API int ccache__check(ccache *c, uint64_t now);
+/* Set a counter to v (test-only: drives counters near 2^64 that calls could
+ * never reach).  field: "next_idx", "last_ins_ms", "hits", "misses", or a
+ * ccache_stats counter name.  Returns 0, or -1 for an unknown field. */
+CCACHE_API int ccache__seed(ccache *c, const char *field, uint64_t v);
+/* Run the checker after every k-th writer section of every cache (0: never);
+ * a failure aborts.  Also set from CCACHE_DEBUG_CHECK_EVERY at start-up. */
+CCACHE_API void ccache__debug_check_every(uint64_t k);
+#endif
+
+#endif /* CCACHE_INTERNAL_H */

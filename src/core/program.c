@@ -1,0 +1,205 @@
+/*
+ * program.c - the reference-counted program table, and get-or-compile at the
+ * program level.
+ *
+ * Programs are interned under their structural key so many closure entries
+ * share one native program (30 identical decoder layers -> one program per
+ * shape).  Every holder counts in refs: caller handles and closure entries.
+ * When refs reaches zero the program leaves the table under c->pmu and its
+ * native program is destroyed after the lock is released, exactly once.
+ */
+#include "core/internal.h"
+#include "tier/tier.h"
+
+/* Look up under pmu; +1 handle on a hit. */
+static ccache_program *find_locked(ccache *c, ccache_key pkey) {
+  ccache__assert_held(&c->pmu);
+  ccache_program *p = NULL;
+  HASH_FIND_BYHASHVALUE(hh, c->programs, &pkey, sizeof pkey, ccache__key_hash(pkey), p);
+  if (p) {
+    p->refs++;
+    c->handles_out++;
+  }
+  return p;
+}
+
+void ccache__program_ref(ccache *c, ccache_program *p) {
+  ccache__lock(&c->pmu);
+  p->refs++;
+  ccache__unlock(&c->pmu);
+}
+
+void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle) {
+  CCACHE__UTHASH_SCOPE(&c->mem);
+  ccache__lock(&c->pmu);
+  ccache__assert(p->refs > 0);
+  if (is_handle) c->handles_out--;
+  bool last = --p->refs == 0;
+  if (last) {
+    HASH_DELETE(hh, c->programs, p);
+    c->nprograms--;
+  }
+  ccache__unlock(&c->pmu);
+  if (!last) return;
+  ccache__assert(p->table_refs == 0);
+  ccache__destroy_program(c, p->native);
+  ccache__free(&c->mem, p);
+}
+
+/* Interning shared by ccache_program_intern and the program flights: takes
+ * ownership of native; *out +1 handle. */
+static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccache_program **out,
+                  bool count_lookup, const char *api) {
+  (void)api;
+  CCACHE__UTHASH_SCOPE(&c->mem);
+  /* Allocated before the lock so a new program costs no allocation under it
+   * (uthash's own table growth may still allocate there). */
+  ccache_program *fresh = ccache__calloc(&c->mem, sizeof *fresh);
+  if (!fresh) {
+    ccache__destroy_program(c, native);
+    return CCACHE_ENOMEM;
+  }
+  ccache__lock(&c->pmu);
+  ccache_program *p = find_locked(c, pkey);
+  if (p) {
+    if (count_lookup) c->program_hits++;
+    ccache__unlock(&c->pmu);
+    ccache__free(&c->mem, fresh);
+    /* The cache owns native either way: a duplicate is destroyed now, unless
+     * it is the very program already interned. */
+    if (native != p->native) ccache__destroy_program(c, native);
+    *out = p;
+    return CCACHE_OK;
+  }
+  CCACHE__MISUSE(ccache__misuse_native_in(c, native, api));
+  fresh->pkey = pkey;
+  fresh->native = native;
+  fresh->cost = cost;
+  fresh->refs = 1;
+  fresh->owner = c;
+  HASH_ADD_BYHASHVALUE(hh, c->programs, pkey, sizeof fresh->pkey, ccache__key_hash(pkey), fresh);
+  if (uh_oom) {
+    ccache__unlock(&c->pmu);
+    ccache__free(&c->mem, fresh);
+    ccache__destroy_program(c, native);
+    return CCACHE_ENOMEM;
+  }
+  c->nprograms++;
+  c->handles_out++;
+  if (count_lookup) c->program_misses++;
+  ccache__unlock(&c->pmu);
+  *out = fresh;
+  return CCACHE_OK;
+}
+
+int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
+                          ccache_program **out) {
+  if (!c) return CCACHE_EINVAL;
+  CCACHE__CHECK_CACHE(c);
+  int gate = out ? ccache__gate(c) : CCACHE_EINVAL;
+  if (gate != CCACHE_OK) {
+    /* Ownership of native passes to the cache on error too. */
+    ccache__destroy_program(c, native);
+    return gate;
+  }
+  *out = NULL;
+  return intern(c, pkey, native, cost_bytes, out, true, __func__);
+}
+
+int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
+  CCACHE__CHECK_CACHE(c);
+  if (!c || !out) return CCACHE_EINVAL;
+  *out = NULL;
+  int gate = ccache__gate(c);
+  if (gate != CCACHE_OK) return gate;
+  ccache__lock(&c->pmu);
+  ccache_program *p = find_locked(c, pkey);
+  if (p)
+    c->program_hits++;
+  else
+    c->program_misses++;
+  ccache__unlock(&c->pmu);
+  *out = p;
+  return p ? CCACHE_OK : CCACHE_MISS;
+}
+
+void *ccache_program_native(const ccache_program *p) { return p ? p->native : NULL; }
+
+void ccache_program_release(ccache *c, ccache_program *p) {
+  CCACHE__CHECK_CACHE(c);
+  if (!c || !p || ccache__forked(c)) return;
+  ccache__program_unref(c, p, true);
+}
+
+/* ------------------------------------------------------- get-or-compile */
+
+static int join_flight(ccache *c, ccache__flight *f, ccache_program **out) {
+  int rc = ccache__flight_wait_locked(c, f, &c->pflight_cv, &c->pmu);
+  if (rc == CCACHE_OK) {
+    *out = f->program; /* the handle was taken for us before we woke */
+    c->program_hits++;
+  } else {
+    c->program_misses++;
+  }
+  ccache__flight_leave_locked(&c->pmu, &c->mem, f);
+  ccache__unlock(&c->pmu);
+  return rc;
+}
+
+/* The owner: with no lock held, a native program from the tiers (tier.c),
+ * which run the compile only when none of them has it; intern it, hand one
+ * handle to each waiter, wake them. */
+static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn compile, void *ud,
+                       ccache_program **out) {
+  void *native = NULL;
+  uint64_t cost = 0;
+  bool compiled = false;
+  int crc = ccache__tier_obtain(c, f->key, compile, ud, &native, &cost, &compiled);
+  ccache_program *p = NULL;
+  int rc = crc != 0 ? CCACHE_ECOMPILE
+                    : intern(c, f->key, native, cost, &p, false, "ccache_program_get_or_compile");
+  if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
+
+  ccache__lock(&c->pmu);
+  if (compiled) c->program_compiles++; /* a tier hit is not a compile */
+  if (rc == CCACHE_OK) {               /* one handle per waiter, before anyone wakes */
+    p->refs += f->waiters;
+    c->handles_out += f->waiters;
+  }
+  f->program = p;
+  bool free_f =
+      ccache__flight_publish_locked(&c->pmu, &c->mem, &c->pflights, f, rc, &c->pflight_cv);
+  atomic_fetch_sub(&c->inflight, 1);
+  ccache__unlock(&c->pmu);
+  if (free_f) ccache__flight_free(&c->mem, f);
+  *out = p;
+  return rc;
+}
+
+int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile,
+                                  void *ud, ccache_program **out) {
+  if (out) *out = NULL;
+  CCACHE__CHECK_CACHE(c);
+  if (!c || !compile || !out) return CCACHE_EINVAL;
+  int gate = ccache__gate(c);
+  if (gate != CCACHE_OK) return gate;
+  ccache__lock(&c->pmu);
+  ccache_program *p = find_locked(c, pkey);
+  if (p) {
+    c->program_hits++;
+    ccache__unlock(&c->pmu);
+    *out = p;
+    return CCACHE_OK;
+  }
+  ccache__flight *f = ccache__flight_find_locked(&c->pmu, c->pflights, pkey);
+  if (f && !ccache__flight_mine(f)) return join_flight(c, f, out); /* unlocks */
+  int rc = CCACHE_EDEADLK;
+  if (!f) {
+    f = ccache__flight_start_locked(&c->pmu, &c->mem, &c->pflights, pkey);
+    rc = f ? CCACHE_OK : CCACHE_ENOMEM;
+  }
+  c->program_misses++;
+  if (rc == CCACHE_OK) atomic_fetch_add(&c->inflight, 1);
+  ccache__unlock(&c->pmu);
+  return rc == CCACHE_OK ? run_compile(c, f, compile, ud, out) : rc;
+}

@@ -1,0 +1,144 @@
+/*
+ * redis.h - internals of the Redis tier, shared by its three source files
+ * and the tests.  Not installed; hiredis types appear only as incomplete
+ * struct pointers, so including this header does not need hiredis.
+ *
+ *   redis_servers.c  the server list: parsing, rendezvous hashing
+ *   redis_conn.c     connections: per-server pools, connect + AUTH +
+ *                    timeouts, reconnect backoff, the SIGPIPE guard
+ *   tier_redis.c     the tier backend: keys, get/put/remove, the compile
+ *                    lease (lock/renew/unlock), the options
+ *
+ * Locking: a server's mu guards its idle pool and backoff state and is never
+ * held across network I/O; renew_mu serialises the renewal connection (held
+ * across its I/O, but only renew() takes it); err_mu guards last_error.
+ * None is held while another is taken.
+ */
+#ifndef CCACHE_REDIS_H
+#define CCACHE_REDIS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/sync.h"
+#include "tier/tier.h"
+
+struct redisContext;
+struct redisReply;
+
+#define CCACHE__REDIS_MAX_SERVERS 64  /* entries in one server list */
+#define CCACHE__REDIS_IDLE_MAX    8   /* idle connections kept per server */
+#define CCACHE__REDIS_MAX_PREFIX  256 /* bytes of key prefix (and of namespace) */
+
+/* One server of the list. */
+typedef struct ccache__rserver {
+  char *name;    /* canonical "host:port" or "unix:/path": its identity */
+  char *host;    /* TCP host (brackets stripped), NULL for a unix socket */
+  int port;      /* TCP port */
+  char *path;    /* unix socket path, NULL for TCP */
+  uint64_t seed; /* XXH3-64 of name: the rendezvous seed, independent of
+                    the server's position in the list */
+
+  bool locks_made; /* mu and renew_mu were initialised */
+  ccache__mutex mu;
+  struct redisContext *idle[CCACHE__REDIS_IDLE_MAX]; /* under mu */
+  int n_idle;                                        /* under mu */
+  uint64_t gen;           /* under mu: bumped when the server fails; pooled
+                            connections of an older generation are dropped */
+  uint64_t backoff_ms;    /* under mu: current reconnect backoff, 0 when healthy */
+  uint64_t down_until_ms; /* under mu: no connect before this monotonic time */
+
+  ccache__mutex renew_mu;
+  struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
+  uint64_t renew_gen;             /* under renew_mu: the generation it belongs to */
+} ccache__rserver;
+
+/* Counters for tests and diagnostics (monotonic, relaxed atomics). */
+typedef struct ccache__rcounters {
+  uint64_t connects;         /* connections established (AUTH included) */
+  uint64_t connect_failures; /* connect or AUTH attempts that failed */
+  uint64_t io_errors;        /* commands that failed on the connection (dropped,
+                                timed out, reset): the connection is discarded */
+  uint64_t reply_errors;     /* commands the server answered with an error */
+  uint64_t refused_backoff;  /* operations refused at once: server in backoff */
+  uint64_t sigpipes;         /* SIGPIPEs raised by our I/O and drained */
+} ccache__rcounters;
+
+/* Test hook: called on the calling thread after a connection was taken
+ * and before the command is sent (cmd: the command's name). */
+typedef void (*ccache__rhook_fn)(void *arg, size_t server, const char *cmd);
+
+typedef struct ccache__rpool {
+  ccache__rserver *servers;
+  size_t n;
+  char *user, *password; /* AUTH [user] password, or NULL */
+  uint64_t connect_timeout_ms, command_timeout_ms;
+  uint64_t reconnect_min_ms, reconnect_max_ms;
+  pid_t pid; /* the creating process: a fork child never uses the connections */
+
+  _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes;
+
+  ccache__mutex err_mu;
+  char last_error[256]; /* under err_mu: the most recent failure, one line */
+
+  ccache__rhook_fn hook;
+  void *hook_arg;
+} ccache__rpool;
+
+/* ------------------------------------------------------- redis_servers.c */
+/* Parse "host:port[,host:port...]" / "unix:/path" / "[v6addr]:port" into a
+ * fresh array of servers (mutexes initialised).  On error returns
+ * CCACHE_EINVAL (why: one line naming the bad item) or CCACHE_ENOMEM. */
+int ccache__rservers_parse(const char *list, ccache__rserver **out, size_t *n, char *why,
+                           size_t why_len);
+/* Frees the array, its strings and every connection still pooled. */
+void ccache__rservers_free(ccache__rserver *s, size_t n);
+/* Highest-random-weight choice: the index of the server whose
+ * XXH3-64(key bytes, seed) is largest (ties: the smaller name). */
+size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey);
+
+/* ---------------------------------------------------------- redis_conn.c */
+/* Takes ownership of servers (freed by ccache__rpool_destroy, or by the
+ * caller on error). */
+int ccache__rpool_init(ccache__rpool *p, ccache__rserver *servers, size_t n, const char *user,
+                       const char *password, uint64_t connect_timeout_ms,
+                       uint64_t command_timeout_ms, uint64_t reconnect_min_ms,
+                       uint64_t reconnect_max_ms);
+void ccache__rpool_destroy(ccache__rpool *p);
+/* Run one command (binary-safe argv) on server i.
+ * renew = 0: on a pooled connection (taken, or made, for this call only, so
+ * concurrent callers never queue behind one connection); renew = 1: on the
+ * server's own renewal connection.
+ * Returns CCACHE_OK with *reply (a non-error reply; the caller frees it with
+ * ccache__rreply_free), CCACHE_EIO (no connection, the server in backoff, an
+ * I/O error or timeout, or an error reply: recorded in last_error), or
+ * CCACHE_ENOMEM / CCACHE_EFORKED. */
+int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
+                          const size_t *argvlen, struct redisReply **reply);
+void ccache__rreply_free(struct redisReply *r);
+void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out);
+/* Copies the last error line into buf (NUL-terminated; "" if none). */
+void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len);
+
+/* ---------------------------------------------------------- tier_redis.c */
+typedef struct ccache__redis ccache__redis;
+/* The backend alone: fills *ops (name "redis", the options' timings) and
+ * *out (the state to pass to every op; ops->close frees it).  Status as
+ * ccache_tier_redis(); why gets one line on CCACHE_EINVAL. */
+int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccache__redis **out,
+                      char *why, size_t why_len);
+ccache__rpool *ccache__redis_pool(ccache__redis *r);
+/* The Redis key of pkey's entry (lease = 0) or of its lease (lease = 1),
+ * NUL-terminated into buf; returns its length, or 0 if buf is too small. */
+size_t ccache__redis_key(const ccache__redis *r, ccache_key pkey, int lease, char *buf, size_t len);
+/* The server index pkey maps to. */
+size_t ccache__redis_server_of(const ccache__redis *r, ccache_key pkey);
+/* A lock's token (32 hex digits, NUL-terminated), as stored under its key. */
+const char *ccache__redis_lock_token(const void *lock);
+void ccache__redis_set_hook(ccache__redis *r, ccache__rhook_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * tier_redis.c - the Redis tier backend: one Redis (or several, by
+ * rendezvous hashing) shared by every process of a fleet.
+ *
+ * What is sent (all binary-safe, through hiredis' argv interface):
+ *   entry:  GET <k>;  SET <k> <blob> [PX entry_ttl_ms];  DEL <k>
+ *   lease:  SET <k>:lease <token> NX PX lease_ms
+ *           EVAL RENEW_SCRIPT 1 <k>:lease <token> lease_ms
+ *           EVAL RELEASE_SCRIPT 1 <k>:lease <token>
+ *   where <k> = <prefix>:<namespace with '/' as ':'>:<32 hex digits of the
+ *   program key, hi then lo>, e.g. "ccache:v1:3f2a9c0d11e2b4a7:00ab...", the
+ *   blob is the core's checksummed entry, and the token 16 random bytes from
+ *   getrandom() in hex.  Connections may also send AUTH [user] password.
+ *
+ * The lease: SET NX PX takes it only if nobody holds it; the two scripts
+ * extend or delete it only while it still holds our token, so a holder whose
+ * lease expired (and was taken by another process) can neither extend nor
+ * delete the new holder's lease.  Renewal runs on the server's dedicated
+ * renewal connection (redis_conn.c).  Scripts are sent with EVAL (Redis
+ * caches them by hash; there is no NOSCRIPT case to handle after a restart).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <hiredis/hiredis.h>
+
+#include "tier/redis/redis.h"
+
+static const char RENEW_SCRIPT[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0";
+static const char RELEASE_SCRIPT[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('del', KEYS[1]) end return 0";
+
+#define KEY_MAX (2 * CCACHE__REDIS_MAX_PREFIX + 64)
+
+/* A GET reply handed to the core as a blob (its string, uncopied) until
+ * free_blob gives it back. */
+typedef struct lent_reply {
+  struct lent_reply *next;
+  redisReply *rep;
+} lent_reply;
+
+struct ccache__redis {
+  ccache__rpool pool;
+  ccache__mutex lent_mu;
+  lent_reply *lent; /* under lent_mu: a few at most (one per concurrent miss) */
+  char *prefix;
+  char kprefix[2 * CCACHE__REDIS_MAX_PREFIX + 4]; /* "<prefix>:<ns>:" (set by attach) */
+  size_t kprefix_len;
+  uint64_t entry_ttl_ms, lease_ms;
+};
+
+/* A held lease. */
+typedef struct rlock {
+  size_t server;
+  char token[33];
+  size_t klen;
+  char key[];
+} rlock;
+
+/* ------------------------------------------------------------------ keys */
+static void set_kprefix(ccache__redis *r, const char *ns) {
+  size_t n = (size_t)snprintf(r->kprefix, sizeof r->kprefix, "%s:", r->prefix);
+  if (ns && *ns) {
+    for (const char *p = ns; *p; p++) r->kprefix[n++] = *p == '/' ? ':' : *p;
+    r->kprefix[n++] = ':';
+    r->kprefix[n] = '\0';
+  }
+  r->kprefix_len = n;
+}
+
+size_t ccache__redis_key(const ccache__redis *r, ccache_key pkey, int lease, char *buf,
+                         size_t len) {
+  size_t need = r->kprefix_len + 32 + (lease ? 6 : 0);
+  if (need + 1 > len) return 0;
+  memcpy(buf, r->kprefix, r->kprefix_len);
+  snprintf(buf + r->kprefix_len, len - r->kprefix_len, "%016llx%016llx%s",
+           (unsigned long long)pkey.hi, (unsigned long long)pkey.lo, lease ? ":lease" : "");
+  return need;
+}
+
+size_t ccache__redis_server_of(const ccache__redis *r, ccache_key pkey) {
+  return ccache__rendezvous(r->pool.servers, r->pool.n, pkey);
+}
+
+ccache__rpool *ccache__redis_pool(ccache__redis *r) { return &r->pool; }
+
+void ccache__redis_set_hook(ccache__redis *r, ccache__rhook_fn fn, void *arg) {
+  r->pool.hook = fn;
+  r->pool.hook_arg = arg;
+}
+
+const char *ccache__redis_lock_token(const void *lock) { return ((const rlock *)lock)->token; }
+
+/* A decimal for a command argument. */
+static size_t udec(char *buf, size_t len, uint64_t v) {
+  return (size_t)snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+static int unexpected(ccache__redis *r, size_t server, const char *cmd, redisReply *rep) {
+  char line[160];
+  snprintf(line, sizeof line, "redis %s: %s: unexpected reply type %d",
+           r->pool.servers[server].name, cmd, rep->type);
+  ccache__lock(&r->pool.err_mu);
+  snprintf(r->pool.last_error, sizeof r->pool.last_error, "%s", line);
+  ccache__unlock(&r->pool.err_mu);
+  atomic_fetch_add_explicit(&r->pool.reply_errors, 1, memory_order_relaxed);
+  ccache__rreply_free(rep);
+  return CCACHE_EIO;
+}
+
+/* ------------------------------------------------------------------- ops */
+static int op_attach(void *state, const char *ns) {
+  ccache__redis *r = state;
+  if (ns && strlen(ns) > CCACHE__REDIS_MAX_PREFIX) return CCACHE_EINVAL;
+  set_kprefix(r, ns);
+  return CCACHE_OK;
+}
+
+static int op_get(void *state, ccache_key pkey, void **blob, size_t *len) {
+  ccache__redis *r = state;
+  char key[KEY_MAX];
+  size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
+  size_t server = ccache__redis_server_of(r, pkey);
+  const char *argv[2] = {"GET", key};
+  const size_t lens[2] = {3, klen};
+  redisReply *rep = NULL;
+  int rc = ccache__rpool_command(&r->pool, server, 0, 2, argv, lens, &rep);
+  if (rc != CCACHE_OK) return rc;
+  if (rep->type == REDIS_REPLY_NIL) {
+    ccache__rreply_free(rep);
+    return CCACHE_MISS;
+  }
+  if (rep->type != REDIS_REPLY_STRING) return unexpected(r, server, "GET", rep);
+  /* The reply's own string is the blob: no copy of a possibly large entry
+   * (a copy doubled the cost of a 1 MiB fetch, mostly in page faults). */
+  lent_reply *l = malloc(sizeof *l);
+  if (!l) {
+    ccache__rreply_free(rep);
+    return CCACHE_ENOMEM;
+  }
+  l->rep = rep;
+  ccache__lock(&r->lent_mu);
+  l->next = r->lent;
+  r->lent = l;
+  ccache__unlock(&r->lent_mu);
+  *blob = rep->str;
+  *len = rep->len;
+  return CCACHE_OK;
+}
+
+static void op_free_blob(void *state, void *blob, size_t len) {
+  ccache__redis *r = state;
+  (void)len;
+  lent_reply *found = NULL;
+  ccache__lock(&r->lent_mu);
+  for (lent_reply **pp = &r->lent; *pp; pp = &(*pp)->next)
+    if ((*pp)->rep->str == blob) {
+      found = *pp;
+      *pp = found->next;
+      break;
+    }
+  ccache__unlock(&r->lent_mu);
+  if (found) {
+    ccache__rreply_free(found->rep);
+    free(found);
+  }
+}
+
+static int op_put(void *state, ccache_key pkey, const void *blob, size_t len) {
+  ccache__redis *r = state;
+  char key[KEY_MAX], ttl[24];
+  size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
+  size_t server = ccache__redis_server_of(r, pkey);
+  const char *argv[5] = {"SET", key, blob ? (const char *)blob : "", "PX", ttl};
+  size_t lens[5] = {3, klen, len, 2, 0};
+  int argc = 3;
+  if (r->entry_ttl_ms != CCACHE_UNBOUNDED) {
+    lens[4] = udec(ttl, sizeof ttl, r->entry_ttl_ms);
+    argc = 5;
+  }
+  redisReply *rep = NULL;
+  int rc = ccache__rpool_command(&r->pool, server, 0, argc, argv, lens, &rep);
+  if (rc != CCACHE_OK) return rc;
+  if (rep->type != REDIS_REPLY_STATUS) return unexpected(r, server, "SET", rep);
+  ccache__rreply_free(rep);
+  return CCACHE_OK;
+}
+
+static int op_remove(void *state, ccache_key pkey) {
+  ccache__redis *r = state;
+  char key[KEY_MAX];
+  size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
+  size_t server = ccache__redis_server_of(r, pkey);
+  const char *argv[2] = {"DEL", key};
+  const size_t lens[2] = {3, klen};
+  redisReply *rep = NULL;
+  int rc = ccache__rpool_command(&r->pool, server, 0, 2, argv, lens, &rep);
+  if (rc != CCACHE_OK) return rc;
+  if (rep->type != REDIS_REPLY_INTEGER) return unexpected(r, server, "DEL", rep);
+  rc = rep->integer > 0 ? CCACHE_OK : CCACHE_MISS;
+  ccache__rreply_free(rep);
+  return rc;
+}
+
+static int new_token(char out[33]) {
+  unsigned char raw[16];
+  size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < sizeof raw; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[32] = '\0';
+  return 0;
+}
+
+static int op_lock(void *state, ccache_key pkey, void **lock) {
+  ccache__redis *r = state;
+  char key[KEY_MAX], px[24];
+  size_t klen = ccache__redis_key(r, pkey, 1, key, sizeof key);
+  rlock *l = malloc(sizeof *l + klen + 1);
+  if (!l) return CCACHE_ENOMEM;
+  if (new_token(l->token) != 0) {
+    free(l);
+    return CCACHE_EIO;
+  }
+  l->server = ccache__redis_server_of(r, pkey);
+  l->klen = klen;
+  memcpy(l->key, key, klen + 1);
+  const char *argv[6] = {"SET", l->key, l->token, "NX", "PX", px};
+  const size_t lens[6] = {3, klen, 32, 2, 2, udec(px, sizeof px, r->lease_ms)};
+  redisReply *rep = NULL;
+  int rc = ccache__rpool_command(&r->pool, l->server, 0, 6, argv, lens, &rep);
+  if (rc == CCACHE_OK) {
+    if (rep->type == REDIS_REPLY_STATUS) {
+      ccache__rreply_free(rep);
+      *lock = l;
+      return CCACHE_OK;
+    }
+    if (rep->type == REDIS_REPLY_NIL) {
+      ccache__rreply_free(rep);
+      rc = CCACHE_EBUSY;
+    } else {
+      rc = unexpected(r, l->server, "SET NX", rep);
+    }
+  }
+  free(l);
+  return rc;
+}
+
+static int op_renew(void *state, void *lock) {
+  ccache__redis *r = state;
+  rlock *l = lock;
+  char px[24];
+  const char *argv[6] = {"EVAL", RENEW_SCRIPT, "1", l->key, l->token, px};
+  const size_t lens[6] = {4,  sizeof RENEW_SCRIPT - 1,         1, l->klen,
+                          32, udec(px, sizeof px, r->lease_ms)};
+  redisReply *rep = NULL;
+  int rc = ccache__rpool_command(&r->pool, l->server, 1, 6, argv, lens, &rep);
+  if (rc != CCACHE_OK) return rc;
+  if (rep->type != REDIS_REPLY_INTEGER) return unexpected(r, l->server, "EVAL renew", rep);
+  rc = rep->integer == 1 ? CCACHE_OK : CCACHE_EBUSY; /* 0: no longer ours */
+  ccache__rreply_free(rep);
+  return rc;
+}
+
+static void op_unlock(void *state, void *lock) {
+  ccache__redis *r = state;
+  rlock *l = lock;
+  if (!l) return;
+  const char *argv[5] = {"EVAL", RELEASE_SCRIPT, "1", l->key, l->token};
+  const size_t lens[5] = {4, sizeof RELEASE_SCRIPT - 1, 1, l->klen, 32};
+  redisReply *rep = NULL;
+  /* A failure leaves the lease to expire by itself (lease_ms). */
+  if (ccache__rpool_command(&r->pool, l->server, 0, 5, argv, lens, &rep) == CCACHE_OK)
+    ccache__rreply_free(rep);
+  free(l);
+}
+
+static void op_close(void *state) {
+  ccache__redis *r = state;
+  if (!r) return;
+  while (r->lent) { /* blobs never given back (a caller error): freed here */
+    lent_reply *l = r->lent;
+    r->lent = l->next;
+    ccache__rreply_free(l->rep);
+    free(l);
+  }
+  ccache__mutex_destroy(&r->lent_mu);
+  ccache__rpool_destroy(&r->pool);
+  free(r->prefix);
+  free(r);
+}
+
+/* --------------------------------------------------------------- create */
+static int check_options(const ccache_redis_options *o, char *why, size_t why_len) {
+#define BAD(...) return snprintf(why, why_len, __VA_ARGS__), CCACHE_EINVAL
+  if (o->size < sizeof *o) BAD("options.size %u: call ccache_redis_options_init()", o->size);
+  if (o->prefix && (!*o->prefix || strlen(o->prefix) > CCACHE__REDIS_MAX_PREFIX))
+    BAD("prefix must be 1..%d bytes", CCACHE__REDIS_MAX_PREFIX);
+  if (o->user && !o->password) BAD("an ACL user needs a password");
+  if (o->connect_timeout_ms == 0 || o->command_timeout_ms == 0)
+    BAD("connect_timeout_ms and command_timeout_ms must be >= 1");
+  if (o->entry_ttl_ms == 0) BAD("entry_ttl_ms must be >= 1 or CCACHE_UNBOUNDED");
+  if (o->lease_ms < 3 || o->lease_ms > ((uint64_t)1 << 50)) BAD("lease_ms must be 3..2^50");
+  if (o->poll_ms == 0 || o->poll_max_ms < o->poll_ms) BAD("want 1 <= poll_ms <= poll_max_ms");
+  if (o->reconnect_min_ms == 0 || o->reconnect_max_ms < o->reconnect_min_ms)
+    BAD("want 1 <= reconnect_min_ms <= reconnect_max_ms");
+  return CCACHE_OK;
+#undef BAD
+}
+
+int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccache__redis **out,
+                      char *why, size_t why_len) {
+  if (why_len) why[0] = '\0';
+  if (!o || !ops || !out) return CCACHE_EINVAL;
+  int rc = check_options(o, why, why_len);
+  if (rc != CCACHE_OK) return rc;
+  ccache__rserver *servers = NULL;
+  size_t n = 0;
+  rc = ccache__rservers_parse(o->servers, &servers, &n, why, why_len);
+  if (rc != CCACHE_OK) return rc;
+  ccache__redis *r = calloc(1, sizeof *r);
+  if (!r || !(r->prefix = strdup(o->prefix ? o->prefix : "ccache"))) {
+    free(r);
+    ccache__rservers_free(servers, n);
+    return CCACHE_ENOMEM;
+  }
+  rc = ccache__rpool_init(&r->pool, servers, n, o->user, o->password, o->connect_timeout_ms,
+                          o->command_timeout_ms, o->reconnect_min_ms, o->reconnect_max_ms);
+  if (rc != CCACHE_OK) {
+    ccache__rservers_free(servers, n);
+    free(r->prefix);
+    free(r);
+    return rc;
+  }
+  if (ccache__mutex_init(&r->lent_mu) != CCACHE_OK) {
+    ccache__rpool_destroy(&r->pool);
+    free(r->prefix);
+    free(r);
+    return CCACHE_ENOMEM;
+  }
+  r->entry_ttl_ms = o->entry_ttl_ms;
+  r->lease_ms = o->lease_ms;
+  set_kprefix(r, NULL);
+
+  memset(ops, 0, sizeof *ops);
+  ops->size = sizeof *ops;
+  ops->name = "redis";
+  ops->attach = op_attach;
+  ops->get = op_get;
+  ops->free_blob = op_free_blob;
+  ops->put = op_put;
+  ops->remove = op_remove;
+  ops->lock = op_lock;
+  ops->renew = op_renew;
+  ops->unlock = op_unlock;
+  ops->close = op_close;
+  ops->lease_ms = o->lease_ms;
+  ops->poll_ms = o->poll_ms;
+  ops->poll_max_ms = o->poll_max_ms;
+  ops->wait_ms = o->wait_ms;
+  *out = r;
+  return CCACHE_OK;
+}
+
+int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out) {
+  if (!o || !out) return CCACHE_EINVAL;
+  char why[256];
+  ccache_tier_ops ops;
+  ccache__redis *r = NULL;
+  int rc = ccache__redis_new(o, &ops, &r, why, sizeof why);
+  if (rc == CCACHE_EINVAL) ccache__detail("ccache_tier_redis: %s", why);
+  if (rc != CCACHE_OK) return rc;
+  rc = ccache_tier_custom(&ops, r, out);
+  if (rc != CCACHE_OK) op_close(r);
+  return rc;
+}

@@ -1,0 +1,289 @@
+/*
+ * tier.c - the tier stack behind the program table.
+ *
+ * Only the single-flight owner of a program miss comes here (flight.c), with
+ * no cache lock held, so every tier op and codec call below runs outside the
+ * cache's locks, and concurrent misses on one key in this process ask the
+ * tiers once.  The order of work for one miss:
+ *   lookup:  tiers top-down; a verified, decoded hit in tier i is written to
+ *            tiers 0..i-1 (fill above) and ends the miss;
+ *   locks:   each tier's compile lock in tier order; while another process
+ *            holds one (EBUSY), back off poll_ms..poll_max_ms and ask that
+ *            tier again after each attempt (its holder may publish), up to
+ *            wait_ms; after taking a lock, ask the tier once more;
+ *   compile: the user's callback, tier locks held, cache locks not;
+ *   store:   encode once, frame once, put in every tier, if the compile
+ *            took long enough and the codec did not answer SKIP;
+ *   unlock:  reverse tier order.
+ * A failed op or codec call counts tier_errors and the tier is skipped for
+ * this step: nothing here can fail the fetch except the compile itself.
+ *
+ * Leased locks are kept alive by tier_renew.c; the tier objects, their
+ * checks, open and close are tier_open.c's.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+#include "tier/tier.h"
+
+/* What a tier lookup found. */
+enum { T_MISS = 0, T_HIT = 1 };
+
+/* ------------------------------------------------------------ lookups */
+
+static void count_bytes(_Atomic uint64_t *counter, size_t n) {
+  atomic_fetch_add_explicit(counter, (uint64_t)n, memory_order_relaxed);
+}
+
+/* Write a verified entry to tiers [0, upto): the tiers above a hit. */
+static void fill(ccache *c, ccache_key key, const void *blob, size_t len, uint32_t upto) {
+  struct ccache__tiers *ts = c->tiers;
+  for (uint32_t j = 0; j < upto; j++) {
+    if (!ts->usable[j]) continue;
+    ccache_tier *t = ts->t[j];
+    int rc;
+    CCACHE__IN_FRAME(c, rc = t->ops.put(t->state, key, blob, len));
+    if (rc == CCACHE_OK) {
+      atomic_fetch_add(&ts->writes, 1);
+      count_bytes(&ts->bytes_written, len);
+    } else {
+      ccache__tier_error(ts);
+    }
+  }
+}
+
+/* Ask tier i for key: T_HIT with a decoded native program (and the tiers
+ * above filled), or T_MISS (absent, failed, corrupt, foreign or undecodable;
+ * each counted where it applies). */
+static int load(ccache *c, uint32_t i, ccache_key key, void **native, uint64_t *cost) {
+  struct ccache__tiers *ts = c->tiers;
+  ccache_tier *t = ts->t[i];
+  void *blob = NULL;
+  size_t len = 0;
+  int rc;
+  CCACHE__IN_FRAME(c, rc = t->ops.get(t->state, key, &blob, &len));
+  if (rc == CCACHE_MISS) return T_MISS;
+  if (rc != CCACHE_OK) {
+    ccache__tier_error(ts);
+    return T_MISS;
+  }
+  count_bytes(&ts->bytes_read, len);
+  const void *payload = NULL;
+  size_t plen = 0;
+  int found = T_MISS;
+  switch (ccache__tier_verify(blob, len, key, ts->tag_hash, &payload, &plen)) {
+    case CCACHE__ENTRY_CORRUPT:
+      atomic_fetch_add(&ts->corrupt, 1);
+      if (t->ops.remove) {
+        CCACHE__IN_FRAME(c, rc = t->ops.remove(t->state, key));
+        if (rc < 0) ccache__tier_error(ts);
+      }
+      break;
+    case CCACHE__ENTRY_FOREIGN: /* another runtime's: never loaded, not corrupt */
+      break;
+    case CCACHE__ENTRY_OK: {
+      void *nat = NULL;
+      uint64_t cst = 0;
+      CCACHE__IN_FRAME(c, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
+      if (rc != 0) {
+        ccache__tier_error(ts);
+        break;
+      }
+      *native = nat;
+      *cost = cst;
+      fill(c, key, blob, len, i);
+      found = T_HIT;
+      break;
+    }
+  }
+  CCACHE__IN_FRAME(c, t->ops.free_blob(t->state, blob, len));
+  return found;
+}
+
+/* ------------------------------------------------------------ locking */
+
+/* The locks one miss holds, by tier index. */
+typedef struct held_locks {
+  bool held[CCACHE_MAX_TIERS];
+  void *lock[CCACHE_MAX_TIERS];
+  ccache__lease_rec lease[CCACHE_MAX_TIERS];
+} held_locks;
+
+static void sleep_ms(uint64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static void record_wait(struct ccache__tiers *ts, uint64_t waited_ns) {
+  uint64_t ms = waited_ns / 1000000u;
+  atomic_fetch_add(&ts->lock_waits, 1);
+  uint64_t cur = atomic_load(&ts->wait_ms_max);
+  while (ms > cur && !atomic_compare_exchange_weak(&ts->wait_ms_max, &cur, ms)) {
+  }
+}
+
+/* The outcome of taking one tier's lock. */
+enum { L_DONE, L_HIT, L_TIMEOUT };
+
+/* Take tier i's lock (or give up on it), polling its entry while another
+ * process holds the lock.  *waited_ns grows by the time spent waiting. */
+static int lock_one(ccache *c, uint32_t i, ccache_key key, held_locks *h, void **native,
+                    uint64_t *cost, uint64_t *waited_ns) {
+  struct ccache__tiers *ts = c->tiers;
+  ccache_tier *t = ts->t[i];
+  uint64_t start = 0, delay = t->ops.poll_ms;
+  for (;;) {
+    void *lk = NULL;
+    int rc;
+    CCACHE__IN_FRAME(c, rc = t->ops.lock(t->state, key, &lk));
+    if (rc == CCACHE_OK) {
+      h->held[i] = true;
+      h->lock[i] = lk;
+      if (t->ops.lease_ms) ccache__tier_lease_add(c, &h->lease[i], t, lk);
+      break;
+    }
+    if (rc != CCACHE_EBUSY) { /* a broken lock: go on without it */
+      ccache__tier_error(ts);
+      break;
+    }
+    uint64_t now = ccache__mono_ns();
+    if (!start) start = now;
+    uint64_t elapsed_ms = (now - start) / 1000000u;
+    if (elapsed_ms >= t->ops.wait_ms) {
+      *waited_ns += now - start;
+      return L_TIMEOUT;
+    }
+    uint64_t left = t->ops.wait_ms - elapsed_ms;
+    sleep_ms(delay < left ? delay : left);
+    delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
+    /* The holder may have published while we slept. */
+    if (load(c, i, key, native, cost) == T_HIT) {
+      *waited_ns += ccache__mono_ns() - start;
+      return L_HIT;
+    }
+  }
+  if (start) *waited_ns += ccache__mono_ns() - start;
+  /* Got the lock (or gave up on a broken one): the holder before us may
+   * have published just before letting go. */
+  return load(c, i, key, native, cost) == T_HIT ? L_HIT : L_DONE;
+}
+
+/* Take the locks in tier order.  T_HIT if an entry turned up meanwhile. */
+static int lock_all(ccache *c, ccache_key key, held_locks *h, void **native, uint64_t *cost) {
+  struct ccache__tiers *ts = c->tiers;
+  uint64_t waited_ns = 0;
+  bool waited = false;
+  int found = T_MISS;
+  for (uint32_t i = 0; i < ts->n; i++) {
+    if (!ts->usable[i] || !ts->t[i]->ops.lock) continue;
+    uint64_t before = waited_ns;
+    int r = lock_one(c, i, key, h, native, cost, &waited_ns);
+    waited = waited || waited_ns != before || r == L_TIMEOUT;
+    if (r == L_HIT) {
+      found = T_HIT;
+      break;
+    }
+    if (r == L_TIMEOUT) break; /* waited long enough: compile now */
+  }
+  if (waited) record_wait(ts, waited_ns);
+  return found;
+}
+
+static void unlock_all(ccache *c, held_locks *h) {
+  struct ccache__tiers *ts = c->tiers;
+  for (uint32_t i = ts->n; i-- > 0;) {
+    if (!h->held[i]) continue;
+    ccache_tier *t = ts->t[i];
+    if (t->ops.lease_ms) ccache__tier_lease_remove(c, &h->lease[i]);
+    CCACHE__IN_FRAME(c, t->ops.unlock(t->state, h->lock[i]));
+  }
+}
+
+/* ------------------------------------------------------ compile and store */
+
+static int run_compile(ccache *c, ccache_key key, ccache_program_compile_fn compile, void *ud,
+                       void **native, uint64_t *cost, uint64_t *took_ns) {
+  ccache__frame fr;
+  uint64_t t0 = ccache__mono_ns();
+  ccache__frame_push(&fr, c);
+  int crc = compile(ud, c, key, native, cost);
+  ccache__frame_pop(&fr);
+  *took_ns = ccache__mono_ns() - t0;
+  atomic_fetch_add_explicit(&c->compile_ns, *took_ns, memory_order_relaxed);
+  return crc;
+}
+
+static uint64_t realtime_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Encode the program just compiled and write it to every usable tier. */
+static void store(ccache *c, ccache_key key, void *native) {
+  struct ccache__tiers *ts = c->tiers;
+  void *bytes = NULL;
+  size_t len = 0;
+  int rc;
+  CCACHE__IN_FRAME(c, rc = ts->codec.encode(ts->codec.ctx, key, native, &bytes, &len));
+  if (rc == CCACHE_CODEC_SKIP) return;
+  if (rc != 0) {
+    ccache__tier_error(ts);
+    return;
+  }
+  unsigned char *blob = NULL;
+  size_t blen = 0;
+  if ((uint64_t)len <= CCACHE__TIER_MAX_PAYLOAD && (bytes || len == 0)) {
+    blen = ccache__tier_entry_len(len);
+    blob = ccache__malloc(&c->mem, blen);
+  }
+  if (blob) ccache__tier_frame(blob, key, ts->tag_hash, realtime_ms(), bytes, len);
+  CCACHE__IN_FRAME(c, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
+  if (!blob) { /* too large, NULL bytes, or no memory: not stored */
+    ccache__tier_error(ts);
+    return;
+  }
+  fill(c, key, blob, blen, ts->n);
+  ccache__free(&c->mem, blob);
+}
+
+static bool any_usable(const struct ccache__tiers *ts) {
+  for (uint32_t i = 0; i < ts->n; i++)
+    if (ts->usable[i]) return true;
+  return false;
+}
+
+int ccache__tier_obtain(ccache *c, ccache_key key, ccache_program_compile_fn compile, void *ud,
+                        void **native, uint64_t *cost, bool *compiled) {
+  struct ccache__tiers *ts = c->tiers;
+  uint64_t took_ns = 0;
+  *compiled = false;
+  if (!ts || !ts->has_codec || !any_usable(ts)) {
+    *compiled = true;
+    return run_compile(c, key, compile, ud, native, cost, &took_ns);
+  }
+  for (uint32_t i = 0; i < ts->n; i++) {
+    if (ts->usable[i] && load(c, i, key, native, cost) == T_HIT) {
+      atomic_fetch_add(&ts->hits, 1);
+      return 0;
+    }
+  }
+  held_locks h;
+  memset(&h, 0, sizeof h);
+  int found = lock_all(c, key, &h, native, cost);
+  if (found == T_HIT) {
+    unlock_all(c, &h);
+    atomic_fetch_add(&ts->hits, 1);
+    return 0;
+  }
+  atomic_fetch_add(&ts->misses, 1);
+  *compiled = true;
+  int crc = run_compile(c, key, compile, ud, native, cost, &took_ns);
+  if (crc == 0 && took_ns / 1000u >= ts->min_compile_us) store(c, key, *native);
+  unlock_all(c, &h);
+  return crc;
+}

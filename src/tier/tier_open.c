@@ -1,0 +1,144 @@
+/*
+ * tier_open.c - the tier objects (ccache_tier_custom, ccache_tier_free), the
+ * checks of a config's tier fields, and a cache's tiers at open and close:
+ * ownership, the codec and runtime tag, attach, close, and their counts.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "tier/tier.h"
+
+/* ---------------------------------------------------------- the tier objects */
+
+int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **out) {
+  if (!ops || !out || ops->size < sizeof(ccache_tier_ops)) return CCACHE_EINVAL;
+  if (!ops->get || !ops->free_blob || !ops->put) return CCACHE_EINVAL;
+  if (ops->lock) {
+    if (!ops->unlock || ops->poll_ms < 1 || ops->poll_max_ms < ops->poll_ms) return CCACHE_EINVAL;
+    /* A lease renewed every lease/3 needs lease/3 >= 1 ms. */
+    if (ops->lease_ms && (ops->lease_ms < 3 || !ops->renew)) return CCACHE_EINVAL;
+  }
+  ccache_tier *t = calloc(1, sizeof *t);
+  if (!t) return CCACHE_ENOMEM;
+  memcpy(&t->ops, ops, sizeof t->ops);
+  t->ops.size = sizeof t->ops;
+  if (!t->ops.name) t->ops.name = "custom";
+  if (!t->ops.lock) t->ops.lease_ms = 0;
+  t->state = state;
+  atomic_init(&t->owner, NULL);
+  *out = t;
+  return CCACHE_OK;
+}
+
+void ccache_tier_free(ccache_tier *t) {
+  if (!t) return;
+  if (t->ops.close) t->ops.close(t->state);
+  free(t);
+}
+
+/* ------------------------------------------------------------- open, close */
+
+/* The tier fields exist only in configs whose size covers them: a caller
+ * built before them passes a shorter struct (CCACHE__CONFIG_MIN_SIZE), and
+ * reading past its end would read its stack. */
+#define CFG_HAS(cfg, field) ((cfg)->size >= offsetof(ccache_config, field) + sizeof((cfg)->field))
+
+int ccache__tiers_check(const ccache_config *cfg) {
+  if (!CFG_HAS(cfg, n_tiers)) return CCACHE_OK; /* no tiers */
+  const ccache_codec *k = cfg->codec;
+  const char *why = NULL;
+  if (k && (!k->encode || !k->free_bytes || !k->decode))
+    why = "a codec needs encode, free_bytes and decode";
+  else if (cfg->n_tiers > CCACHE_MAX_TIERS)
+    why = "more than CCACHE_MAX_TIERS tiers";
+  else if (cfg->n_tiers && !cfg->tiers)
+    why = "n_tiers > 0 with tiers NULL";
+  for (uint32_t i = 0; !why && i < cfg->n_tiers; i++) {
+    if (!cfg->tiers[i] || atomic_load(&cfg->tiers[i]->owner))
+      why = "a tier that is NULL or already owned by a cache";
+    for (uint32_t j = 0; !why && j < i; j++)
+      if (cfg->tiers[j] == cfg->tiers[i]) why = "the same tier listed twice";
+  }
+  if (!why) return CCACHE_OK;
+  ccache__detail("ccache_config: %s", why);
+  return CCACHE_EINVAL;
+}
+
+/* Claim every tier for c, or none (another open may race for the same one). */
+static bool claim(ccache *c, ccache_tier *const *tiers, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    const void *none = NULL;
+    if (!atomic_compare_exchange_strong(&tiers[i]->owner, &none, (const void *)c)) {
+      while (i-- > 0) atomic_store(&tiers[i]->owner, NULL);
+      return false;
+    }
+  }
+  return true;
+}
+
+int ccache__tiers_open(ccache *c, const ccache_config *cfg) {
+  c->tiers = NULL;
+  if (!CFG_HAS(cfg, n_tiers) || (cfg->n_tiers == 0 && !cfg->codec)) return CCACHE_OK;
+  struct ccache__tiers *ts = ccache__calloc(&c->mem, sizeof *ts);
+  if (!ts) return CCACHE_ENOMEM;
+  int rc = ccache__tier_renewal_init(ts);
+  if (rc != CCACHE_OK) {
+    ccache__free(&c->mem, ts);
+    return rc;
+  }
+  if (!claim(c, cfg->tiers, cfg->n_tiers)) {
+    ccache__tier_renewal_destroy(ts);
+    ccache__free(&c->mem, ts);
+    return CCACHE_EINVAL;
+  }
+  ts->n = cfg->n_tiers;
+  for (uint32_t i = 0; i < ts->n; i++) ts->t[i] = cfg->tiers[i];
+  if (cfg->codec) {
+    ts->codec = *cfg->codec;
+    ts->has_codec = 1;
+  }
+  ts->tag_hash = ccache__tier_tag_hash(cfg->runtime_tag);
+  ts->min_compile_us = cfg->tier_min_compile_us;
+  c->tiers = ts;
+  /* Without a codec the tiers are only owned (and closed at close). */
+  if (!ts->has_codec) return CCACHE_OK;
+  char ns[CCACHE__TIER_NS_MAX];
+  ccache__tier_ns(ts->tag_hash, ns);
+  for (uint32_t i = 0; i < ts->n; i++) {
+    ccache_tier *t = ts->t[i];
+    rc = CCACHE_OK;
+    if (t->ops.attach) CCACHE__IN_FRAME(c, rc = t->ops.attach(t->state, ns));
+    ts->usable[i] = rc >= 0;
+    if (rc < 0) ccache__tier_error(ts);
+  }
+  return CCACHE_OK;
+}
+
+void ccache__tiers_close(ccache *c) {
+  struct ccache__tiers *ts = c->tiers;
+  if (!ts) return;
+  ccache__tier_renewal_stop(ts);
+  for (uint32_t i = 0; i < ts->n; i++) {
+    ccache_tier *t = ts->t[i];
+    if (t->ops.close) CCACHE__IN_FRAME(c, t->ops.close(t->state));
+    free(t);
+  }
+  ccache__tier_renewal_destroy(ts);
+  ccache__free(&c->mem, ts);
+  c->tiers = NULL;
+}
+
+void ccache__tier_stats(ccache *c, ccache_stats *s) {
+  struct ccache__tiers *ts = c->tiers;
+  if (!ts) return;
+  s->tier_hits = atomic_load(&ts->hits);
+  s->tier_misses = atomic_load(&ts->misses);
+  s->tier_writes = atomic_load(&ts->writes);
+  s->tier_errors = atomic_load(&ts->errors);
+  s->tier_corrupt = atomic_load(&ts->corrupt);
+  s->tier_bytes_read = atomic_load(&ts->bytes_read);
+  s->tier_bytes_written = atomic_load(&ts->bytes_written);
+  s->tier_lock_waits = atomic_load(&ts->lock_waits);
+  s->tier_wait_ms_max = atomic_load(&ts->wait_ms_max);
+}
