@@ -199,29 +199,37 @@ extern "C" int hj_halide_compile(const hj_spec *s, const char *target, const cha
   });
 }
 
-extern "C" int hj_halide_lowered(const hj_spec *s, const char *target, char **text, char *err,
-                                 size_t errlen) {
+extern "C" int hj_halide_lowered(const hj_spec *s, const char *target, int normalize, char **text,
+                                 char *err, size_t errlen) {
   return guarded(err, errlen, [&] {
     Built b = build(*s);
     Module m = b.pipeline.compile_to_module(b.args, "hj_pipeline", parse_target(target));
     std::ostringstream os;
     for (const auto &f : m.functions()) os << f.body << "\n";
-    // Halide numbers unique names per process ("x$3", "t17"): number them
-    // in order of appearance instead.
-    static const std::regex unique("([A-Za-z_][A-Za-z0-9_.]*\\$[0-9]+)|\\b(t[0-9]+)\\b");
-    std::string in = os.str(), outs;
-    std::vector<std::string> seen;
-    auto last = in.cbegin();
-    for (std::sregex_iterator it(in.begin(), in.end(), unique), end; it != end; ++it) {
-      std::string name = it->str();
-      size_t k = 0;
-      while (k < seen.size() && seen[k] != name) k++;
-      if (k == seen.size()) seen.push_back(name);
-      outs.append(last, in.cbegin() + it->position());
-      outs += "u" + std::to_string(k);
-      last = in.cbegin() + it->position() + it->length();
+    std::string outs = os.str();
+    if (normalize) {
+      // A second build of a Func named "sumsq" in this process is
+      // "sumsq$1": drop the suffix (the builder's own names are distinct
+      // within a pipeline), and the counter in the names of the closures of
+      // parallel loops ("..._par_for_rmsnorm__3_s0_t"); number the
+      // temporaries ("t13") in order of appearance.
+      static const std::regex suffix("\\$[0-9]+"), closure("__[0-9]+_"),
+          temp("\\bt[0-9]+\\b");
+      std::string in = std::regex_replace(std::regex_replace(outs, suffix, ""), closure, "__#_");
+      std::vector<std::string> seen;
+      outs.clear();
+      auto last = in.cbegin();
+      for (std::sregex_iterator it(in.begin(), in.end(), temp), end; it != end; ++it) {
+        std::string name = it->str();
+        size_t k = 0;
+        while (k < seen.size() && seen[k] != name) k++;
+        if (k == seen.size()) seen.push_back(name);
+        outs.append(last, in.cbegin() + it->position());
+        outs += "t#" + std::to_string(k);
+        last = in.cbegin() + it->position() + it->length();
+      }
+      outs.append(last, in.cend());
     }
-    outs.append(last, in.cend());
     *text = static_cast<char *>(std::malloc(outs.size() + 1));
     if (!*text) throw std::runtime_error("out of memory");
     std::memcpy(*text, outs.c_str(), outs.size() + 1);

@@ -43,12 +43,14 @@ int hj_halide_compile(const hj_spec *s, const char *target, const char *fn_name,
                       const char *obj_path, char *err, size_t errlen);
 
 /* The lowered statement (compile_to_module's functions, as text) of a
- * fresh build of s, with the names Halide makes unique per process (a
- * "$N" suffix, "tN" temporaries) numbered in order of appearance instead,
- * so two builds of one pipeline give the same text.  *text is malloc'd.
- * 0, or -1 with one line in err.  (For the tests: the program key is made
- * from the builder's parameters, see keys.h.) */
-int hj_halide_lowered(const hj_spec *s, const char *target, char **text, char *err,
+ * fresh build of s.  With normalize, the "$N" suffix Halide gives a name
+ * already used in this process is dropped and the "tN" temporaries are
+ * numbered in order of appearance, so that two builds of one pipeline give
+ * the same text;
+ * without, the text is Halide's own.  *text is malloc'd.  0, or -1 with
+ * one line in err.  (For the tests: the program key is made from the
+ * builder's parameters, see keys.h.) */
+int hj_halide_lowered(const hj_spec *s, const char *target, int normalize, char **text, char *err,
                       size_t errlen);
 
 /* Halide's own path at a call site: build s's pipeline afresh and

@@ -6,7 +6,7 @@
 #include "halide_build.h"
 
 int main(int argc, char **argv) {
-  char target[256], err[512];
+  char target[256], err[512] = "the host target does not fit";
   if (argc != 2) {
     fprintf(stderr, "usage: %s OUT.o\n", argv[0]);
     return 2;
