@@ -93,7 +93,8 @@ static void per_pipeline_rows(bench_report *rep, int reps, int hits) {
       ratio[r] = jit_ms[r] * 1e3 / hit_us[r];
     }
     char fig[96];
-    snprintf(fig, sizeof fig, "halide_jit %s at a call site: ccache hit vs fresh Func + compile_jit",
+    snprintf(fig, sizeof fig,
+             "halide_jit %s at a call site: ccache hit vs fresh Func + compile_jit",
              hj_kind_name(s.kind));
     bench_row *row = bench_add(rep, fig, bench_stats(hit_us, reps).med, "us",
                                bench_stats(jit_ms, reps).med * 1e3, "Halide's own path (us)",
@@ -125,13 +126,13 @@ static void call_site_rows(bench_report *rep, uint32_t layers) {
   BENCH_CHECK(st.program_compiles == HJ_N_KINDS, "%" PRIu64 " compiles", st.program_compiles);
   hj_jit_close(&jit);
   char fig[96];
-  snprintf(fig, sizeof fig, "halide_jit %" PRIu32 " call sites x 5 pipelines built independently: compiles",
-           layers);
+  snprintf(fig, sizeof fig,
+           "halide_jit %" PRIu32 " call sites x 5 pipelines built independently: compiles", layers);
   double r = (double)halide_compiles / (double)st.program_compiles;
-  bench_row *row = bench_add(rep, fig, (double)st.program_compiles, "compiles",
-                             (double)halide_compiles, "Halide alone (compile_jit per site)",
-                             (bench_stat){r, r, r, 1}, "Halide / ccache", BENCH_RATIO_GE,
-                             (double)layers);
+  bench_row *row =
+      bench_add(rep, fig, (double)st.program_compiles, "compiles", (double)halide_compiles,
+                "Halide alone (compile_jit per site)", (bench_stat){r, r, r, 1}, "Halide / ccache",
+                BENCH_RATIO_GE, (double)layers);
   snprintf(row->note, sizeof row->note,
            "exact counts; time: Halide alone %.0f ms, ccache %.0f ms obtaining (walk, 8 tokens)",
            halide_ms, w.obtain_ms);
@@ -172,10 +173,11 @@ static void four_threads_row(bench_report *rep) {
   ccache_stats st = stats();
   hj_jit_close(&jit);
   double c = (double)st.program_compiles;
-  bench_row *row = bench_add(rep, "halide_jit 4 threads building one pipeline at once: compiles",
-                             c, "compiles", 1, "pipelines", (bench_stat){c, c, c, 1},
+  bench_row *row = bench_add(rep, "halide_jit 4 threads building one pipeline at once: compiles", c,
+                             "compiles", 1, "pipelines", (bench_stat){c, c, c, 1},
                              "compiles / pipelines", BENCH_RATIO_LE, 1.0);
-  snprintf(row->note, sizeof row->note, "exact count; %" PRIu64 " of the 3 others waited", st.waits);
+  snprintf(row->note, sizeof row->note, "exact count; %" PRIu64 " of the 3 others waited",
+           st.waits);
 }
 
 /* ------------------------------------------------ the binary, with tiers */
@@ -187,8 +189,8 @@ typedef struct run {
 } run;
 
 static void hj(run *r, const char *layers, const char *flag, const char *value) {
-  char *argv[] = {HALIDE_JIT_EXE, "--json", "--layers", (char *)layers, (char *)flag,
-                  (char *)value,  NULL};
+  char *argv[] = {HALIDE_JIT_EXE, "--json",      "--layers", (char *)layers,
+                  (char *)flag,   (char *)value, NULL};
   kj_child c;
   int st = kj_run(&c, argv);
   BENCH_CHECK(st == 0, "halide_jit %s %s exited %d: %s", flag, value, st, c.err);
@@ -238,10 +240,10 @@ static void restart_row(bench_report *rep, const series *s, const char *tier, co
 static void load_row(bench_report *rep, const series *s, const char *tier, double target) {
   char fig[96];
   snprintf(fig, sizeof fig, "halide_jit %s fetch + load of a pipeline vs its compile", tier);
-  bench_row *row = bench_add(
-      rep, fig, bench_stats(s->load_us, s->n).med, "us", bench_stats(s->compile_us, s->n).med,
-      "compile_to_object + cc + load", bench_stats(s->load_ratio, s->n), "compile / (fetch + load)",
-      BENCH_RATIO_GE, target);
+  bench_row *row = bench_add(rep, fig, bench_stats(s->load_us, s->n).med, "us",
+                             bench_stats(s->compile_us, s->n).med, "compile_to_object + cc + load",
+                             bench_stats(s->load_ratio, s->n), "compile / (fetch + load)",
+                             BENCH_RATIO_GE, target);
   snprintf(row->note, sizeof row->note,
            "per rep: median compile of the cold run / median tier-served get of the warm run");
 }

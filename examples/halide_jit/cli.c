@@ -72,9 +72,9 @@ static int valued(hj_options *o, const char *a, const char *val) {
   static const struct {
     const char *name;
     uint64_t lo, hi;
-  } nums[] = {{"--layers", 1, HJ_LAYERS},  {"--tokens", 1, 1024},
-              {"--threads", 1, 64},        {"--repeat", 1, 1000},
-              {"--seed", 0, UINT64_MAX},   {"--max-items", 1, UINT64_MAX - 1}};
+  } nums[] = {{"--layers", 1, HJ_LAYERS}, {"--tokens", 1, 1024},
+              {"--threads", 1, 64},       {"--repeat", 1, 1000},
+              {"--seed", 0, UINT64_MAX},  {"--max-items", 1, UINT64_MAX - 1}};
   uint64_t *dst[] = {NULL, NULL, NULL, NULL, &o->seed, &o->max_items};
   uint32_t *dst32[] = {&o->layers, &o->tokens, &o->threads, &o->repeat, NULL, NULL};
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {

@@ -19,7 +19,7 @@ using namespace Halide;
 
 namespace {
 
-std::mutex halide_mutex;  // see halide_build.h: one call into libHalide at a time
+std::mutex halide_mutex; // see halide_build.h: one call into libHalide at a time
 
 struct Built {
   Pipeline pipeline;
@@ -77,9 +77,9 @@ Built rope(const hj_schedule &s, int heads, const char *name) {
   angle(j, t) = cast<float>(pos0 + t) * inv_freq(j);
   cos_t(j, t) = cos(angle(j, t));
   sin_t(j, t) = sin(angle(j, t));
-  Expr jj = d % half;  // (bounds inference keeps it in [0, 32), unlike a select)
-  Expr partner = select(d < half, -x(min(d + half, HJ_HEAD_DIM - 1), hd, t),
-                        x(max(d - half, 0), hd, t));
+  Expr jj = d % half; // (bounds inference keeps it in [0, 32), unlike a select)
+  Expr partner =
+      select(d < half, -x(min(d + half, HJ_HEAD_DIM - 1), hd, t), x(max(d - half, 0), hd, t));
   Func out(name);
   out(d, hd, t) = x(d, hd, t) * cos_t(jj, t) + partner * sin_t(jj, t);
   x.dim(0).set_bounds(0, HJ_HEAD_DIM);
@@ -101,7 +101,7 @@ Built softmax(const hj_schedule &s) {
   Var j("j"), t("t"), hd("head");
   Expr kv = scores.dim(0).extent(), q = scores.dim(1).extent();
   Expr visible = j <= kv - q + t;
-  const float scale = 1.0f / 8.0f;  // 1 / sqrt(head_dim 64), exact in float
+  const float scale = 1.0f / 8.0f; // 1 / sqrt(head_dim 64), exact in float
   Func masked("masked"), e("e"), rowmax("rowmax"), rowsum("rowsum"), out("softmax");
   // Finite stand-in for -inf: Halide compiles with LLVM's fast-math flags
   // (no infinities), so a masked score is the lowest float and its
@@ -126,12 +126,18 @@ Built softmax(const hj_schedule &s) {
 
 Built build(const hj_spec &s) {
   switch (s.kind) {
-  case HJ_RMSNORM: return rmsnorm(s.sched);
-  case HJ_SILU_GATE: return silu_gate(s.sched);
-  case HJ_ROPE_Q: return rope(s.sched, HJ_HEADS, "rope_q");
-  case HJ_ROPE_K: return rope(s.sched, HJ_KV_HEADS, "rope_k");
-  case HJ_SOFTMAX: return softmax(s.sched);
-  default: break;
+    case HJ_RMSNORM:
+      return rmsnorm(s.sched);
+    case HJ_SILU_GATE:
+      return silu_gate(s.sched);
+    case HJ_ROPE_Q:
+      return rope(s.sched, HJ_HEADS, "rope_q");
+    case HJ_ROPE_K:
+      return rope(s.sched, HJ_KV_HEADS, "rope_k");
+    case HJ_SOFTMAX:
+      return softmax(s.sched);
+    default:
+      break;
   }
   throw std::runtime_error("unknown pipeline kind");
 }
@@ -171,7 +177,7 @@ Target parse_target(const char *target) {
   return Target(target);
 }
 
-}  // namespace
+} // namespace
 
 extern "C" int hj_halide_pipeline_target(char *buf, size_t n) {
   char err[8];
@@ -213,8 +219,7 @@ extern "C" int hj_halide_lowered(const hj_spec *s, const char *target, int norma
       // within a pipeline), and the counter in the names of the closures of
       // parallel loops ("..._par_for_rmsnorm__3_s0_t"); number the
       // temporaries ("t13") in order of appearance.
-      static const std::regex suffix("\\$[0-9]+"), closure("__[0-9]+_"),
-          temp("\\bt[0-9]+\\b");
+      static const std::regex suffix("\\$[0-9]+"), closure("__[0-9]+_"), temp("\\bt[0-9]+\\b");
       std::string in = std::regex_replace(std::regex_replace(outs, suffix, ""), closure, "__#_");
       std::vector<std::string> seen;
       outs.clear();

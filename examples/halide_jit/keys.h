@@ -24,9 +24,9 @@
 
 /* What the code depends on besides the pipeline itself. */
 typedef struct hj_ident {
-  char target[256];  /* Halide target string, e.g. x86-64-linux-avx-avx2-...-no_runtime */
-  char halide[64];   /* "Halide 14.0.0, LLVM 140" */
-  char cc[256];      /* first line of `cc --version` (it links the .so) */
+  char target[256]; /* Halide target string, e.g. x86-64-linux-avx-avx2-...-no_runtime */
+  char halide[64];  /* "Halide 14.0.0, LLVM 140" */
+  char cc[256];     /* first line of `cc --version` (it links the .so) */
 } hj_ident;
 
 /* Fingerprint of: "halide_jit", HJ_BUILDER_VERSION, the kind, the schedule,

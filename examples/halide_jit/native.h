@@ -22,8 +22,8 @@
 
 typedef struct hj_native {
   ex_so so;
-  void *fn;                              /* int fn(halide_buffer_t *..., ...) */
-  const struct halide_filter_metadata_t *meta;  /* Halide's description of fn's arguments */
+  void *fn;                                    /* int fn(halide_buffer_t *..., ...) */
+  const struct halide_filter_metadata_t *meta; /* Halide's description of fn's arguments */
 } hj_native;
 
 /* "hj_<key.hi><key.lo>" in hex: the entry point's name (buf >= 40 bytes). */

@@ -60,12 +60,21 @@ static void softmax(const hj_call *c) {
 
 void hj_reference(const hj_call *c, float rms_eps) {
   switch (c->kind) {
-  case HJ_RMSNORM: rmsnorm(c, rms_eps); break;
-  case HJ_SILU_GATE: silu_gate(c); break;
-  case HJ_ROPE_Q:
-  case HJ_ROPE_K: rope(c); break;
-  case HJ_SOFTMAX: softmax(c); break;
-  default: break;
+    case HJ_RMSNORM:
+      rmsnorm(c, rms_eps);
+      break;
+    case HJ_SILU_GATE:
+      silu_gate(c);
+      break;
+    case HJ_ROPE_Q:
+    case HJ_ROPE_K:
+      rope(c);
+      break;
+    case HJ_SOFTMAX:
+      softmax(c);
+      break;
+    default:
+      break;
   }
 }
 

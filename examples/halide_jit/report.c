@@ -63,8 +63,9 @@ static void json_str(FILE *f, const char *name, const char *s, const char *sep) 
 void hj_report_json(FILE *f, hj_report *r) {
   const ccache_stats *s = &r->stats;
   const hj_walk_result *w = r->w;
-  fprintf(f, "{\"layers\": %" PRIu32 ", \"tokens\": %" PRIu32 ", \"threads\": %" PRIu32
-             ", \"repeat\": %" PRIu32 ", ",
+  fprintf(f,
+          "{\"layers\": %" PRIu32 ", \"tokens\": %" PRIu32 ", \"threads\": %" PRIu32
+          ", \"repeat\": %" PRIu32 ", ",
           r->o->layers, r->o->tokens, r->o->threads, r->o->repeat);
   fprintf(f, "\"site_visits\": %" PRIu64 ", \"distinct_pipelines\": %d, ", w->site_visits,
           HJ_N_KINDS);
@@ -135,8 +136,8 @@ void hj_report_human(FILE *f, hj_report *r) {
   fprintf(f, "tiers: %s%s%s%s%s\n\n", o->cache_dir ? "disk " : "", o->cache_dir ? o->cache_dir : "",
           o->cache_dir && o->redis ? ", then " : "", o->redis ? "redis " : "",
           o->redis ? o->redis : (o->cache_dir ? "" : "none"));
-  fprintf(f, "%-10s %6s %9s %7s %12s %12s %12s %12s\n", "pipeline", "calls", "compiled",
-          "loaded", "compile ms", "Halide ms", "load us", "max |err|");
+  fprintf(f, "%-10s %6s %9s %7s %12s %12s %12s %12s\n", "pipeline", "calls", "compiled", "loaded",
+          "compile ms", "Halide ms", "load us", "max |err|");
   for (int k = 0; k < HJ_N_KINDS; k++) {
     const hj_kind_stats *ks = &r->j->kinds[k];
     fprintf(f, "%-10s %6" PRIu64 " %9" PRIu32 " %7" PRIu32 " ", hj_kind_name((hj_kind)k),
@@ -152,8 +153,8 @@ void hj_report_human(FILE *f, hj_report *r) {
   fprintf(f, " medians; calls: a prefill and a decode call per call-site visit)\n\n");
   fprintf(f, "%-34s %" PRIu64 " (closure hits %" PRIu64 ", misses %" PRIu64 ")\n",
           "call-site visits", w->site_visits, s->hits, s->misses);
-  fprintf(f, "%-34s %" PRIu64 " of %d distinct\n", "pipelines compiled here",
-          s->program_compiles, HJ_N_KINDS);
+  fprintf(f, "%-34s %" PRIu64 " of %d distinct\n", "pipelines compiled here", s->program_compiles,
+          HJ_N_KINDS);
   fprintf(f, "%-34s %" PRIu64 "\n", "call sites given one already made", s->program_hits);
   fprintf(f, "%-34s %" PRIu64 "\n", "pipelines loaded from a tier", s->tier_hits);
   fprintf(f, "%-34s %" PRIu64 " (%" PRIu64 " bytes)\n", "written to a tier", s->tier_writes,
@@ -162,8 +163,8 @@ void hj_report_human(FILE *f, hj_report *r) {
           s->tier_corrupt);
   fprintf(f, "%-34s %" PRIu64 " (closures), %" PRIu64 " (tier locks)\n", "waits for another thread",
           s->waits, s->tier_lock_waits);
-  fprintf(f, "%-34s %" PRIu64 " closures evicted, %" PRIu64 " pipelines unloaded\n",
-          "bounds", s->evicted_capacity, r->unloads);
+  fprintf(f, "%-34s %" PRIu64 " closures evicted, %" PRIu64 " pipelines unloaded\n", "bounds",
+          s->evicted_capacity, r->unloads);
   fprintf(f, "%-34s %.3f ms\n", "time obtaining closures", w->obtain_ms);
   fprintf(f, "%-34s %.3f ms\n\n", "wall time", r->wall_ms);
   uint64_t calls = 0;

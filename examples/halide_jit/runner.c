@@ -74,30 +74,31 @@ static int call(const hj_call *c, const hj_native *n) {
   int32_t q = (int32_t)c->q, kv = (int32_t)c->kv;
   int32_t heads = (int32_t)hj_rope_heads(c->kind), half = HJ_HEAD_DIM / 2;
   switch (c->kind) {
-  case HJ_RMSNORM:
-  case HJ_SILU_GATE: {
-    int32_t width = c->kind == HJ_RMSNORM ? HJ_HIDDEN : HJ_INTERMEDIATE;
-    int32_t e2[2] = {width, q};
-    buf(&a, (float *)c->a, 2, e2);
-    buf(&b, (float *)c->b, c->kind == HJ_RMSNORM ? 1 : 2, e2);
-    buf(&out, c->out, 2, e2);
-    return ((fn3)n->fn)(&a.b, &b.b, &out.b);
-  }
-  case HJ_ROPE_Q:
-  case HJ_ROPE_K: {
-    int32_t e3[3] = {HJ_HEAD_DIM, heads, q};
-    buf(&a, (float *)c->a, 3, e3);
-    buf(&b, (float *)c->b, 1, &half);
-    buf(&out, c->out, 3, e3);
-    return ((fn_rope)n->fn)(&a.b, &b.b, c->pos0, &out.b);
-  }
-  case HJ_SOFTMAX: {
-    int32_t e3[3] = {kv, q, HJ_HEADS};
-    buf(&a, (float *)c->a, 3, e3);
-    buf(&out, c->out, 3, e3);
-    return ((fn2)n->fn)(&a.b, &out.b);
-  }
-  default: return -1;
+    case HJ_RMSNORM:
+    case HJ_SILU_GATE: {
+      int32_t width = c->kind == HJ_RMSNORM ? HJ_HIDDEN : HJ_INTERMEDIATE;
+      int32_t e2[2] = {width, q};
+      buf(&a, (float *)c->a, 2, e2);
+      buf(&b, (float *)c->b, c->kind == HJ_RMSNORM ? 1 : 2, e2);
+      buf(&out, c->out, 2, e2);
+      return ((fn3)n->fn)(&a.b, &b.b, &out.b);
+    }
+    case HJ_ROPE_Q:
+    case HJ_ROPE_K: {
+      int32_t e3[3] = {HJ_HEAD_DIM, heads, q};
+      buf(&a, (float *)c->a, 3, e3);
+      buf(&b, (float *)c->b, 1, &half);
+      buf(&out, c->out, 3, e3);
+      return ((fn_rope)n->fn)(&a.b, &b.b, c->pos0, &out.b);
+    }
+    case HJ_SOFTMAX: {
+      int32_t e3[3] = {kv, q, HJ_HEADS};
+      buf(&a, (float *)c->a, 3, e3);
+      buf(&out, c->out, 3, e3);
+      return ((fn2)n->fn)(&a.b, &out.b);
+    }
+    default:
+      return -1;
   }
 }
 

@@ -25,22 +25,31 @@ uint32_t hj_rope_heads(hj_kind kind) {
 
 size_t hj_in_a(hj_kind kind, uint32_t q, uint32_t kv) {
   switch (kind) {
-  case HJ_RMSNORM: return (size_t)HJ_HIDDEN * q;
-  case HJ_SILU_GATE: return (size_t)HJ_INTERMEDIATE * q;
-  case HJ_ROPE_Q:
-  case HJ_ROPE_K: return (size_t)HJ_HEAD_DIM * hj_rope_heads(kind) * q;
-  case HJ_SOFTMAX: return (size_t)kv * q * HJ_HEADS;
-  default: return 0;
+    case HJ_RMSNORM:
+      return (size_t)HJ_HIDDEN * q;
+    case HJ_SILU_GATE:
+      return (size_t)HJ_INTERMEDIATE * q;
+    case HJ_ROPE_Q:
+    case HJ_ROPE_K:
+      return (size_t)HJ_HEAD_DIM * hj_rope_heads(kind) * q;
+    case HJ_SOFTMAX:
+      return (size_t)kv * q * HJ_HEADS;
+    default:
+      return 0;
   }
 }
 
 size_t hj_in_b(hj_kind kind, uint32_t q) {
   switch (kind) {
-  case HJ_RMSNORM: return HJ_HIDDEN;
-  case HJ_SILU_GATE: return (size_t)HJ_INTERMEDIATE * q;
-  case HJ_ROPE_Q:
-  case HJ_ROPE_K: return HJ_HEAD_DIM / 2;
-  default: return 0;
+    case HJ_RMSNORM:
+      return HJ_HIDDEN;
+    case HJ_SILU_GATE:
+      return (size_t)HJ_INTERMEDIATE * q;
+    case HJ_ROPE_Q:
+    case HJ_ROPE_K:
+      return HJ_HEAD_DIM / 2;
+    default:
+      return 0;
   }
 }
 

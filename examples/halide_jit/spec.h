@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #if !defined(HJ_HIDDEN) || !defined(HJ_INTERMEDIATE) || !defined(HJ_HEADS) || \
-    !defined(HJ_KV_HEADS) || !defined(HJ_HEAD_DIM) || !defined(HJ_RMS_EPS) ||  \
+    !defined(HJ_KV_HEADS) || !defined(HJ_HEAD_DIM) || !defined(HJ_RMS_EPS) || \
     !defined(HJ_ROPE_THETA) || !defined(HJ_LAYERS)
 #error "the model constants come from CMake (examples/halide_jit/CMakeLists.txt)"
 #endif

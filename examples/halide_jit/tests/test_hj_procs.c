@@ -31,7 +31,8 @@ static void parse(const kj_child *c, out *r) {
            {"tier_errors", &r->tier_errors}, {"tier_corrupt", &r->tier_corrupt},
            {"mismatches", &r->mismatches}};
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-    if (kj_json_u64(c->out, f[i].name, f[i].v) != 0) fprintf(stderr, "no %s: %s\n", f[i].name, c->out);
+    if (kj_json_u64(c->out, f[i].name, f[i].v) != 0)
+      fprintf(stderr, "no %s: %s\n", f[i].name, c->out);
     assert_int_equal(kj_json_u64(c->out, f[i].name, f[i].v), 0);
   }
   assert_int_equal(kj_json_str(c->out, "checksum", r->checksum, sizeof r->checksum), 0);
@@ -110,14 +111,14 @@ static const char *sub(const fixture *fx, const char *name, char *path, size_t n
 static void bad_flags_exit_2(void **state) {
   (void)state;
   char *cases[][6] = {
-      {EXE, "--bogus", NULL},           {EXE, "--layers", NULL},
-      {EXE, "--layers", "0", NULL},     {EXE, "--layers", "31", NULL},
-      {EXE, "--tokens", "0", NULL},     {EXE, "--tokens", "1025", NULL},
-      {EXE, "--threads", "65", NULL},   {EXE, "--threads", "x", NULL},
-      {EXE, "--repeat", "0", NULL},     {EXE, "--max-items", "0", NULL},
-      {EXE, "--seed", "-1", NULL},      {EXE, "--cache-dir", "", NULL},
-      {EXE, "--redis", "host", NULL},   {EXE, "--redis", "h:0", NULL},
-      {EXE, "--runtime-tag", NULL},     {EXE, "json", NULL},
+      {EXE, "--bogus", NULL},         {EXE, "--layers", NULL},
+      {EXE, "--layers", "0", NULL},   {EXE, "--layers", "31", NULL},
+      {EXE, "--tokens", "0", NULL},   {EXE, "--tokens", "1025", NULL},
+      {EXE, "--threads", "65", NULL}, {EXE, "--threads", "x", NULL},
+      {EXE, "--repeat", "0", NULL},   {EXE, "--max-items", "0", NULL},
+      {EXE, "--seed", "-1", NULL},    {EXE, "--cache-dir", "", NULL},
+      {EXE, "--redis", "host", NULL}, {EXE, "--redis", "h:0", NULL},
+      {EXE, "--runtime-tag", NULL},   {EXE, "json", NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kj_child c;

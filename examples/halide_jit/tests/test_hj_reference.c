@@ -34,7 +34,8 @@ static ccache_program *get(const hj_spec *s) {
   ccache_program *p = NULL;
   char err[640] = "";
   int rc = hj_jit_program(&jit, s, &p, err, sizeof err);
-  if (rc != CCACHE_OK) fprintf(stderr, "%s: %s: %s\n", hj_kind_name(s->kind), ccache_strerror(rc), err);
+  if (rc != CCACHE_OK)
+    fprintf(stderr, "%s: %s: %s\n", hj_kind_name(s->kind), ccache_strerror(rc), err);
   assert_int_equal(rc, CCACHE_OK);
   return p;
 }
@@ -52,14 +53,16 @@ static void every_pipeline_matches_reference(void **state) {
       ccache_program *p = get(&s);
       for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         hj_result res;
-        assert_int_equal(hj_run_checked(s.kind, ccache_program_native(p), shapes[i][0],
-                                        shapes[i][1], 3, (uint32_t)i, (float)HJ_RMS_EPS, NULL, &res),
-                         0);
+        assert_int_equal(
+            hj_run_checked(s.kind, ccache_program_native(p), shapes[i][0], shapes[i][1], 3,
+                           (uint32_t)i, (float)HJ_RMS_EPS, NULL, &res),
+            0);
         if (!res.ok)
-          fprintf(stderr, "%s vector %u parallel %u q %u kv %u: status %d (%s), element %zu, "
-                  "max abs err %g\n", hj_kind_name(s.kind), s.sched.vector, s.sched.parallel,
-                  shapes[i][0], shapes[i][1], res.status, hj_runtime_error(), res.first_bad,
-                  res.max_abs_err);
+          fprintf(stderr,
+                  "%s vector %u parallel %u q %u kv %u: status %d (%s), element %zu, "
+                  "max abs err %g\n",
+                  hj_kind_name(s.kind), s.sched.vector, s.sched.parallel, shapes[i][0],
+                  shapes[i][1], res.status, hj_runtime_error(), res.first_bad, res.max_abs_err);
         assert_true(res.ok);
       }
       ccache_program_release(jit.cache, p);
@@ -76,9 +79,8 @@ static void check_rejects_wrong_eps(void **state) {
   hj_spec s = hj_spec_default(HJ_RMSNORM);
   ccache_program *p = get(&s);
   hj_result res;
-  assert_int_equal(hj_run_checked(HJ_RMSNORM, ccache_program_native(p), 4, 4, 1, 0, 1e-3f, NULL,
-                                  &res),
-                   0);
+  assert_int_equal(
+      hj_run_checked(HJ_RMSNORM, ccache_program_native(p), 4, 4, 1, 0, 1e-3f, NULL, &res), 0);
   assert_int_equal(res.status, 0);
   assert_false(res.ok);
   assert_true(res.max_abs_err > 1e-4);
