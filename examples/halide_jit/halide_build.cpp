@@ -5,6 +5,7 @@
 
 #include <Halide.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -197,10 +198,14 @@ extern "C" int hj_halide_runtime_target(char *buf, size_t n) {
 extern "C" int hj_halide_llvm_version(void) { return Internal::get_llvm_version(); }
 
 extern "C" int hj_halide_compile(const hj_spec *s, const char *target, const char *fn_name,
-                                 const char *obj_path, char *err, size_t errlen) {
+                                 const char *obj_path, double *ms, char *err, size_t errlen) {
   return guarded(err, errlen, [&] {
+    auto t0 = std::chrono::steady_clock::now();
     Built b = build(*s);
     b.pipeline.compile_to_object(obj_path, b.args, fn_name, parse_target(target));
+    if (ms)
+      *ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return 0;
   });
 }

@@ -37,10 +37,11 @@ int hj_halide_llvm_version(void);
 /* Build s's pipeline as a runtime would at a call site (fresh Funcs and
  * ImageParams, the schedule applied) and compile it for target (a Halide
  * target string) to an object file at obj_path whose entry point is
- * fn_name (also fn_name_argv and fn_name_metadata).  0, or -1 with one
- * line in err. */
+ * fn_name (also fn_name_argv and fn_name_metadata).  *ms (may be NULL)
+ * receives the milliseconds spent building and compiling, the wait for
+ * the mutex excluded.  0, or -1 with one line in err. */
 int hj_halide_compile(const hj_spec *s, const char *target, const char *fn_name,
-                      const char *obj_path, char *err, size_t errlen);
+                      const char *obj_path, double *ms, char *err, size_t errlen);
 
 /* The lowered statement (compile_to_module's functions, as text) of a
  * fresh build of s.  With normalize, the "$N" suffix Halide gives a name

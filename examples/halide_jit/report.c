@@ -149,8 +149,9 @@ void hj_report_human(FILE *f, hj_report *r) {
     cell(f, kind_median(r->j, k, 2), "%12.0f");
     fprintf(f, " %12.2g%s\n", w->kinds[k].max_abs_err, w->kinds[k].mismatches ? "  DIFFERS" : "");
   }
-  fprintf(f, "(loaded: from a tier; compile = Halide compile_to_object + cc -shared + load;\n");
-  fprintf(f, " medians; calls: a prefill and a decode call per call-site visit)\n\n");
+  fprintf(f, "(loaded: from a tier; compile = Halide build + compile_to_object + cc -shared +\n");
+  fprintf(f, " load, not counting waits for Halide's mutex;");
+  fprintf(f, " medians; calls: a prefill and a decode\n call per call-site visit)\n\n");
   fprintf(f, "%-34s %" PRIu64 " (closure hits %" PRIu64 ", misses %" PRIu64 ")\n",
           "call-site visits", w->site_visits, s->hits, s->misses);
   fprintf(f, "%-34s %" PRIu64 " of %d distinct\n", "pipelines compiled here", s->program_compiles,
@@ -161,11 +162,13 @@ void hj_report_human(FILE *f, hj_report *r) {
           s->tier_bytes_written);
   fprintf(f, "%-34s %" PRIu64 " errors, %" PRIu64 " corrupt\n", "tier faults", s->tier_errors,
           s->tier_corrupt);
-  fprintf(f, "%-34s %" PRIu64 " (closures), %" PRIu64 " (tier locks)\n", "waits for another thread",
-          s->waits, s->tier_lock_waits);
+  fprintf(f, "%-34s %" PRIu64 " (single-flight), %" PRIu64 " (tier locks)\n",
+          "waits for another thread", s->waits, s->tier_lock_waits);
   fprintf(f, "%-34s %" PRIu64 " closures evicted, %" PRIu64 " pipelines unloaded\n", "bounds",
           s->evicted_capacity, r->unloads);
-  fprintf(f, "%-34s %.3f ms\n", "time obtaining closures", w->obtain_ms);
+  fprintf(f, "%-34s %.3f ms\n",
+          o->threads > 1 ? "time obtaining closures, all threads" : "time obtaining closures",
+          w->obtain_ms);
   fprintf(f, "%-34s %.3f ms\n\n", "wall time", r->wall_ms);
   uint64_t calls = 0;
   for (int k = 0; k < HJ_N_KINDS; k++) calls += w->kinds[k].runs;
