@@ -199,11 +199,13 @@ static void eviction_under_load(void **state) {
   assert_int_equal(st.program_compiles, 0); /* every reload came from the tier */
   assert_true(st.items <= 2);
   assert_int_equal(st.evicted_capacity, st.inserts - st.items);
-  /* Each closure insert after the first two evicts one; with 4 threads the
-   * evicted closure's pipeline may still be leased or shared, so not every
-   * eviction unloads: at least one in ten did here (a few hundred). */
-  assert_true(st.evicted_capacity >= 1000);
-  assert_true(unloads * 10 >= st.evicted_capacity);
+  /* Between a thread's visits of one site in two walks, 149 other sites'
+   * closures were in the table, so each (site, walk) inserted at least once:
+   * at least 3 x 150 inserts, all but 2 evicting.  How many evictions also
+   * unloaded depends on what other threads still leased (966 of 1,761 in
+   * a run on 2 cores): at least a few. */
+  assert_true(st.evicted_capacity >= 3 * HJ_LAYERS * HJ_SLOTS - 2);
+  assert_true(unloads >= 10);
   assert_int_equal(unloads, st.programs_destroyed);
   assert_int_equal(st.tier_hits, unloads + st.programs); /* each reload follows an unload */
   hj_jit_close(&fx->jit);
