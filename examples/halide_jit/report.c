@@ -149,9 +149,10 @@ void hj_report_human(FILE *f, hj_report *r) {
     cell(f, kind_median(r->j, k, 2), "%12.0f");
     fprintf(f, " %12.2g%s\n", w->kinds[k].max_abs_err, w->kinds[k].mismatches ? "  DIFFERS" : "");
   }
-  fprintf(f, "(loaded: from a tier; compile = Halide build + compile_to_object + cc -shared +\n");
-  fprintf(f, " load, not counting waits for Halide's mutex;");
-  fprintf(f, " medians; calls: a prefill and a decode\n call per call-site visit)\n\n");
+  fprintf(f,
+          "(compile: Halide build + compile_to_object + cc -shared + load, waits for\n"
+          " Halide's mutex excluded; loaded: from a tier; medians; calls: one prefill\n"
+          " and one decode call per call-site visit)\n\n");
   fprintf(f, "%-34s %" PRIu64 " (closure hits %" PRIu64 ", misses %" PRIu64 ")\n",
           "call-site visits", w->site_visits, s->hits, s->misses);
   fprintf(f, "%-34s %" PRIu64 " of %d distinct\n", "pipelines compiled here", s->program_compiles,
@@ -167,7 +168,7 @@ void hj_report_human(FILE *f, hj_report *r) {
   fprintf(f, "%-34s %" PRIu64 " closures evicted, %" PRIu64 " pipelines unloaded\n", "bounds",
           s->evicted_capacity, r->unloads);
   fprintf(f, "%-34s %.3f ms\n",
-          o->threads > 1 ? "time obtaining closures, all threads" : "time obtaining closures",
+          o->threads > 1 ? "obtaining closures, all threads" : "time obtaining closures",
           w->obtain_ms);
   fprintf(f, "%-34s %.3f ms\n\n", "wall time", r->wall_ms);
   uint64_t calls = 0;
