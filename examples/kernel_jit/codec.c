@@ -24,7 +24,7 @@ static int decode(void *ctx, ccache_key pkey, const void *bytes, size_t len, voi
   if (!n) return -1;
   st->loads++;
   *native_out = n;
-  *cost_out = n->len;
+  *cost_out = n->so.len;
   return 0;
 }
 

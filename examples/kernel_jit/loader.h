@@ -1,12 +1,9 @@
 /* loader.h: a shared object's bytes -> a callable kernel, without a file.
  *
- * The bytes go into a memfd_create(MFD_CLOEXEC) file and dlopen() opens it
- * as /proc/self/fd/N.  glibc recognises an already-loaded object by its
- * path name, so the fd must stay open (its number unused by anyone else)
- * until dlclose(): were it closed early, the next kernel could get the same
- * number, hence the same path, and dlopen() would silently hand back the
- * previous kernel.  kj_unload() therefore does dlclose() first, then close().
- * Every load also checks the object's own kj_key against the key asked for. */
+ * The bytes are loaded by the examples' shared memfd loader
+ * (examples/common/ex_memfd.h: memfd_create + dlopen of /proc/self/fd/N,
+ * the fd kept open until dlclose, which says why).  Every load also checks
+ * the object's own kj_key against the key asked for. */
 #ifndef KJ_LOADER_H
 #define KJ_LOADER_H
 
@@ -14,12 +11,11 @@
 
 #include <ccache.h>
 
+#include "ex_memfd.h"
 #include "spec.h"
 
 typedef struct kj_native {
-  void *dl;        /* dlopen handle */
-  int fd;          /* the memfd holding the bytes; open until dlclose */
-  size_t len;      /* bytes of the shared object */
+  ex_so so;        /* the loaded object (dlopen handle, memfd, length) */
   kj_kernel_fn fn; /* the kernel */
 } kj_native;
 

@@ -69,18 +69,18 @@ static void loader_two_kernels_in_sequence(void **state) {
   build(&cc, c, &bc);
 
   kj_native *na = load(&ba);
-  int fd_a = na->fd;
+  int fd_a = na->so.fd;
   assert_computes(a, na);
   kj_unload(na); /* the first kernel is closed ... */
   kj_native *nb = load(&bb);
   /* ... so the second gets the same fd number, hence the same path: the
    * case this test exists for (if not, the kernel never saw it). */
-  assert_int_equal(nb->fd, fd_a);
+  assert_int_equal(nb->so.fd, fd_a);
   assert_computes(b, nb);
 
   /* Two alive at once: each keeps computing its own op. */
   kj_native *nc = load(&bc);
-  assert_int_not_equal(nc->fd, nb->fd);
+  assert_int_not_equal(nc->so.fd, nb->so.fd);
   assert_computes(c, nc);
   assert_computes(b, nb);
   kj_unload(nb);
