@@ -772,3 +772,21 @@ pub fn version() -> u32 {
     // SAFETY: no arguments, no state.
     unsafe { ffi::ccache_version() }
 }
+
+impl<C, P> std::fmt::Debug for Cache<C, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache").field("raw", &self.raw).finish_non_exhaustive()
+    }
+}
+
+impl<C: std::fmt::Debug, P: std::fmt::Debug> std::fmt::Debug for Lease<'_, C, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease").field("closure", self.closure()).field("program", self.program()).finish()
+    }
+}
+
+impl<C, P: std::fmt::Debug> std::fmt::Debug for Program<'_, C, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Program").field(&**self).finish()
+    }
+}
