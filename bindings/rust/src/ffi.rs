@@ -59,6 +59,7 @@ pub struct ccache_lease {
 
 impl ccache_lease {
     /// The zero lease ("no lease").
+    #[inline]
     pub const fn zeroed() -> Self {
         ccache_lease {
             closure: std::ptr::null_mut(),
@@ -187,6 +188,7 @@ macro_rules! stats_struct {
         }
 
         impl From<&ccache_stats> for Stats {
+            #[inline]
             fn from(s: &ccache_stats) -> Stats {
                 Stats { $($f: s.$f,)* }
             }

@@ -131,24 +131,28 @@ pub struct Key {
 }
 
 impl From<u128> for Key {
+    #[inline]
     fn from(v: u128) -> Key {
         Key { lo: v as u64, hi: (v >> 64) as u64 }
     }
 }
 
 impl From<Key> for u128 {
+    #[inline]
     fn from(k: Key) -> u128 {
         (k.hi as u128) << 64 | k.lo as u128
     }
 }
 
 impl From<Key> for ffi::ccache_key {
+    #[inline]
     fn from(k: Key) -> ffi::ccache_key {
         ffi::ccache_key { lo: k.lo, hi: k.hi }
     }
 }
 
 impl From<ffi::ccache_key> for Key {
+    #[inline]
     fn from(k: ffi::ccache_key) -> Key {
         Key { lo: k.lo, hi: k.hi }
     }
@@ -237,11 +241,13 @@ pub(crate) struct Slot<T> {
 }
 
 impl<T> Slot<T> {
+    #[inline]
     pub(crate) fn into_raw(value: T) -> *mut c_void {
         Box::into_raw(Box::new(Slot { value, _distinct: 0 })) as *mut c_void
     }
     /// # Safety
     /// `p` came from `Slot::<T>::into_raw` and is still live.
+    #[inline]
     pub(crate) unsafe fn get<'a>(p: *mut c_void) -> &'a T {
         &(*(p as *const Slot<T>)).value
     }
@@ -349,10 +355,12 @@ impl<C: Send + 'static, P: Send + 'static> Cache<C, P> {
 
 impl<C, P> Cache<C, P> {
     /// The raw cache, for [`ffi`] calls the safe API lacks.  Valid while `self` is.
+    #[inline]
     pub fn as_raw(&self) -> *mut ffi::ccache {
         self.raw.as_ptr()
     }
 
+    #[inline]
     fn is(&self, other: &Cache<C, P>) -> bool {
         ptr::eq(self, other)
     }
@@ -372,6 +380,7 @@ impl<C, P> Cache<C, P> {
     /// `Cache(EDEADLK)` when the compile asks for its own key; `Cache(ENOMEM)`.
     /// A panic in `compile` resumes here once the cache has recorded the
     /// failed compile.
+    #[inline]
     pub fn get_or_compile<E, F>(&self, key: Key, compile: F) -> Result<Lease<'_, C, P>, CompileError<E>>
     where
         F: FnOnce(&Cache<C, P>) -> Result<(C, Program<'_, C, P>), E>,
@@ -379,40 +388,37 @@ impl<C, P> Cache<C, P> {
         let mut cx = CompileCx::<C, P, F, E> {
             cache: self,
             f: Some(compile),
-            err: None,
-            panic: None,
-            foreign: false,
+            failure: None,
             _p: PhantomData,
         };
-        let mut lease = Lease { cache: self, raw: ffi::ccache_lease::zeroed() };
-        // SAFETY: cx outlives the call; the trampoline matches its type.
+        // The lease is filled in place: C writes its raw part on every return
+        // (filled on OK, zeroed otherwise), and it is read only on OK.
+        let mut lease = std::mem::MaybeUninit::<Lease<'_, C, P>>::uninit();
+        let lp = lease.as_mut_ptr();
+        // SAFETY: cx outlives the call; the trampoline matches its type; the
+        // pointers are to fields of `lease`, written not read.
         let rc = unsafe {
+            ptr::addr_of_mut!((*lp).cache).write(self);
             ffi::ccache_get_or_compile(
                 self.raw.as_ptr(),
                 key.into(),
                 Some(compile_trampoline::<C, P, F, E>),
                 &mut cx as *mut CompileCx<C, P, F, E> as *mut c_void,
-                &mut lease.raw,
+                ptr::addr_of_mut!((*lp).raw),
             )
         };
-        if let Some(p) = cx.panic.take() {
-            drop(lease);
-            resume_unwind(p);
+        if rc == ffi::CCACHE_OK {
+            // The hit path.  The trampoline records a failure only when it
+            // returns non-zero, which is never CCACHE_OK: `failure` is None,
+            // and only the compile, if unused, needs dropping.
+            drop(cx.f.take());
+            std::mem::forget(cx);
+            // SAFETY: both fields written (cache above, raw by the call on OK).
+            let lease = unsafe { lease.assume_init() };
+            panic::resume_pending();
+            return Ok(lease);
         }
-        panic::resume_pending();
-        match rc {
-            ffi::CCACHE_OK => Ok(lease),
-            _ => {
-                std::mem::forget(lease); // zeroed by the call: nothing to release
-                if cx.foreign {
-                    return Err(CompileError::Cache(Status::from_code(Status::EINVAL)));
-                }
-                match cx.err.take() {
-                    Some(e) if rc == ffi::CCACHE_ECOMPILE => Err(CompileError::Compile(e)),
-                    _ => Err(CompileError::Cache(Status::from_code(rc))),
-                }
-            }
-        }
+        compile_failed(rc, cx.failure.take())
     }
 
     /// Looks up the program under `pkey`, or makes it once whatever the
@@ -420,11 +426,12 @@ impl<C, P> Cache<C, P> {
     /// a codec).  `compile` returns the program and its cost in bytes (what
     /// it holds, charged against `max_cost_bytes` while an entry refers to it).
     /// Errors as [`Cache::get_or_compile`].
+    #[inline]
     pub fn program_get_or_compile<E, F>(&self, pkey: Key, compile: F) -> Result<Program<'_, C, P>, CompileError<E>>
     where
         F: FnOnce(&Cache<C, P>) -> Result<(P, u64), E>,
     {
-        let mut cx = ProgramCx::<C, P, F, E> { cache: self, f: Some(compile), err: None, panic: None };
+        let mut cx = ProgramCx::<C, P, F, E> { cache: self, f: Some(compile), failure: None };
         let mut out = ptr::null_mut();
         // SAFETY: cx outlives the call; the trampoline matches its type.
         let rc = unsafe {
@@ -437,19 +444,16 @@ impl<C, P> Cache<C, P> {
             )
         };
         let program = NonNull::new(out).map(|raw| Program { cache: self, raw });
-        if let Some(p) = cx.panic.take() {
-            drop(program);
-            resume_unwind(p);
-        }
-        panic::resume_pending();
         match (rc, program) {
-            (ffi::CCACHE_OK, Some(p)) => Ok(p),
+            (ffi::CCACHE_OK, Some(p)) => {
+                drop(cx.f.take());
+                std::mem::forget(cx);
+                panic::resume_pending();
+                Ok(p)
+            }
             (_, p) => {
                 drop(p);
-                match cx.err.take() {
-                    Some(e) if rc == ffi::CCACHE_ECOMPILE => Err(CompileError::Compile(e)),
-                    _ => Err(CompileError::Cache(Status::from_code(if rc == 0 { Status::EINVAL } else { rc }))),
-                }
+                compile_failed(rc, cx.failure.take())
             }
         }
     }
@@ -598,12 +602,41 @@ impl<C, P> Drop for Cache<C, P> {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn compile_failed<E, T>(rc: c_int, failure: Option<Failure<E>>) -> Result<T, CompileError<E>> {
+    match failure {
+        Some(Failure::Panic(p)) => resume_unwind(p),
+        Some(Failure::Foreign) => {
+            panic::resume_pending();
+            Err(CompileError::Cache(Status::from_code(Status::EINVAL)))
+        }
+        Some(Failure::Error(e)) if rc == ffi::CCACHE_ECOMPILE => {
+            panic::resume_pending();
+            Err(CompileError::Compile(e))
+        }
+        _ => {
+            panic::resume_pending();
+            // rc is never OK here (a program miss with OK and no handle is EINVAL).
+            Err(CompileError::Cache(Status::from_code(if rc == ffi::CCACHE_OK { Status::EINVAL } else { rc })))
+        }
+    }
+}
+
+/// What a compile trampoline records when it returns non-zero.
+enum Failure<E> {
+    /// The compile's own error.
+    Error(E),
+    /// The compile panicked.
+    Panic(Box<dyn std::any::Any + Send + 'static>),
+    /// The compile returned a program handle of another cache.
+    Foreign,
+}
+
 struct CompileCx<'a, C, P, F, E> {
     cache: &'a Cache<C, P>,
     f: Option<F>,
-    err: Option<E>,
-    panic: Option<Box<dyn std::any::Any + Send + 'static>>,
-    foreign: bool,
+    failure: Option<Failure<E>>,
     _p: PhantomData<P>,
 }
 
@@ -632,10 +665,10 @@ where
                     drop(closure);
                     drop(program);
                 }));
-                if let Err(p) = r {
-                    cx.panic = Some(p);
-                }
-                cx.foreign = true;
+                cx.failure = Some(match r {
+                    Err(p) => Failure::Panic(p),
+                    Ok(()) => Failure::Foreign,
+                });
                 return -1;
             }
             *closure_out = Slot::into_raw(closure);
@@ -643,11 +676,11 @@ where
             0
         }
         Ok(Err(e)) => {
-            cx.err = Some(e);
+            cx.failure = Some(Failure::Error(e));
             -1
         }
         Err(p) => {
-            cx.panic = Some(p);
+            cx.failure = Some(Failure::Panic(p));
             -1
         }
     }
@@ -656,8 +689,7 @@ where
 struct ProgramCx<'a, C, P, F, E> {
     cache: &'a Cache<C, P>,
     f: Option<F>,
-    err: Option<E>,
-    panic: Option<Box<dyn std::any::Any + Send + 'static>>,
+    failure: Option<Failure<E>>,
 }
 
 unsafe extern "C" fn program_trampoline<C, P, F, E>(
@@ -683,11 +715,11 @@ where
             0
         }
         Ok(Err(e)) => {
-            cx.err = Some(e);
+            cx.failure = Some(Failure::Error(e));
             -1
         }
         Err(p) => {
-            cx.panic = Some(p);
+            cx.failure = Some(Failure::Panic(p));
             -1
         }
     }
@@ -706,16 +738,19 @@ unsafe impl<C: Send + Sync, P: Send + Sync> Sync for Lease<'_, C, P> {}
 
 impl<'c, C, P> Lease<'c, C, P> {
     /// The closure.
+    #[inline]
     pub fn closure(&self) -> &C {
         // SAFETY: the lease pins the closure, a Slot<C> made by this crate.
         unsafe { Slot::get(self.raw.closure) }
     }
     /// The program the closure runs.
+    #[inline]
     pub fn program(&self) -> &P {
         // SAFETY: the lease pins the program, a Slot<P> made by this crate.
         unsafe { Slot::get(self.raw.native) }
     }
     /// The cache the lease came from.
+    #[inline]
     pub fn cache(&self) -> &'c Cache<C, P> {
         self.cache
     }
@@ -740,12 +775,14 @@ unsafe impl<C: Send + Sync, P: Send + Sync> Send for Program<'_, C, P> {}
 unsafe impl<C: Send + Sync, P: Send + Sync> Sync for Program<'_, C, P> {}
 
 impl<'c, C, P> Program<'c, C, P> {
+    #[inline]
     fn into_raw(self) -> *mut ffi::ccache_program {
         let raw = self.raw.as_ptr();
         std::mem::forget(self);
         raw
     }
     /// The cache the handle came from.
+    #[inline]
     pub fn cache(&self) -> &'c Cache<C, P> {
         self.cache
     }
@@ -753,6 +790,7 @@ impl<'c, C, P> Program<'c, C, P> {
 
 impl<C, P> std::ops::Deref for Program<'_, C, P> {
     type Target = P;
+    #[inline]
     fn deref(&self) -> &P {
         // SAFETY: the handle pins the program, a Slot<P> made by this crate.
         unsafe { Slot::get(ffi::ccache_program_native(self.raw.as_ptr())) }

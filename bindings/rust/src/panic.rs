@@ -16,12 +16,19 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 type Payload = Box<dyn Any + Send + 'static>;
 
 thread_local! {
     static PENDING: RefCell<Option<Payload>> = RefCell::new(None);
 }
+
+/// Payloads kept in any thread's slot, process-wide: the hit path reads only
+/// this (one load) instead of its thread-local slot.  A thread sees its own
+/// increments in program order, so Relaxed is enough; another thread's count
+/// only sends it to look at its own (empty) slot.
+static STASHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Keeps a payload for the next `resume_pending()` on this thread (the first
 /// one wins; later ones are dropped).
@@ -31,6 +38,7 @@ pub(crate) fn stash(p: Payload) {
             let mut slot = slot.borrow_mut();
             if slot.is_none() {
                 *slot = Some(p);
+                STASHED.fetch_add(1, Ordering::Relaxed);
                 None
             } else {
                 Some(p)
@@ -58,7 +66,16 @@ pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// Resumes a panic a callback stashed on this thread during the C call that
 /// just returned.  Called by every safe wrapper after its C call, once the
 /// guards it owns are constructed (so they are dropped by the unwinding).
+#[inline]
 pub(crate) fn resume_pending() {
+    if STASHED.load(Ordering::Relaxed) != 0 {
+        resume_slow();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn resume_slow() {
     if let Some(p) = take() {
         resume_unwind(p);
     }
@@ -66,7 +83,16 @@ pub(crate) fn resume_pending() {
 
 /// For `Drop` impls: resume unless this thread is already unwinding (a
 /// second panic would abort), in which case the payload is discarded.
+#[inline]
 pub(crate) fn resume_pending_in_drop() {
+    if STASHED.load(Ordering::Relaxed) != 0 {
+        resume_in_drop_slow();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn resume_in_drop_slow() {
     if let Some(p) = take() {
         if std::thread::panicking() {
             std::mem::forget(p);
@@ -77,5 +103,9 @@ pub(crate) fn resume_pending_in_drop() {
 }
 
 fn take() -> Option<Payload> {
-    PENDING.try_with(|slot| slot.borrow_mut().take()).unwrap_or(None)
+    let p = PENDING.try_with(|slot| slot.borrow_mut().take()).unwrap_or(None);
+    if p.is_some() {
+        STASHED.fetch_sub(1, Ordering::Relaxed);
+    }
+    p
 }

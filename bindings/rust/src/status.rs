@@ -38,6 +38,7 @@ impl Status {
     pub const EIO: i32 = ffi::CCACHE_EIO;
 
     /// A status from a code, without detail.
+    #[inline]
     pub fn from_code(code: i32) -> Status {
         Status { code, detail: None }
     }
@@ -115,6 +116,7 @@ impl<E: fmt::Display> fmt::Display for CompileError<E> {
 impl<E: fmt::Debug + fmt::Display> std::error::Error for CompileError<E> {}
 
 /// `Ok(())` for `CCACHE_OK`, the status otherwise.
+#[inline]
 pub(crate) fn check(code: i32) -> Result<(), Status> {
     if code == ffi::CCACHE_OK {
         Ok(())
