@@ -158,5 +158,4 @@ fn main() {
         "| Rust hit (`Cache::get_or_compile` hit, guard dropped) vs C hit (`ccache_get_or_compile` hit + `ccache_lease_release`), {ENTRIES} entries, ns per hit | {mr:.1} ns | {mc:.1} ns | {mx:.2}× [{lo:.2}, {hi:.2}] ({reps}) | report | report | {n} hits per rep, alternating order; bindings/rust/examples/hit_bench.rs{} |",
         if quick { "; --quick" } else { "" }
     );
-    println!();
 }

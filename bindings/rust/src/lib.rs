@@ -391,20 +391,17 @@ impl<C, P> Cache<C, P> {
             failure: None,
             _p: PhantomData,
         };
-        // The lease is filled in place: C writes its raw part on every return
-        // (filled on OK, zeroed otherwise), and it is read only on OK.
-        let mut lease = std::mem::MaybeUninit::<Lease<'_, C, P>>::uninit();
-        let lp = lease.as_mut_ptr();
-        // SAFETY: cx outlives the call; the trampoline matches its type; the
-        // pointers are to fields of `lease`, written not read.
+        // Written by every return of the call (filled on OK, zeroed otherwise),
+        // and read only on OK.
+        let mut raw = std::mem::MaybeUninit::<ffi::ccache_lease>::uninit();
+        // SAFETY: cx outlives the call; the trampoline matches its type.
         let rc = unsafe {
-            ptr::addr_of_mut!((*lp).cache).write(self);
             ffi::ccache_get_or_compile(
                 self.raw.as_ptr(),
                 key.into(),
                 Some(compile_trampoline::<C, P, F, E>),
                 &mut cx as *mut CompileCx<C, P, F, E> as *mut c_void,
-                ptr::addr_of_mut!((*lp).raw),
+                raw.as_mut_ptr(),
             )
         };
         if rc == ffi::CCACHE_OK {
@@ -413,8 +410,8 @@ impl<C, P> Cache<C, P> {
             // and only the compile, if unused, needs dropping.
             drop(cx.f.take());
             std::mem::forget(cx);
-            // SAFETY: both fields written (cache above, raw by the call on OK).
-            let lease = unsafe { lease.assume_init() };
+            // SAFETY: filled by the call on CCACHE_OK.
+            let lease = Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } };
             panic::resume_pending();
             return Ok(lease);
         }
@@ -599,6 +596,25 @@ impl<C, P> Drop for Cache<C, P> {
             std::mem::forget(inner);
         }
         panic::resume_pending_in_drop();
+    }
+}
+
+/// Reads a lease C just wrote, one word at a time.  C stores it as four
+/// 8-byte words; a copy by 16-byte loads (what a plain move compiles to)
+/// cannot be forwarded from those stores and stalls the hit path by more
+/// than the rest of the wrapper costs.  Volatile keeps the loads separate.
+///
+/// # Safety
+/// `p` points to a lease C has filled.
+#[inline(always)]
+unsafe fn read_lease(p: *const ffi::ccache_lease) -> ffi::ccache_lease {
+    ffi::ccache_lease {
+        closure: ptr::read_volatile(ptr::addr_of!((*p).closure)),
+        native: ptr::read_volatile(ptr::addr_of!((*p).native)),
+        internal_: [
+            ptr::read_volatile(ptr::addr_of!((*p).internal_[0])),
+            ptr::read_volatile(ptr::addr_of!((*p).internal_[1])),
+        ],
     }
 }
 
