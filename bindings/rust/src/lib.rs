@@ -821,6 +821,11 @@ impl<C, P> Drop for Program<'_, C, P> {
     }
 }
 
+/// The README's Rust examples, compiled and run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The linked library's version, MAJOR*10000 + MINOR*100 + PATCH.
 pub fn version() -> u32 {
     // SAFETY: no arguments, no state.
