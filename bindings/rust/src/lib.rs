@@ -408,10 +408,11 @@ impl<C, P> Cache<C, P> {
             // The hit path.  The trampoline records a failure only when it
             // returns non-zero, which is never CCACHE_OK: `failure` is None,
             // and only the compile, if unused, needs dropping.
+            // SAFETY: filled by the call on CCACHE_OK.  Made first, so that a
+            // panicking drop of the unused compile still releases it.
+            let lease = Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } };
             drop(cx.f.take());
             std::mem::forget(cx);
-            // SAFETY: filled by the call on CCACHE_OK.
-            let lease = Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } };
             panic::resume_pending();
             return Ok(lease);
         }
