@@ -359,3 +359,37 @@ fn status_display_is_strerror() {
     assert_eq!(ccache::strerror(Status::ENOMEM), "out of memory; the cache is unchanged");
     assert_eq!(ccache::version(), 200);
 }
+
+/// A compile that fails while three threads wait for it: the owner gets its
+/// own error, each waiter ECOMPILE, and nothing is cached.
+#[test]
+fn waiters_of_a_failed_compile_get_ecompile() {
+    const THREADS: usize = 4;
+    let cache: Cache<u64, u64> = Cache::open(Config::default()).unwrap();
+    let barrier = Barrier::new(THREADS);
+    let key = Key::from(0xfa11u128);
+    let results: Vec<Result<u64, CompileError<&'static str>>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    cache
+                        .get_or_compile(key, |c| {
+                            wait_until("3 single-flight waiters", || c.stats().waits == THREADS as u64 - 1);
+                            Err("no kernel for this shape")
+                        })
+                        .map(|lease| *lease.closure())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let own = results.iter().filter(|r| matches!(r, Err(CompileError::Compile("no kernel for this shape")))).count();
+    let waited = results
+        .iter()
+        .filter(|r| matches!(r, Err(CompileError::Cache(s)) if s.code() == Status::ECOMPILE))
+        .count();
+    assert_eq!((own, waited), (1, THREADS - 1), "{results:?}");
+    let s = cache.stats();
+    assert_eq!((s.compiles, s.compile_failures, s.waits, s.items), (1, 1, 3, 0));
+}
