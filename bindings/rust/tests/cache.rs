@@ -213,14 +213,17 @@ fn ttl_expiry_on_the_sweeper_thread() {
     let p = cache.program_intern(Key::from(1u128), 0, 0).unwrap();
     cache.put(Key::from(2u128), tracked(2, &d), &p).unwrap();
     drop(p);
-    // No call of ours removes it: only the sweeper, at its deadline.
-    wait_until("the sweeper to expire the entry", || !d.lock().unwrap().is_empty());
+    // No call of ours removes it: only the sweeper.  The destroy counts are
+    // booked after the drops return, and the program's after the closure's,
+    // so wait for the last of them.
+    wait_until("the sweeper to expire the entry", || cache.stats().programs_destroyed == 1);
     let who = d.lock().unwrap().clone();
     assert_eq!(who.len(), 1);
     assert_ne!(who[0], thread::current().id(), "the drop ran on the sweeper thread");
     let s = cache.stats();
     assert_eq!((s.evicted_ttl, s.items, s.closures_destroyed, s.programs_destroyed), (1, 0, 1, 1));
-    assert!(s.sweeper_wakeups >= 1);
+    // (sweeper_wakeups is not checked: on a loaded machine the wake-up for the
+    // insert may come after the deadline, and sweep without a timed wait.)
 }
 
 #[test]
