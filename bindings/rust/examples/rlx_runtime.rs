@@ -315,7 +315,7 @@ fn main() {
     let tl = TL_COMPILES.load(Ordering::SeqCst);
     let st = cache.stats();
     let used = gs.len().min(requests);
-    println!("rlx_runtime: {threads} threads x {requests} requests over {} graphs", gs.len());
+    println!("rlx_runtime: {threads} threads x {requests} requests over {used} graphs");
     println!("  ccache, one shared cache:       {cc:3} compiles (once per graph; hits {}, waits {})", st.hits, st.waits);
     println!("  thread_local HashMap (RLX):     {tl:3} compiles (once per graph per thread)");
     println!("  answers agree: {agree} of {total}");
