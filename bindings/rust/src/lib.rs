@@ -408,13 +408,20 @@ impl<C, P> Cache<C, P> {
             // The hit path.  The trampoline records a failure only when it
             // returns non-zero, which is never CCACHE_OK: `failure` is None,
             // and only the compile, if unused, needs dropping.
-            // SAFETY: filled by the call on CCACHE_OK.  Made first, so that a
-            // panicking drop of the unused compile still releases it.
-            let lease = Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } };
-            drop(cx.f.take());
+            if std::mem::needs_drop::<F>() || panic::is_pending() {
+                // SAFETY: filled by the call on CCACHE_OK.  Made first, so that
+                // a panicking drop of the unused compile, or a resumed panic,
+                // still releases it.
+                let lease = Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } };
+                drop(cx.f.take());
+                std::mem::forget(cx);
+                panic::resume_pending();
+                return Ok(lease);
+            }
+            // Nothing can unwind from here on: the lease is made in place.
             std::mem::forget(cx);
-            panic::resume_pending();
-            return Ok(lease);
+            // SAFETY: filled by the call on CCACHE_OK.
+            return Ok(Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } });
         }
         compile_failed(rc, cx.failure.take())
     }

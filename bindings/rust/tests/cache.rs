@@ -396,3 +396,30 @@ fn waiters_of_a_failed_compile_get_ecompile() {
     let s = cache.stats();
     assert_eq!((s.compiles, s.compile_failures, s.waits, s.items), (1, 1, 3, 0));
 }
+
+/// On a hit the compile is not called but dropped: if that drop panics, the
+/// panic reaches the caller and the lease is still released.
+#[test]
+fn a_panicking_drop_of_an_unused_compile_releases_the_lease() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("capture blew up");
+        }
+    }
+    let cache: Cache<u32, u32> = Cache::open(Config::default()).unwrap();
+    let key = Key::from(8u128);
+    let p = cache.program_intern(Key::from(9u128), 9, 0).unwrap();
+    cache.put(key, 8, &p).unwrap();
+    drop(p);
+    let bomb = Bomb;
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _lease = cache.get_or_compile(key, move |_| {
+            let _keep = &bomb;
+            Err::<(u32, ccache::Program<'_, u32, u32>), ()>(())
+        });
+    }));
+    assert_eq!(r.unwrap_err().downcast_ref::<&str>(), Some(&"capture blew up"));
+    let s = cache.stats();
+    assert_eq!((s.hits, s.compiles, s.leases_out), (1, 0, 0));
+}
