@@ -1,0 +1,229 @@
+//! Tiers through the Codec trait: a program compiled by one cache is decoded
+//! by the next from the directory tier (and from Redis when a redis-server
+//! is installed), with no second compile.
+
+use ccache::{Cache, Codec, Config, DiskOptions, Key, RedisOptions, Status, Tier};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A compiled program: a name and some bytes of "machine code".
+#[derive(Debug, PartialEq, Eq)]
+struct Kernel {
+    name: String,
+    code: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Counts {
+    encodes: AtomicUsize,
+    decodes: AtomicUsize,
+}
+
+/// Length-prefixed name, then the code; decode checks every length.
+struct KernelCodec(Arc<Counts>);
+
+impl Codec<Kernel> for KernelCodec {
+    fn encode(&self, _pkey: Key, k: &Kernel) -> Option<Vec<u8>> {
+        self.0.encodes.fetch_add(1, Ordering::SeqCst);
+        let mut v = (k.name.len() as u32).to_le_bytes().to_vec();
+        v.extend_from_slice(k.name.as_bytes());
+        v.extend_from_slice(&k.code);
+        Some(v)
+    }
+    fn decode(&self, _pkey: Key, b: &[u8]) -> Option<(Kernel, u64)> {
+        self.0.decodes.fetch_add(1, Ordering::SeqCst);
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let name = std::str::from_utf8(b.get(4..4usize.checked_add(n)?)?).ok()?.to_string();
+        let code = b[4 + n..].to_vec();
+        let cost = code.len() as u64;
+        Some((Kernel { name, code }, cost))
+    }
+}
+
+fn scratch_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ccache-rs-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    d
+}
+
+fn config(tier: Tier) -> Config {
+    Config {
+        runtime_tag: Some("ccache-rs-test 1".into()),
+        tier_min_compile: Duration::ZERO,
+        tiers: vec![tier],
+        ..Config::default()
+    }
+}
+
+/// One process's worth: open a cache over `tier`, get the program, and
+/// return it with the stats and the compiles that ran.
+fn one_run(tier: Tier, counts: &Arc<Counts>) -> (Kernel, ccache::Stats, usize) {
+    let cache: Cache<(), Kernel> = Cache::open_with_codec(config(tier), KernelCodec(counts.clone())).unwrap();
+    let compiles = AtomicUsize::new(0);
+    let p = cache
+        .program_get_or_compile(Key::from(0x4b45524eu128), |_| {
+            compiles.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ()>((Kernel { name: "gemm_128x576".into(), code: vec![0x90; 300] }, 300))
+        })
+        .unwrap();
+    let k = Kernel { name: p.name.clone(), code: p.code.clone() };
+    drop(p);
+    (k, cache.stats(), compiles.load(Ordering::SeqCst))
+}
+
+fn round_trip(make_tier: impl Fn() -> Tier) {
+    let counts = Arc::new(Counts::default());
+    let (first, s1, c1) = one_run(make_tier(), &counts);
+    assert_eq!((c1, s1.program_compiles, s1.tier_misses, s1.tier_writes, s1.tier_hits), (1, 1, 1, 1, 0));
+    assert_eq!(counts.encodes.load(Ordering::SeqCst), 1);
+    let (second, s2, c2) = one_run(make_tier(), &counts);
+    assert_eq!((c2, s2.program_compiles, s2.tier_hits, s2.tier_errors, s2.tier_corrupt), (0, 0, 1, 0, 0));
+    assert_eq!(counts.decodes.load(Ordering::SeqCst), 1);
+    assert_eq!(first, second);
+    assert_eq!(second.code.len(), 300);
+}
+
+#[test]
+fn disk_tier_round_trip_through_the_codec() {
+    let dir = scratch_dir("disk");
+    round_trip(|| Tier::disk(&DiskOptions::new(dir.join("tier"))).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_refused_decode_compiles_instead() {
+    struct Refuse(Arc<AtomicUsize>);
+    impl Codec<Kernel> for Refuse {
+        fn encode(&self, _: Key, k: &Kernel) -> Option<Vec<u8>> {
+            Some(k.code.clone())
+        }
+        fn decode(&self, _: Key, _: &[u8]) -> Option<(Kernel, u64)> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            None
+        }
+    }
+    let dir = scratch_dir("refuse");
+    for run in 0..2 {
+        let tier = Tier::disk(&DiskOptions::new(dir.join("tier"))).unwrap();
+        let decodes = Arc::new(AtomicUsize::new(0));
+        let cache: Cache<(), Kernel> = Cache::open_with_codec(config(tier), Refuse(decodes.clone())).unwrap();
+        let p = cache.program_get_or_compile(Key::from(1u128), |_| Ok::<_, ()>((Kernel { name: "k".into(), code: vec![1] }, 1))).unwrap();
+        assert_eq!(p.code, vec![1]);
+        drop(p);
+        let s = cache.stats();
+        // The second run finds the entry, refuses it when the miss first asks
+        // the tier and again after taking the tier's compile lock.
+        let refused = decodes.load(Ordering::SeqCst) as u64;
+        assert_eq!((s.program_compiles, s.tier_errors, refused), (1, refused, 2 * run));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_shared_directory_is_refused_with_the_path() {
+    let dir = scratch_dir("perm");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = Tier::disk(&DiskOptions::new(&dir)).err().expect("a world-writable directory is refused");
+    assert_eq!(e.code(), Status::EPERM);
+    let text = e.to_string();
+    assert!(text.starts_with(ccache::strerror(Status::EPERM)), "{text}");
+    assert!(text.contains(dir.to_str().unwrap()), "the detail names the path: {text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+struct Redis {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn find_redis_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CCACHE_TEST_REDIS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("redis-server")).find(|p| p.is_file())
+}
+
+/// A private redis-server on a unix socket (no TCP port), or `None` when none
+/// is installed (an error instead with CCACHE_TEST_REQUIRE_REDIS=1, as in CI).
+fn start_redis() -> Option<Redis> {
+    let bin = match find_redis_server() {
+        Some(b) => b,
+        None => {
+            assert!(std::env::var("CCACHE_TEST_REQUIRE_REDIS").as_deref() != Ok("1"), "no redis-server");
+            eprintln!("redis-server not found: the Redis round trip is skipped (apt-get install redis-server)");
+            return None;
+        }
+    };
+    let dir = scratch_dir("redis");
+    let sock = dir.join("redis.sock");
+    let child = Command::new(bin)
+        .args(["--port", "0", "--save", "", "--appendonly", "no", "--unixsocketperm", "700"])
+        .arg("--unixsocket")
+        .arg(&sock)
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let r = Redis { child, dir };
+    wait_for_socket(&sock);
+    Some(r)
+}
+
+fn wait_for_socket(sock: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(sock).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not come up in 10 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn redis_tier_round_trip_through_the_codec() {
+    let redis = match start_redis() {
+        Some(r) => r,
+        None => return,
+    };
+    let servers = format!("unix:{}", redis.dir.join("redis.sock").display());
+    let probe = Tier::redis(&RedisOptions::new(servers.clone()));
+    if let Err(e) = &probe {
+        if e.code() == Status::ENOTSUP {
+            assert!(std::env::var("CCACHE_TEST_REQUIRE_REDIS").as_deref() != Ok("1"), "{e}");
+            eprintln!("libccache built without hiredis: {e}");
+            return;
+        }
+    }
+    drop(probe);
+    round_trip(|| {
+        let mut o = RedisOptions::new(servers.clone());
+        o.prefix = Some("ccache-rs-test".into());
+        Tier::redis(&o).unwrap()
+    });
+}
+
+#[test]
+fn a_bad_redis_server_list_is_einval_with_detail() {
+    match Tier::redis(&RedisOptions::new("no-port-here")) {
+        Err(e) if e.code() == Status::ENOTSUP => {}
+        Err(e) => {
+            assert_eq!(e.code(), Status::EINVAL);
+            assert!(e.detail().is_some(), "the detail says which option: {e}");
+        }
+        Ok(_) => panic!("a server list without a port was accepted"),
+    }
+}
