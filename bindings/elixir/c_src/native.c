@@ -44,25 +44,21 @@ static int make_program(ErlNifEnv *env, void *native, ccache_nif_destroy_fn dest
 }
 
 int ccn_prog_native(ErlNifEnv *env, ERL_NIF_TERM term, void **native_out) {
-  ccn_ref *r;
+  ccn_value *v;
   ccn_prog *p;
-  if (enif_get_resource(env, term, ccn_ref_type, (void **)&r)) {
-    const ccn_native *n = r->lease.native;
-    if (r->lease.closure != NULL || n == NULL) return -1; /* a term value */
-    *native_out = n->native;
-    return 0;
-  }
-  if (enif_get_resource(env, term, ccn_prog_type, (void **)&p)) {
+  const ccn_native *n = NULL;
+  if (enif_get_resource(env, term, ccn_value_type, (void **)&v)) {
+    if (v->native == NULL) return -1; /* a term value */
+    n = ccache_program_native(v->native);
+  } else if (enif_get_resource(env, term, ccn_prog_type, (void **)&p)) {
     /* pending or interned, the native never changes once made */
     enif_mutex_lock(p->lock);
-    const ccn_native *n =
-        p->handle != NULL ? (const ccn_native *)ccache_program_native(p->handle) : p->pending;
+    n = p->handle != NULL ? (const ccn_native *)ccache_program_native(p->handle) : p->pending;
     enif_mutex_unlock(p->lock);
-    if (n == NULL) return -1;
-    *native_out = n->native;
-    return 0;
   }
-  return -1;
+  if (n == NULL) return -1;
+  *native_out = n->native;
+  return 0;
 }
 
 __attribute__((visibility("default"))) extern const ccache_nif_api ccache_nif_api_v1;

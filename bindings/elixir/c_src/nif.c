@@ -10,7 +10,7 @@
 #include <string.h>
 #include "nif.h"
 
-ErlNifResourceType *ccn_ref_type;
+ErlNifResourceType *ccn_value_type;
 ErlNifResourceType *ccn_prog_type;
 
 ERL_NIF_TERM ccn_atom_ok, ccn_atom_error, ccn_atom_cache_miss, ccn_atom_no_cache, ccn_atom_infinity,
@@ -229,6 +229,7 @@ static ERL_NIF_TERM nif_stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
       {"closures_destroyed", s.closures_destroyed},
       {"natives_destroyed", atomic_load(&inst->natives_destroyed)},
       {"leases_out", s.leases_out},
+      {"values", atomic_load(&inst->values_alive)},
       {"puts_inline", atomic_load(&inst->puts_inline)},
       {"puts_dirty", atomic_load(&inst->puts_dirty)},
       {"copies_inline", atomic_load(&inst->copies_inline)},
@@ -345,9 +346,9 @@ static void make_atoms(ErlNifEnv *env) {
 }
 
 static int open_types(ErlNifEnv *env, ErlNifResourceFlags flags) {
-  ccn_ref_type = enif_open_resource_type(env, NULL, "ccache_ref", ccn_ref_dtor, flags, NULL);
+  ccn_value_type = enif_open_resource_type(env, NULL, "ccache_value", ccn_value_dtor, flags, NULL);
   ccn_prog_type = enif_open_resource_type(env, NULL, "ccache_program", ccn_prog_dtor, flags, NULL);
-  return ccn_ref_type != NULL && ccn_prog_type != NULL;
+  return ccn_value_type != NULL && ccn_prog_type != NULL;
 }
 
 /* The caches hold pointers to this library's functions (the destroy

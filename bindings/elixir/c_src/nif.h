@@ -10,14 +10,18 @@
 /* Most named caches one VM may open (they are never closed). */
 #define CCN_MAX_INSTANCES 64
 
-/* A term value stored in the cache (the ccache closure of a term entry).
- * Native-program entries have a NULL closure and their ccn_native as the
- * ccache native program.  Immutable once put, so any number of threads
- * may copy `term` out of `env` at once (enif_make_copy only reads it). */
+/* A value in the cache: a resource, so a reference term is the value
+ * itself (enif_make_resource, no allocation per fetch), and it stays alive
+ * while the cache entry or any reference term holds it.  It is the ccache
+ * closure of its entry; the entry holds one resource reference, released
+ * by destroy_closure.  Immutable once made, so any number of threads may
+ * copy `term` out of `env` at once (enif_make_copy only reads it). */
 typedef struct ccn_value {
-  ErlNifEnv *env;     /* process-independent; freed by destroy_closure */
-  ERL_NIF_TERM term;  /* the value, living in env */
-  uint64_t ext_bytes; /* byte size of enif_term_to_binary(value), measured at put */
+  struct ccn_instance *inst;
+  ErlNifEnv *env;         /* a term value: process-independent, or NULL */
+  ERL_NIF_TERM term;      /* the value, living in env */
+  uint64_t ext_bytes;     /* byte size of enif_term_to_binary(value), measured at put */
+  ccache_program *native; /* a native program: one handle (+1), or NULL */
 } ccn_value;
 
 /* What ccache holds as the native program of a native entry. */
@@ -28,6 +32,7 @@ typedef struct ccn_native {
 } ccn_native;
 
 struct ccn_flight;
+struct ccn_instance;
 
 /* One named cache.  Lives until the VM exits (never freed), so pointers to
  * it may be kept anywhere, and an owner that crashes and restarts finds it
@@ -41,7 +46,7 @@ typedef struct ccn_instance {
   _Atomic uint64_t now_ms;
   /* binding counters (stats/1) */
   _Atomic uint64_t puts_inline, puts_dirty, copies_inline, copies_dirty;
-  _Atomic uint64_t natives_destroyed;
+  _Atomic uint64_t natives_destroyed, values_alive;
   _Atomic uint64_t next_native; /* program keys of natives handed in */
   /* single-flight records (flight.c), under flight_lock */
   ErlNifMutex *flight_lock;
@@ -57,14 +62,6 @@ typedef struct ccn_registry {
   _Atomic uint64_t loads, upgrades;
 } ccn_registry;
 
-/* A reference term's object: one lease on an entry, released once (by
- * ccn_ref_release() or the destructor, whichever comes first). */
-typedef struct ccn_ref {
-  ccn_instance *inst;
-  ccache_lease lease;
-  atomic_int held;
-} ccn_ref;
-
 /* A native program handed in through ccache_nif.h, before and after it is
  * put.  `lock` guards the rest. */
 typedef struct ccn_prog {
@@ -76,7 +73,7 @@ typedef struct ccn_prog {
   ccache_program *handle; /* +1 on inst->c after the first put */
 } ccn_prog;
 
-extern ErlNifResourceType *ccn_ref_type;
+extern ErlNifResourceType *ccn_value_type;
 extern ErlNifResourceType *ccn_prog_type;
 
 /* atoms (nif.c) */
@@ -94,9 +91,8 @@ ERL_NIF_TERM ccn_ok(ErlNifEnv *env, ERL_NIF_TERM value);
 /* values.c: the closure/program destroy callbacks given to ccache_open() */
 void ccn_destroy_closure(void *obj, void *ctx);
 void ccn_destroy_program(void *obj, void *ctx);
-ERL_NIF_TERM ccn_make_ref(ErlNifEnv *env, ccn_instance *inst, const ccache_lease *lease);
-void ccn_ref_release(ccn_ref *r);
-void ccn_ref_dtor(ErlNifEnv *env, void *obj);
+void ccn_value_dtor(ErlNifEnv *env, void *obj);
+ERL_NIF_TERM ccn_lease_ref(ErlNifEnv *env, ccn_instance *inst, ccache_lease *lease);
 void ccn_prog_dtor(ErlNifEnv *env, void *obj);
 ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

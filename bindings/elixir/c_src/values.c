@@ -10,13 +10,30 @@
 #include <string.h>
 #include "nif.h"
 
-/* ---- destroy callbacks (ccache_config) ---- */
+/* ---- values and the destroy callbacks (ccache_config) ---- */
 
+void ccn_value_dtor(ErlNifEnv *env, void *obj) {
+  (void)env;
+  ccn_value *v = obj;
+  if (v->env != NULL) enif_free_env(v->env);
+  if (v->native != NULL) ccache_program_release(v->inst->c, v->native);
+  atomic_fetch_sub(&v->inst->values_alive, 1);
+}
+
+/* A new value resource (one reference, the caller's), or NULL. */
+static ccn_value *value_new(ccn_instance *inst) {
+  ccn_value *v = enif_alloc_resource(ccn_value_type, sizeof *v);
+  if (v == NULL) return NULL;
+  memset(v, 0, sizeof *v);
+  v->inst = inst;
+  atomic_fetch_add(&inst->values_alive, 1);
+  return v;
+}
+
+/* The entry lets go of its value; reference terms may still hold it. */
 void ccn_destroy_closure(void *obj, void *ctx) {
   (void)ctx;
-  ccn_value *v = obj;
-  enif_free_env(v->env);
-  enif_free(v);
+  enif_release_resource(obj);
 }
 
 void ccn_destroy_program(void *obj, void *ctx) {
@@ -26,30 +43,11 @@ void ccn_destroy_program(void *obj, void *ctx) {
   atomic_fetch_add(&((ccn_instance *)ctx)->natives_destroyed, 1);
 }
 
-/* ---- reference terms ---- */
-
-void ccn_ref_release(ccn_ref *r) {
-  if (atomic_exchange(&r->held, 0)) ccache_lease_release(r->inst->c, &r->lease);
-}
-
-void ccn_ref_dtor(ErlNifEnv *env, void *obj) {
-  (void)env;
-  ccn_ref_release(obj);
-}
-
-/* A reference term owning @p lease (released here if no memory). */
-ERL_NIF_TERM ccn_make_ref(ErlNifEnv *env, ccn_instance *inst, const ccache_lease *lease) {
-  ccn_ref *r = enif_alloc_resource(ccn_ref_type, sizeof *r);
-  if (r == NULL) {
-    ccache_lease tmp = *lease;
-    ccache_lease_release(inst->c, &tmp);
-    return 0;
-  }
-  r->inst = inst;
-  r->lease = *lease;
-  atomic_init(&r->held, 1);
-  ERL_NIF_TERM t = enif_make_resource(env, r);
-  enif_release_resource(r);
+/* The reference term of a fetched entry's value; releases the lease (the
+ * term holds the value from here). */
+ERL_NIF_TERM ccn_lease_ref(ErlNifEnv *env, ccn_instance *inst, ccache_lease *lease) {
+  ERL_NIF_TERM t = enif_make_resource(env, lease->closure);
+  ccache_lease_release(inst->c, lease);
   return t;
 }
 
@@ -137,10 +135,10 @@ static ERL_NIF_TERM store_term(ErlNifEnv *env, ccn_instance *inst, ccache_key ke
   if (!enif_term_to_binary(env, value, &ext)) return ccn_error_status(env, CCACHE_ENOMEM);
   uint64_t ext_bytes = ext.size;
   enif_release_binary(&ext);
-  ccn_value *v = enif_alloc(sizeof *v);
+  ccn_value *v = value_new(inst);
   ErlNifEnv *venv = v == NULL ? NULL : enif_alloc_env();
   if (venv == NULL) {
-    enif_free(v);
+    if (v != NULL) enif_release_resource(v);
     return ccn_error_status(env, CCACHE_ENOMEM);
   }
   v->env = venv;
@@ -176,13 +174,18 @@ static ERL_NIF_TERM store_native(ErlNifEnv *env, ccn_instance *inst, ccache_key 
     enif_mutex_unlock(prog->lock);
     return enif_make_tuple2(env, ccn_atom_error, enif_make_atom(env, "other_cache"));
   }
-  /* Our own handle, so the put (which may run destroy callbacks) runs
-   * without prog->lock. */
+  /* The entry's value holds its own handle; the put (which may run
+   * destroy callbacks) runs without prog->lock. */
   if (rc == CCACHE_OK) rc = ccache_program_fetch(inst->c, prog->pkey, &handle);
   enif_mutex_unlock(prog->lock);
   if (rc != CCACHE_OK) return ccn_error_status(env, rc);
-  rc = ccache_put(inst->c, key, NULL, handle);
-  ccache_program_release(inst->c, handle);
+  ccn_value *v = value_new(inst);
+  if (v == NULL) {
+    ccache_program_release(inst->c, handle);
+    return ccn_error_status(env, CCACHE_ENOMEM);
+  }
+  v->native = handle;
+  rc = ccache_put(inst->c, key, v, handle); /* v is the cache's, on error too */
   return rc == CCACHE_OK ? ccn_atom_ok : ccn_error_status(env, rc);
 }
 
@@ -216,25 +219,12 @@ ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
 
 /* ---- fetch ---- */
 
-/* Dirty: copy the value of an internal reference out and release it. */
-static ERL_NIF_TERM copy_release_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+/* Dirty: copy a value out of its reference term. */
+static ERL_NIF_TERM copy_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
-  ccn_ref *r;
-  enif_get_resource(env, argv[0], ccn_ref_type, (void **)&r);
-  const ccn_value *v = r->lease.closure;
-  ERL_NIF_TERM t = enif_make_copy(env, v->term);
-  atomic_fetch_add(&r->inst->copies_dirty, 1);
-  ccn_ref_release(r);
-  return ccn_ok(env, t);
-}
-
-/* Dirty: copy the value of a user's reference out (the reference stays). */
-static ERL_NIF_TERM copy_keep_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  ccn_ref *r;
-  enif_get_resource(env, argv[0], ccn_ref_type, (void **)&r);
-  const ccn_value *v = r->lease.closure;
-  atomic_fetch_add(&r->inst->copies_dirty, 1);
+  ccn_value *v;
+  enif_get_resource(env, argv[0], ccn_value_type, (void **)&v);
+  atomic_fetch_add(&v->inst->copies_dirty, 1);
   return ccn_ok(env, enif_make_copy(env, v->term));
 }
 
@@ -255,42 +245,39 @@ ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
   if (rc == CCACHE_MISS) return enif_make_tuple2(env, ccn_atom_error, ccn_atom_cache_miss);
   if (rc != CCACHE_OK) return ccn_error_status(env, rc);
   const ccn_value *v = lease.closure;
-  if (argv[2] == ccn_atom_copy && v != NULL &&
+  if (argv[2] == ccn_atom_copy && v->env != NULL &&
       v->ext_bytes <= atomic_load_explicit(&inst->inline_max, memory_order_relaxed)) {
     ERL_NIF_TERM t = enif_make_copy(env, v->term);
     ccache_lease_release(inst->c, &lease);
     atomic_fetch_add_explicit(&inst->copies_inline, 1, memory_order_relaxed);
     return ccn_ok(env, t);
   }
-  ERL_NIF_TERM ref = ccn_make_ref(env, inst, &lease);
-  if (ref == 0) return ccn_error_status(env, CCACHE_ENOMEM);
+  ERL_NIF_TERM ref = ccn_lease_ref(env, inst, &lease);
   /* a native entry's value is its reference, in both modes */
-  if (argv[2] == ccn_atom_ref || v == NULL) return ccn_ok(env, ref);
-  return enif_schedule_nif(env, "fetch_copy_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, copy_release_dirty,
-                           1, &ref);
+  if (argv[2] == ccn_atom_ref || v->env == NULL) return ccn_ok(env, ref);
+  return enif_schedule_nif(env, "fetch_copy_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, copy_dirty, 1,
+                           &ref);
 }
 
 /* ref_value(ref) -> {:ok, value}: a copy of a term value (dirty if large);
  * a native entry's reference is returned as it is. */
 ERL_NIF_TERM ccn_nif_ref_value(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  ccn_ref *r;
-  if (!enif_get_resource(env, argv[0], ccn_ref_type, (void **)&r)) return enif_make_badarg(env);
-  const ccn_value *v = r->lease.closure;
-  if (v == NULL) return ccn_ok(env, argv[0]);
-  if (v->ext_bytes <= atomic_load_explicit(&r->inst->inline_max, memory_order_relaxed)) {
-    atomic_fetch_add_explicit(&r->inst->copies_inline, 1, memory_order_relaxed);
+  ccn_value *v;
+  if (!enif_get_resource(env, argv[0], ccn_value_type, (void **)&v)) return enif_make_badarg(env);
+  if (v->env == NULL) return ccn_ok(env, argv[0]);
+  if (v->ext_bytes <= atomic_load_explicit(&v->inst->inline_max, memory_order_relaxed)) {
+    atomic_fetch_add_explicit(&v->inst->copies_inline, 1, memory_order_relaxed);
     return ccn_ok(env, enif_make_copy(env, v->term));
   }
-  return enif_schedule_nif(env, "ref_value_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, copy_keep_dirty,
-                           argc, argv);
+  return enif_schedule_nif(env, "ref_value_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, copy_dirty, argc,
+                           argv);
 }
 
 /* ref_info(ref) -> {:term, ext_bytes} | :native */
 ERL_NIF_TERM ccn_nif_ref_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
-  ccn_ref *r;
-  if (!enif_get_resource(env, argv[0], ccn_ref_type, (void **)&r)) return enif_make_badarg(env);
-  const ccn_value *v = r->lease.closure;
-  if (v == NULL) return ccn_atom_native;
+  ccn_value *v;
+  if (!enif_get_resource(env, argv[0], ccn_value_type, (void **)&v)) return enif_make_badarg(env);
+  if (v->env == NULL) return ccn_atom_native;
   return enif_make_tuple2(env, ccn_atom_term, enif_make_uint64(env, v->ext_bytes));
 }
