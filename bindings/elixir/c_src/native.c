@@ -44,10 +44,10 @@ static int make_program(ErlNifEnv *env, void *native, ccache_nif_destroy_fn dest
 }
 
 int ccn_prog_native(ErlNifEnv *env, ERL_NIF_TERM term, void **native_out) {
-  ccn_value *v;
+  ccn_value *v = ccn_ref_get(env, term);
   ccn_prog *p;
   const ccn_native *n = NULL;
-  if (enif_get_resource(env, term, ccn_value_type, (void **)&v)) {
+  if (v != NULL) {
     if (v->native == NULL) return -1; /* a term value */
     n = ccache_program_native(v->native);
   } else if (enif_get_resource(env, term, ccn_prog_type, (void **)&p)) {

@@ -11,6 +11,7 @@
 #include "nif.h"
 
 ErlNifResourceType *ccn_value_type;
+ErlNifResourceType *ccn_replica_type;
 ErlNifResourceType *ccn_prog_type;
 
 ERL_NIF_TERM ccn_atom_ok, ccn_atom_error, ccn_atom_cache_miss, ccn_atom_no_cache, ccn_atom_infinity,
@@ -348,7 +349,9 @@ static void make_atoms(ErlNifEnv *env) {
 static int open_types(ErlNifEnv *env, ErlNifResourceFlags flags) {
   ccn_value_type = enif_open_resource_type(env, NULL, "ccache_value", ccn_value_dtor, flags, NULL);
   ccn_prog_type = enif_open_resource_type(env, NULL, "ccache_program", ccn_prog_dtor, flags, NULL);
-  return ccn_value_type != NULL && ccn_prog_type != NULL;
+  ccn_replica_type =
+      enif_open_resource_type(env, NULL, "ccache_ref", ccn_replica_dtor, flags, NULL);
+  return ccn_value_type != NULL && ccn_prog_type != NULL && ccn_replica_type != NULL;
 }
 
 /* The caches hold pointers to this library's functions (the destroy

@@ -10,19 +10,35 @@
 /* Most named caches one VM may open (they are never closed). */
 #define CCN_MAX_INSTANCES 64
 
-/* A value in the cache: a resource, so a reference term is the value
- * itself (enif_make_resource, no allocation per fetch), and it stays alive
- * while the cache entry or any reference term holds it.  It is the ccache
- * closure of its entry; the entry holds one resource reference, released
- * by destroy_closure.  Immutable once made, so any number of threads may
- * copy `term` out of `env` at once (enif_make_copy only reads it). */
+/* Reference terms of one value per thread slot (see ccn_replica). */
+#define CCN_REPLICAS 16
+
+struct ccn_replica;
+
+/* A value in the cache, and the ccache closure of its entry: a resource,
+ * held by the entry (one reference, released by destroy_closure) and by its
+ * replicas.  Immutable once made, so any number of threads may copy `term`
+ * out of `env` at once (enif_make_copy only reads it). */
 typedef struct ccn_value {
   struct ccn_instance *inst;
   ErlNifEnv *env;         /* a term value: process-independent, or NULL */
   ERL_NIF_TERM term;      /* the value, living in env */
   uint64_t ext_bytes;     /* byte size of enif_term_to_binary(value), measured at put */
   ccache_program *native; /* a native program: one handle (+1), or NULL */
+  /* The entry's replicas, one per thread slot, made at the first reference
+   * fetch on that slot; owned by the entry (released with it).  Read only
+   * under a lease, so never after the entry is destroyed. */
+  _Atomic(struct ccn_replica *) replicas[CCN_REPLICAS];
 } ccn_value;
+
+/* What a reference term is: a resource that holds its value.  A reference
+ * fetch makes a term of the calling thread's replica, so the reference
+ * count it increments (and the garbage collector later decrements) is
+ * written by that thread only: fetches on different schedulers write no
+ * shared memory, and no fetch allocates. */
+typedef struct ccn_replica {
+  ccn_value *value; /* one resource reference on it */
+} ccn_replica;
 
 /* What ccache holds as the native program of a native entry. */
 typedef struct ccn_native {
@@ -74,6 +90,7 @@ typedef struct ccn_prog {
 } ccn_prog;
 
 extern ErlNifResourceType *ccn_value_type;
+extern ErlNifResourceType *ccn_replica_type;
 extern ErlNifResourceType *ccn_prog_type;
 
 /* atoms (nif.c) */
@@ -92,6 +109,8 @@ ERL_NIF_TERM ccn_ok(ErlNifEnv *env, ERL_NIF_TERM value);
 void ccn_destroy_closure(void *obj, void *ctx);
 void ccn_destroy_program(void *obj, void *ctx);
 void ccn_value_dtor(ErlNifEnv *env, void *obj);
+void ccn_replica_dtor(ErlNifEnv *env, void *obj);
+ccn_value *ccn_ref_get(ErlNifEnv *env, ERL_NIF_TERM term);
 ERL_NIF_TERM ccn_lease_ref(ErlNifEnv *env, ccn_instance *inst, ccache_lease *lease);
 void ccn_prog_dtor(ErlNifEnv *env, void *obj);
 ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

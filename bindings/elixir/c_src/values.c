@@ -25,15 +25,41 @@ static ccn_value *value_new(ccn_instance *inst) {
   ccn_value *v = enif_alloc_resource(ccn_value_type, sizeof *v);
   if (v == NULL) return NULL;
   memset(v, 0, sizeof *v);
+  for (int i = 0; i < CCN_REPLICAS; i++) atomic_init(&v->replicas[i], NULL);
   v->inst = inst;
   atomic_fetch_add(&inst->values_alive, 1);
   return v;
 }
 
-/* The entry lets go of its value; reference terms may still hold it. */
+/* The entry lets go of its replicas and its value; reference terms may
+ * still hold them. */
 void ccn_destroy_closure(void *obj, void *ctx) {
   (void)ctx;
-  enif_release_resource(obj);
+  ccn_value *v = obj;
+  for (int i = 0; i < CCN_REPLICAS; i++) {
+    ccn_replica *r = atomic_load_explicit(&v->replicas[i], memory_order_acquire);
+    if (r != NULL) enif_release_resource(r);
+  }
+  enif_release_resource(v);
+}
+
+void ccn_replica_dtor(ErlNifEnv *env, void *obj) {
+  (void)env;
+  enif_release_resource(((ccn_replica *)obj)->value);
+}
+
+ccn_value *ccn_ref_get(ErlNifEnv *env, ERL_NIF_TERM term) {
+  ccn_replica *r;
+  return enif_get_resource(env, term, ccn_replica_type, (void **)&r) ? r->value : NULL;
+}
+
+/* This thread's slot: threads take slots in turn (more threads than slots
+ * share them, which is correct, only no longer free of shared writes). */
+static int thread_slot(void) {
+  static _Atomic unsigned next;
+  static _Thread_local int slot = -1;
+  if (slot < 0) slot = (int)(atomic_fetch_add(&next, 1) % CCN_REPLICAS);
+  return slot;
 }
 
 void ccn_destroy_program(void *obj, void *ctx) {
@@ -43,10 +69,29 @@ void ccn_destroy_program(void *obj, void *ctx) {
   atomic_fetch_add(&((ccn_instance *)ctx)->natives_destroyed, 1);
 }
 
-/* The reference term of a fetched entry's value; releases the lease (the
- * term holds the value from here). */
+/* The reference term of a fetched entry's value (this thread's replica,
+ * made on first use); releases the lease.  0 when out of memory. */
 ERL_NIF_TERM ccn_lease_ref(ErlNifEnv *env, ccn_instance *inst, ccache_lease *lease) {
-  ERL_NIF_TERM t = enif_make_resource(env, lease->closure);
+  ccn_value *v = lease->closure;
+  _Atomic(ccn_replica *) *slot = &v->replicas[thread_slot()];
+  ccn_replica *r = atomic_load_explicit(slot, memory_order_acquire);
+  if (r == NULL) {
+    ccn_replica *mine = enif_alloc_resource(ccn_replica_type, sizeof *mine);
+    if (mine == NULL) {
+      ccache_lease_release(inst->c, lease);
+      return 0;
+    }
+    mine->value = v;
+    enif_keep_resource(v);
+    r = NULL;
+    if (atomic_compare_exchange_strong_explicit(slot, &r, mine, memory_order_acq_rel,
+                                                memory_order_acquire)) {
+      r = mine; /* the entry's reference from here */
+    } else {
+      enif_release_resource(mine); /* another thread of this slot won */
+    }
+  }
+  ERL_NIF_TERM t = enif_make_resource(env, r);
   ccache_lease_release(inst->c, lease);
   return t;
 }
@@ -222,8 +267,7 @@ ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
 /* Dirty: copy a value out of its reference term. */
 static ERL_NIF_TERM copy_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
-  ccn_value *v;
-  enif_get_resource(env, argv[0], ccn_value_type, (void **)&v);
+  ccn_value *v = ccn_ref_get(env, argv[0]);
   atomic_fetch_add(&v->inst->copies_dirty, 1);
   return ccn_ok(env, enif_make_copy(env, v->term));
 }
@@ -253,6 +297,7 @@ ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
     return ccn_ok(env, t);
   }
   ERL_NIF_TERM ref = ccn_lease_ref(env, inst, &lease);
+  if (ref == 0) return ccn_error_status(env, CCACHE_ENOMEM);
   /* a native entry's value is its reference, in both modes */
   if (argv[2] == ccn_atom_ref || v->env == NULL) return ccn_ok(env, ref);
   return enif_schedule_nif(env, "fetch_copy_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, copy_dirty, 1,
@@ -262,8 +307,8 @@ ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
 /* ref_value(ref) -> {:ok, value}: a copy of a term value (dirty if large);
  * a native entry's reference is returned as it is. */
 ERL_NIF_TERM ccn_nif_ref_value(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  ccn_value *v;
-  if (!enif_get_resource(env, argv[0], ccn_value_type, (void **)&v)) return enif_make_badarg(env);
+  ccn_value *v = ccn_ref_get(env, argv[0]);
+  if (v == NULL) return enif_make_badarg(env);
   if (v->env == NULL) return ccn_ok(env, argv[0]);
   if (v->ext_bytes <= atomic_load_explicit(&v->inst->inline_max, memory_order_relaxed)) {
     atomic_fetch_add_explicit(&v->inst->copies_inline, 1, memory_order_relaxed);
@@ -276,8 +321,8 @@ ERL_NIF_TERM ccn_nif_ref_value(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 /* ref_info(ref) -> {:term, ext_bytes} | :native */
 ERL_NIF_TERM ccn_nif_ref_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
-  ccn_value *v;
-  if (!enif_get_resource(env, argv[0], ccn_value_type, (void **)&v)) return enif_make_badarg(env);
+  ccn_value *v = ccn_ref_get(env, argv[0]);
+  if (v == NULL) return enif_make_badarg(env);
   if (v->env == NULL) return ccn_atom_native;
   return enif_make_tuple2(env, ccn_atom_term, enif_make_uint64(env, v->ext_bytes));
 }
