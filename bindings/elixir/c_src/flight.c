@@ -128,14 +128,23 @@ ERL_NIF_TERM ccn_nif_flight_finish(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
   if (inst == NULL || !ccn_get_key(env, argv[1], &k) || !enif_self(env, &self)) {
     return enif_make_badarg(env);
   }
-  /* The reference is made before taking the lock: releasing a lease can
-   * run destroy callbacks, which never run under our lock. */
+  /* The waiters' reference is made before taking the lock (releasing a
+   * lease can run destroy callbacks, which never run under our lock), and
+   * only when there are waiters (the fetch counts as a hit).  A waiter
+   * that joins between here and the finish gets :retry (and then hits). */
   ERL_NIF_TERM msg = argv[2];
   if (argv[2] == ccn_atom_ok) {
+    enif_mutex_lock(inst->flight_lock);
+    ccn_flight *f;
+    HASH_FIND(hh, inst->flights, &k, sizeof k, f);
+    unsigned n = f == NULL ? 0 : f->n_waiters;
+    enif_mutex_unlock(inst->flight_lock);
     ccache_lease lease;
-    msg = ccache_fetch(inst->c, k, &lease) == CCACHE_OK
-              ? ccn_ok(env, ccn_lease_ref(env, inst, &lease))
-              : ccn_atom_retry;
+    ERL_NIF_TERM ref = 0;
+    if (n > 0 && ccache_fetch(inst->c, k, &lease) == CCACHE_OK) {
+      ref = ccn_lease_ref(env, inst, &lease);
+    }
+    msg = ref != 0 ? ccn_ok(env, ref) : ccn_atom_retry;
   }
   enif_mutex_lock(inst->flight_lock);
   ccn_flight *f;
