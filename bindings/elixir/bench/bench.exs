@@ -7,7 +7,9 @@
 # persistent_term.get (the zero-copy baseline that cannot be bounded,
 # evicted or counted), CCache.fetch copying, CCache.fetch by reference, and
 # fetch + use of a native program by reference (CCacheTest.Native: a NIF
-# whose program is x -> a * x + b) beside the native call alone.
+# whose program is x -> a * x + b) beside the native call alone, both as
+# CCache.fetch(key, as: :ref) then the run NIF (two NIF calls) and as a run
+# NIF that looks the program up itself (ccache_nif.h's lend: one call).
 #
 # Each repetition measures every method back to back; ratios are taken
 # within a repetition and reported as median [min, max] over them.
@@ -60,6 +62,13 @@ defmodule CCacheBench do
     {:ok, r} = CCache.fetch(k, as: :ref)
     7 = Native.run(r, 1)
     l_use(n - 1, k)
+  end
+
+  def l_lend(0, _k), do: :ok
+
+  def l_lend(n, k) do
+    7 = Native.run_key(CCache, k, 1)
+    l_lend(n - 1, k)
   end
 
   def l_native(0, _p), do: :ok
@@ -170,6 +179,7 @@ defmodule CCacheBench do
         extra =
           for {name, run} <- [
                 {"fetch_use", &l_use(&1, kp)},
+                {"fetch_use_in_nif", &l_lend(&1, kp)},
                 {"native_call", &l_native(&1, own)}
               ],
               procs <- [1, 2] do
@@ -188,6 +198,9 @@ defmodule CCacheBench do
       {"fetch + use of a native program by reference / the native call alone",
        ratio.(ns.({"fetch_use", :program, 1}), ns.({"native_call", :program, 1})), :le, 2.0,
        ns.({"fetch_use", :program, 1}), ns.({"native_call", :program, 1}), "ns"},
+      {"fetch + use of a native program in one NIF call (ccache_nif.h lend, give_back) / the native call alone",
+       ratio.(ns.({"fetch_use_in_nif", :program, 1}), ns.({"native_call", :program, 1})), :le, 2.0,
+       ns.({"fetch_use_in_nif", :program, 1}), ns.({"native_call", :program, 1}), "ns"},
       {"ets:lookup of the 431,971-word closure / fetch + use of a native program by reference",
        ratio.(ns.({"ets_lookup", :large, 1}), ns.({"fetch_use", :program, 1})), :ge, 1000.0,
        ns.({"ets_lookup", :large, 1}), ns.({"fetch_use", :program, 1}), "ns"},
@@ -223,7 +236,7 @@ defmodule CCacheBench do
     keys =
       for {name, _} <- methods, size <- [:small, :large] do
         {name, size}
-      end ++ [{"fetch_use", :program}, {"native_call", :program}]
+      end ++ [{"fetch_use", :program}, {"fetch_use_in_nif", :program}, {"native_call", :program}]
 
     flat =
       Enum.flat_map(keys, fn {name, size} ->
@@ -283,6 +296,7 @@ defmodule CCacheBench do
       end
 
       IO.puts("| fetch_use (native program by reference + its NIF call) | | | | #{fmt(flat["fetch_use_ns_large"])} | #{fmt(flat["fetch_use_per_s_large_1p"])} | #{fmt(flat["fetch_use_per_s_large_2p"])} |")
+      IO.puts("| fetch_use_in_nif (the run NIF looks the program up itself: ccache_nif.h lend) | | | | #{fmt(flat["fetch_use_in_nif_ns_large"])} | #{fmt(flat["fetch_use_in_nif_per_s_large_1p"])} | #{fmt(flat["fetch_use_in_nif_per_s_large_2p"])} |")
       IO.puts("| native_call (the NIF call alone) | | | | #{fmt(flat["native_call_ns"])} | #{fmt(flat["native_call_per_s_1p"])} | #{fmt(flat["native_call_per_s_2p"])} |")
       IO.puts("")
     end

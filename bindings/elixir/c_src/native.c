@@ -61,10 +61,40 @@ int ccn_prog_native(ErlNifEnv *env, ERL_NIF_TERM term, void **native_out) {
   return 0;
 }
 
+/* A loan is the lease itself and its cache. */
+typedef struct loan_parts {
+  ccache_lease lease;
+  ccn_instance *inst;
+} loan_parts;
+_Static_assert(sizeof(loan_parts) <= sizeof(ccache_nif_loan), "ccache_nif_loan too small");
+
+static int lend(ErlNifEnv *env, ERL_NIF_TERM cache, ERL_NIF_TERM key, void **native_out,
+                ccache_nif_loan *loan) {
+  loan_parts *lp = (loan_parts *)loan;
+  memset(loan, 0, sizeof *loan);
+  ccn_instance *inst = ccn_lookup(env, cache);
+  ccache_key k;
+  if (inst == NULL || !ccn_get_key(env, key, &k)) return -1;
+  int rc = ccache_fetch(inst->c, k, &lp->lease);
+  if (rc == CCACHE_MISS) return 1;
+  if (rc != CCACHE_OK) return -1;
+  const ccn_native *n = lp->lease.native;
+  if (n == NULL) {
+    ccache_lease_release(inst->c, &lp->lease);
+    return -1;
+  }
+  lp->inst = inst;
+  *native_out = n->native;
+  return 0;
+}
+
+static void give_back(ccache_nif_loan *loan) {
+  loan_parts *lp = (loan_parts *)loan;
+  if (loan != NULL && lp->inst != NULL) ccache_lease_release(lp->inst->c, &lp->lease);
+  if (loan != NULL) memset(loan, 0, sizeof *loan);
+}
+
 __attribute__((visibility("default"))) extern const ccache_nif_api ccache_nif_api_v1;
 const ccache_nif_api ccache_nif_api_v1 = {
-    sizeof(ccache_nif_api),
-    CCACHE_NIF_API_VERSION,
-    make_program,
-    ccn_prog_native,
+    sizeof(ccache_nif_api), CCACHE_NIF_API_VERSION, make_program, ccn_prog_native, lend, give_back,
 };

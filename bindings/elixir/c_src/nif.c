@@ -27,7 +27,15 @@ static ccn_registry own_registry;
  * several GB/s: 256 KiB is well under 1 ms). */
 #define HASH_INLINE_MAX (256u * 1024u)
 
-static ccn_registry *registry(ErlNifEnv *env) { return (ccn_registry *)enif_priv_data(env); }
+/* The registry in use, set at load and upgrade.  Not enif_priv_data():
+ * the ccache_nif.h functions run in other libraries' NIF calls, whose
+ * environments carry those libraries' private data. */
+static ccn_registry *_Atomic registry_in_use;
+
+static ccn_registry *registry(ErlNifEnv *env) {
+  (void)env;
+  return atomic_load_explicit(&registry_in_use, memory_order_acquire);
+}
 
 ccn_instance *ccn_lookup(ErlNifEnv *env, ERL_NIF_TERM name) {
   ccn_registry *reg = registry(env);
@@ -376,6 +384,7 @@ static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   }
   atomic_fetch_add(&own_registry.loads, 1);
   *priv = &own_registry;
+  atomic_store_explicit(&registry_in_use, &own_registry, memory_order_release);
   return 0;
 }
 
@@ -386,6 +395,7 @@ static int on_upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM
   ccn_registry *reg = (ccn_registry *)*old_priv;
   atomic_fetch_add(&reg->upgrades, 1);
   *priv = reg;
+  atomic_store_explicit(&registry_in_use, reg, memory_order_release);
   return 0;
 }
 

@@ -22,7 +22,9 @@
  *  3. callers fetch a reference, `{:ok, ref} = CCache.fetch(key, as: :ref)`,
  *     and pass it to your run NIF, which calls api->get_native().
  * No term is copied on that path: the reference is one small term whatever
- * the size of the program.
+ * the size of the program.  Cheaper still, a run NIF that takes the key can
+ * look the program up itself with api->lend() and api->give_back(): one NIF
+ * call for the fetch and the use.
  *
  * Threading: the destroy callback you give runs exactly once, when the last
  * holder lets go (the cache after an eviction, a removal or an expiry, or
@@ -60,6 +62,12 @@ extern "C" {
  * cache is held.
  */
 typedef void (*ccache_nif_destroy_fn)(void *native, void *ctx);
+
+/** A loan of a cached native program (see ccache_nif_api::lend).  Caller-
+ *  owned (stack is fine); zero-initialise it. */
+typedef struct ccache_nif_loan {
+  void *internal_[6]; /**< private */
+} ccache_nif_loan;
 
 /** The binding's functions for other NIF libraries. */
 typedef struct ccache_nif_api {
@@ -100,6 +108,27 @@ typedef struct ccache_nif_api {
    * Thread-safe; copies nothing, allocates nothing.
    */
   int (*get_native)(ErlNifEnv *env, ERL_NIF_TERM term, void **native_out);
+  /**
+   * Look @p key up in the cache named @p cache and lend its native program:
+   * the fetch and the use in one NIF call, with no term made (the cheapest
+   * path: one ccache lookup and its release around your call).
+   * @param env the calling NIF's environment.
+   * @param cache the cache's name (an atom, e.g. `CCache`).
+   * @param key a 16-byte binary key (`CCache.key/1` of a term key).
+   * @param native_out receives the native pointer, valid until
+   *        ccache_nif_api::give_back() (even if the entry is evicted
+   *        meanwhile).  Never free it.
+   * @param loan caller-owned; filled on 0, zeroed otherwise.
+   * @return 0 (give it back with give_back(), on any thread, before or after
+   *         the NIF returns; holding it does not block anything, but keeps
+   *         the program alive); 1 (no entry: a miss); -1 (no such cache, a
+   *         bad key, or an entry that holds an Erlang term, not a native
+   *         program).  Thread-safe; allocates nothing.
+   */
+  int (*lend)(ErlNifEnv *env, ERL_NIF_TERM cache, ERL_NIF_TERM key, void **native_out,
+              ccache_nif_loan *loan);
+  /** Give a loan back (a zeroed loan is a no-op); zeroes it.  Thread-safe. */
+  void (*give_back)(ccache_nif_loan *loan);
 } ccache_nif_api;
 
 /**

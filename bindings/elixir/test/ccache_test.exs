@@ -190,6 +190,19 @@ defmodule CCacheTest do
     assert_raise ArgumentError, fn -> Native.run(tref, 1) end
   end
 
+  test "another NIF looks a native program up by key itself (lend / give_back)" do
+    c = start(:t_lend)
+    k = CCache.key(:layer)
+    assert Native.run_key(c, k, 1) == :cache_miss
+    :ok = CCache.put(k, Native.compile(10, 1), cache: c)
+    assert Native.run_key(c, k, 4) == 41
+    :ok = CCache.put(CCache.key(:term), {:not, :native}, cache: c)
+    assert_raise ArgumentError, fn -> Native.run_key(c, CCache.key(:term), 1) end
+    assert_raise ArgumentError, fn -> Native.run_key(:no_such_cache, k, 1) end
+    s = stats(c)
+    assert {s.hits, s.misses, s.leases_out} == {2, 1, 0}
+  end
+
   test "a program term that is never put is destroyed when collected" do
     before = Native.destroyed()
     pid = spawn_call(fn -> Native.run(Native.compile(2, 0), 21) end)

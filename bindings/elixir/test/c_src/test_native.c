@@ -55,6 +55,23 @@ static ERL_NIF_TERM run(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   return enif_make_int64(env, p->a * x + p->b);
 }
 
+/* run_key(cache, key, x) -> a * x + b of the program cached under key
+ * (api->lend: the fetch and the use in one NIF call); :cache_miss */
+static ERL_NIF_TERM run_key(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  void *native;
+  ErlNifSInt64 x;
+  ccache_nif_loan loan;
+  if (!enif_get_int64(env, argv[2], &x)) return enif_make_badarg(env);
+  int rc = api->lend(env, argv[0], argv[1], &native, &loan);
+  if (rc == 1) return enif_make_atom(env, "cache_miss");
+  if (rc != 0) return enif_make_badarg(env);
+  const affine *p = native;
+  ERL_NIF_TERM r = enif_make_int64(env, p->a * x + p->b);
+  api->give_back(&loan);
+  return r;
+}
+
 /* own(a, b) -> this library's own resource (the baseline, no cache) */
 static ERL_NIF_TERM own(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -94,11 +111,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
 }
 
 static ErlNifFunc funcs[] = {
-    {"compile", 2, compile, 0},
-    {"run", 2, run, 0},
-    {"own", 2, own, 0},
-    {"run_own", 2, run_own, 0},
-    {"destroyed", 0, destroyed_count, 0},
+    {"compile", 2, compile, 0}, {"run", 2, run, 0},         {"own", 2, own, 0},
+    {"run_own", 2, run_own, 0}, {"run_key", 3, run_key, 0}, {"destroyed", 0, destroyed_count, 0},
 };
 
 ERL_NIF_INIT(Elixir.CCacheTest.Native, funcs, load, NULL, NULL, NULL)

@@ -11,6 +11,7 @@ defmodule CCacheTest.Native do
 
   def compile(_a, _b), do: :erlang.nif_error(:not_loaded)
   def run(_ref, _x), do: :erlang.nif_error(:not_loaded)
+  def run_key(_cache, _key, _x), do: :erlang.nif_error(:not_loaded)
   def own(_a, _b), do: :erlang.nif_error(:not_loaded)
   def run_own(_res, _x), do: :erlang.nif_error(:not_loaded)
   def destroyed, do: :erlang.nif_error(:not_loaded)
