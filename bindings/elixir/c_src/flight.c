@@ -5,13 +5,19 @@
  * message.  The C single-flight (ccache_get_or_compile) blocks its thread
  * and is not used from here.
  *
- * Every call holds inst->flight_lock for O(waiters of that key) work and
- * sends messages after unlocking. */
+ * Every call holds inst->flight_lock for O(waiters of that key) work (the
+ * finish sends its messages under it, see there); no callback of ccache
+ * or of a NIF author runs under it. */
 #include <string.h>
 #include "nif.h"
 
-#define uthash_malloc(sz)    enif_alloc(sz)
-#define uthash_free(ptr, sz) enif_free(ptr)
+/* uthash's default on a failed allocation is exit(): report it instead
+ * (set under the instance's flight_lock, read right after the add). */
+static _Thread_local int flight_oom;
+#define HASH_NONFATAL_OOM        1
+#define uthash_nonfatal_oom(obj) (flight_oom = 1)
+#define uthash_malloc(sz)        enif_alloc(sz)
+#define uthash_free(ptr, sz)     enif_free(ptr)
 #include <uthash.h>
 
 typedef struct ccn_waiter {
@@ -96,7 +102,13 @@ ERL_NIF_TERM ccn_nif_flight_join(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     f->key = k;
     f->owner = self;
     f->env = fenv;
+    flight_oom = 0;
     HASH_ADD(hh, inst->flights, key, sizeof f->key, f);
+    if (flight_oom) {
+      enif_mutex_unlock(inst->flight_lock);
+      flight_free(f);
+      return ccn_error_status(env, CCACHE_ENOMEM);
+    }
     result = ccn_atom_owner;
   } else if (enif_compare_pids(&f->owner, &self) == 0) {
     result = ccn_atom_deadlock;
