@@ -7,6 +7,7 @@
  * grows with a term's size runs on a dirty CPU scheduler. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
+#include <endian.h>
 #include <string.h>
 #include "nif.h"
 
@@ -49,13 +50,11 @@ ccn_instance *ccn_lookup(ErlNifEnv *env, ERL_NIF_TERM name) {
 int ccn_get_key(ErlNifEnv *env, ERL_NIF_TERM term, ccache_key *out) {
   ErlNifBinary b;
   if (!enif_inspect_binary(env, term, &b) || b.size != 16) return 0;
-  uint64_t lo = 0, hi = 0;
-  for (int i = 7; i >= 0; i--) {
-    lo = (lo << 8) | b.data[i];
-    hi = (hi << 8) | b.data[8 + i];
-  }
-  out->lo = lo;
-  out->hi = hi;
+  uint64_t lo, hi; /* little-endian halves, whatever the host's order */
+  memcpy(&lo, b.data, 8);
+  memcpy(&hi, b.data + 8, 8);
+  out->lo = le64toh(lo);
+  out->hi = le64toh(hi);
   return 1;
 }
 
