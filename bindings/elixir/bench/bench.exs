@@ -14,7 +14,7 @@
 # Each repetition measures every method back to back; ratios are taken
 # within a repetition and reported as median [min, max] over them.
 #
-# usage: bench.exs [--quick] [--json]
+# usage: bench.exs [--quick] [--json] [--reps N]  (default 7 repetitions, 2 with --quick)
 Code.require_file("../test/support/big.exs", __DIR__)
 
 defmodule CCacheBench do
@@ -130,7 +130,11 @@ defmodule CCacheBench do
   def main(args) do
     quick = "--quick" in args
     json = "--json" in args
-    reps = if quick, do: 2, else: 7
+    reps =
+      case Enum.drop_while(args, &(&1 != "--reps")) do
+        ["--reps", n | _] -> String.to_integer(n)
+        _ -> if quick, do: 2, else: 7
+      end
     fast_n = if quick, do: 20_000, else: 200_000
     slow_n = if quick, do: 6, else: 40
 
