@@ -219,6 +219,9 @@ static ERL_NIF_TERM nif_stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
   memset(&s, 0, sizeof s);
   s.size = sizeof s;
   ccache_stats_get(inst->c, &s);
+  uint64_t copies_inline = 0;
+  for (int i = 0; i < CCN_REPLICAS; i++)
+    copies_inline += atomic_load(&inst->per_slot[i].copies_inline);
   struct {
     const char *name;
     uint64_t v;
@@ -240,7 +243,7 @@ static ERL_NIF_TERM nif_stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
       {"values", atomic_load(&inst->values_alive)},
       {"puts_inline", atomic_load(&inst->puts_inline)},
       {"puts_dirty", atomic_load(&inst->puts_dirty)},
-      {"copies_inline", atomic_load(&inst->copies_inline)},
+      {"copies_inline", copies_inline},
       {"copies_dirty", atomic_load(&inst->copies_dirty)},
   };
   enum { N = sizeof f / sizeof f[0] };

@@ -50,23 +50,32 @@ typedef struct ccn_native {
 struct ccn_flight;
 struct ccn_instance;
 
+/* A counter of one thread slot, on its own cache line. */
+typedef struct ccn_slot_count {
+  _Atomic uint64_t copies_inline;
+  char pad_[56];
+} ccn_slot_count;
+
 /* One named cache.  Lives until the VM exits (never freed), so pointers to
  * it may be kept anywhere, and an owner that crashes and restarts finds it
- * again by name. */
+ * again by name.  The fields every fetch reads come first and are written
+ * only at open; a fetch writes nothing here but its own slot's counter. */
 typedef struct ccn_instance {
   ERL_NIF_TERM name;           /* an atom: the same value in every environment */
   ccache *c;                   /* never closed */
   ccache_program *term_prog;   /* one program (NULL native) all term entries share */
   _Atomic uint64_t inline_max; /* ext bytes up to which work stays on a normal scheduler */
   int manual_clock;            /* clock is `now_ms` below (tests), sweeper off */
+  char pad_[64];               /* the lines below are written */
   _Atomic uint64_t now_ms;
   /* binding counters (stats/1) */
-  _Atomic uint64_t puts_inline, puts_dirty, copies_inline, copies_dirty;
+  _Atomic uint64_t puts_inline, puts_dirty, copies_dirty;
   _Atomic uint64_t natives_destroyed, values_alive;
   _Atomic uint64_t next_native; /* program keys of natives handed in */
   /* single-flight records (flight.c), under flight_lock */
   ErlNifMutex *flight_lock;
   struct ccn_flight *flights;
+  ccn_slot_count per_slot[CCN_REPLICAS]; /* inline copies, by thread slot */
 } ccn_instance;
 
 /* Everything that must outlive a module reload: found through priv_data,
@@ -112,6 +121,7 @@ void ccn_value_dtor(ErlNifEnv *env, void *obj);
 void ccn_replica_dtor(ErlNifEnv *env, void *obj);
 ccn_value *ccn_ref_get(ErlNifEnv *env, ERL_NIF_TERM term);
 ERL_NIF_TERM ccn_lease_ref(ErlNifEnv *env, ccn_instance *inst, ccache_lease *lease);
+int ccn_thread_slot(void);
 void ccn_prog_dtor(ErlNifEnv *env, void *obj);
 ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

@@ -55,7 +55,7 @@ ccn_value *ccn_ref_get(ErlNifEnv *env, ERL_NIF_TERM term) {
 
 /* This thread's slot: threads take slots in turn (more threads than slots
  * share them, which is correct, only no longer free of shared writes). */
-static int thread_slot(void) {
+int ccn_thread_slot(void) {
   static _Atomic unsigned next;
   static _Thread_local int slot = -1;
   if (slot < 0) slot = (int)(atomic_fetch_add(&next, 1) % CCN_REPLICAS);
@@ -73,7 +73,7 @@ void ccn_destroy_program(void *obj, void *ctx) {
  * made on first use); releases the lease.  0 when out of memory. */
 ERL_NIF_TERM ccn_lease_ref(ErlNifEnv *env, ccn_instance *inst, ccache_lease *lease) {
   ccn_value *v = lease->closure;
-  _Atomic(ccn_replica *) *slot = &v->replicas[thread_slot()];
+  _Atomic(ccn_replica *) *slot = &v->replicas[ccn_thread_slot()];
   ccn_replica *r = atomic_load_explicit(slot, memory_order_acquire);
   if (r == NULL) {
     ccn_replica *mine = enif_alloc_resource(ccn_replica_type, sizeof *mine);
@@ -293,7 +293,8 @@ ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
       v->ext_bytes <= atomic_load_explicit(&inst->inline_max, memory_order_relaxed)) {
     ERL_NIF_TERM t = enif_make_copy(env, v->term);
     ccache_lease_release(inst->c, &lease);
-    atomic_fetch_add_explicit(&inst->copies_inline, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&inst->per_slot[ccn_thread_slot()].copies_inline, 1,
+                              memory_order_relaxed);
     return ccn_ok(env, t);
   }
   ERL_NIF_TERM ref = ccn_lease_ref(env, inst, &lease);
@@ -311,7 +312,8 @@ ERL_NIF_TERM ccn_nif_ref_value(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   if (v == NULL) return enif_make_badarg(env);
   if (v->env == NULL) return ccn_ok(env, argv[0]);
   if (v->ext_bytes <= atomic_load_explicit(&v->inst->inline_max, memory_order_relaxed)) {
-    atomic_fetch_add_explicit(&v->inst->copies_inline, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&v->inst->per_slot[ccn_thread_slot()].copies_inline, 1,
+                              memory_order_relaxed);
     return ccn_ok(env, enif_make_copy(env, v->term));
   }
   return enif_schedule_nif(env, "ref_value_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, copy_dirty, argc,
