@@ -77,7 +77,8 @@ defmodule CCache do
   Options: `:name` (an atom, also the owner's registered name), `:max_items`
   (a positive integer or `:infinity`), `:ttl` (milliseconds or `:infinity`),
   `:inline_max` (bytes of external format up to which a copy runs inline;
-  above ~16384 a copy may take more than 1 ms on a normal scheduler), and
+  a copy costs ~10 ns per word and a byte of external format is at most ~2 words,
+  so keep it at most ~32768 to stay under 1 ms on a normal scheduler), and
   `:manual_clock` (tests: the clock only moves with `advance_clock/2`).
   """
   def child_spec(opts) do

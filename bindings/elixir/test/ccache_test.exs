@@ -160,6 +160,23 @@ defmodule CCacheTest do
     {:ok, copy2} = CCache.value(ref)
     assert copy2.(1) == big.(1)
     assert {stats(c).copies_inline, stats(c).copies_dirty} == {1, 2}
+    # a term without funs goes dirty too when the bounded walk sees more
+    # than inline_max bytes of binaries
+    blob = {:weights, :binary.copy("w", 10_000)}
+    :ok = CCache.put(:blob, blob, cache: c)
+    assert {:ok, ^blob} = CCache.fetch(:blob, cache: c)
+    assert {stats(c).puts_dirty, stats(c).copies_dirty} == {2, 3}
+  end
+
+  test "keys of large terms (hashed on a dirty scheduler past 256 KiB) are deterministic" do
+    c = start(:t_big_key)
+    big_key = {:graph, :binary.copy("n", 300_000)}
+    k = CCache.key(big_key)
+    assert byte_size(k) == 16
+    assert CCache.key({:graph, :binary.copy("n", 300_000)}) == k
+    refute CCache.key({:graph, :binary.copy("n", 299_999)}) == k
+    :ok = CCache.put(big_key, :v, cache: c)
+    assert CCache.fetch(k, cache: c) == {:ok, :v}
   end
 
   test "a native program from another NIF: shared by two keys, run by reference, destroyed once" do
