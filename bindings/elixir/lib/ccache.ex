@@ -1,0 +1,316 @@
+defmodule CCache do
+  @moduledoc """
+  A compile-closure cache for the BEAM, on ccache (the C library).
+
+  Values live in C, in no process: an Erlang term is copied once, at put,
+  into a process-independent environment; a native program made by another
+  NIF (see `ccache_nif.h`) is held as a ccache program.  The calls are those
+  of EMLX's `CompileCache`: `fetch/2` returns `{:ok, value}` or
+  `{:error, :cache_miss}`, `put/3`, bounds `max_items` and `ttl` (FIFO by
+  insert, TTL in milliseconds from insert time, both `:infinity` by default,
+  changeable at runtime with `set_limits/2`), `stats/1`, and a default
+  instance, `CCache`, that fits a supervision tree:
+
+      children = [{CCache, max_items: 1024, ttl: :timer.minutes(30)}]
+
+  ## Keys
+
+  A 16-byte binary is taken as the 128-bit key itself (a fingerprint the
+  runtime already computed).  Any other term is hashed: ccache's fingerprint
+  builder (XXH3-128, unseeded) over a domain tag and
+  `:erlang.term_to_binary(term, [:deterministic])`, see `key/1`.  XXH3-128
+  is a fast, non-cryptographic hash: accidental collisions are negligible
+  (about 2^-64 at 2^32 keys), but whoever can choose the terms can build a
+  collision on purpose, so do not key a cache on terms from untrusted
+  sources.  The deterministic external format is stable within one OTP
+  release; keys are not promised to be equal across releases.
+
+  ## Copy or reference
+
+  `fetch(key)` copies the value into the caller's heap.  A value whose
+  external size (the byte size of `:erlang.term_to_binary(value)`, measured
+  at put) is at most `inline_max` (default 8192 bytes) is copied inline;
+  a larger one on a dirty CPU scheduler, so no call runs more than a
+  fraction of a millisecond on a normal scheduler.  `fetch(key, as: :ref)`
+  returns a reference instead: one small term whatever the value's size,
+  valid (and keeping the value alive) as long as the term lives, even after
+  the entry is evicted.  `value/1` copies the value out of a reference;
+  another NIF reads a native program out of one with `ccache_nif.h`.
+
+  Copying a 3.5 MB closure costs milliseconds however it is done: the copy
+  goes away only when what runs is a native program held by reference, or
+  when a process keeps one copy of the closure for itself.
+
+  ## Single-flight
+
+  `get_or_compile/3` compiles once however many processes miss at the same
+  time; the others wait in `receive` with a monitor on the compiler.  See
+  its documentation.
+
+  ## The owner process
+
+  `start_link/1` opens the C cache, or re-attaches to it if it already
+  exists: a crash and restart of the owner keeps every entry.  The cache
+  itself lives until the VM exits (like `ccache_default()`), and survives
+  a hot upgrade of `CCache.Nif`.  Reads and writes do not go through the
+  owner: they are NIF calls from the calling process.
+  """
+
+  use GenServer
+  alias CCache.Nif
+
+  @default __MODULE__
+  @inline_max 8192
+
+  @typedoc "A 16-byte binary (the key itself) or any term (hashed, see `key/1`)."
+  @type key :: binary() | term()
+  @typedoc "A reference to a cached value (a NIF resource)."
+  @type ref :: reference()
+
+  @compile {:inline, key!: 1}
+
+  # ---- the owner
+
+  @doc """
+  A child spec for the cache named by `opts[:name]` (default `CCache`).
+
+  Options: `:name` (an atom, also the owner's registered name), `:max_items`
+  (a positive integer or `:infinity`), `:ttl` (milliseconds or `:infinity`),
+  `:inline_max` (bytes of external format up to which a copy runs inline;
+  a copy costs ~10 ns per word and a byte of external format is at most ~2 words,
+  so keep it at most ~32768 to stay under 1 ms on a normal scheduler), and
+  `:manual_clock` (tests: the clock only moves with `advance_clock/2`).
+  """
+  def child_spec(opts) do
+    %{id: {__MODULE__, Keyword.get(opts, :name, @default)}, start: {__MODULE__, :start_link, [opts]}}
+  end
+
+  @doc "Start the owner of the cache `opts[:name]` (see `child_spec/1`)."
+  def start_link(opts \\ []) do
+    name = Keyword.get(opts, :name, @default)
+    GenServer.start_link(__MODULE__, opts, name: name)
+  end
+
+  @doc "`:created` or `:attached`: whether this owner made the C cache or found it."
+  def attach_status(cache \\ @default), do: GenServer.call(cache, :attach_status)
+
+  @impl true
+  def init(opts) do
+    name = Keyword.get(opts, :name, @default)
+    mi = Keyword.get(opts, :max_items, :infinity)
+    ttl = Keyword.get(opts, :ttl, :infinity)
+    im = Keyword.get(opts, :inline_max, @inline_max)
+    manual = Keyword.get(opts, :manual_clock, false)
+
+    case Nif.open(name, mi, ttl, im, manual) do
+      {status, ^name} -> {:ok, %{name: name, status: status}}
+      {:error, reason} -> {:stop, reason}
+    end
+  end
+
+  @impl true
+  def handle_call(:attach_status, _from, state), do: {:reply, state.status, state}
+
+  # ---- reads and writes
+
+  @doc """
+  Look `key` up.  Options: `cache:` (default `CCache`), `as: :copy`
+  (default: the value, copied into this process) or `as: :ref` (a
+  reference).  An entry holding a native program returns its reference in
+  both modes.  Returns `{:ok, value}`, `{:error, :cache_miss}` or
+  `{:error, :no_cache}` (no cache of that name was ever started).
+  """
+  @spec fetch(key, keyword) :: {:ok, term} | {:error, :cache_miss | :no_cache}
+  def fetch(key, opts \\ [])
+  def fetch(key, []), do: Nif.fetch(@default, key!(key), :copy)
+  def fetch(key, as: :ref), do: Nif.fetch(@default, key!(key), :ref)
+
+  def fetch(key, opts) do
+    Nif.fetch(Keyword.get(opts, :cache, @default), key!(key), Keyword.get(opts, :as, :copy))
+  end
+
+  @doc """
+  Store `value` under `key` (a later put replaces the entry; then the
+  oldest entries leave while more than `max_items` are cached).  `value` is
+  any term (copied into C: on a dirty scheduler unless a bounded walk proves
+  it small; a fun always counts as not small, its environment being opaque
+  to NIFs), or a program term made by another NIF with `ccache_nif.h`
+  (held, not copied; putting it under several keys shares it).  Options:
+  `cache:`.  Returns `:ok` or `{:error, reason}`.
+  """
+  def put(key, value, opts \\ []) do
+    Nif.put(Keyword.get(opts, :cache, @default), key!(key), value)
+  end
+
+  @doc "The value behind a reference: a copy of a term (dirty if large), or the reference itself for a native program."
+  def value(ref), do: Nif.ref_value(ref)
+
+  @doc "`{:term, external_bytes}` or `:native`, for a reference."
+  def ref_info(ref), do: Nif.ref_info(ref)
+
+  @doc "Remove `key`: `:ok` or `{:error, :cache_miss}`.  References stay valid."
+  def remove(key, opts \\ []), do: Nif.remove(Keyword.get(opts, :cache, @default), key!(key))
+
+  @doc "Remove every entry.  References stay valid."
+  def clear(cache \\ @default), do: Nif.clear(cache)
+
+  @doc """
+  The 16-byte key of a term: ccache's fingerprint builder (XXH3-128) over a
+  domain tag and `:erlang.term_to_binary(term, [:deterministic])`.  Compute
+  it once and keep it when the same key is used often.
+  """
+  def key(term), do: Nif.hash(:erlang.term_to_binary(term, [:deterministic]))
+
+  defp key!(k) when is_binary(k) and byte_size(k) == 16, do: k
+  defp key!(term), do: key(term)
+
+  # ---- bounds and stats
+
+  @doc "Change `max_items` and/or `ttl` (milliseconds) at runtime; each a positive integer or `:infinity`."
+  def set_limits(cache \\ @default, limits) do
+    {:ok, cur} = Nif.limits(cache)
+    Nif.set_limits(cache, Keyword.get(limits, :max_items, cur.max_items), Keyword.get(limits, :ttl, cur.ttl))
+  end
+
+  @doc "`%{max_items: _, ttl: _, inline_max: _}`."
+  def limits(cache \\ @default) do
+    {:ok, l} = Nif.limits(cache)
+    l
+  end
+
+  @doc """
+  Counters and gauges: ccache's (`hits`, `misses`, `inserts`, `replaced`,
+  `evicted_capacity`, `evicted_ttl`, `removed`, `cleared`, `items`,
+  `programs` (native programs alive), `closures_destroyed`,
+  `natives_destroyed`, `leases_out` (references and copies in progress))
+  and the binding's (`puts_inline`, `puts_dirty`, `copies_inline`,
+  `copies_dirty`).
+  """
+  def stats(cache \\ @default) do
+    {:ok, s} = Nif.stats(cache)
+    s
+  end
+
+  @doc false
+  def advance_clock(cache, ms), do: Nif.advance_clock(cache, ms)
+
+  # ---- single-flight
+
+  @doc """
+  Fetch `key`, or compute it once however many processes ask at the same
+  time.
+
+  `fun` runs in the first process that misses and returns `{:ok, value}`
+  (stored with `put/3`, then returned) or `{:error, reason}` (returned,
+  never cached).  Every other process that misses meanwhile waits in
+  `receive`, monitoring the compiler, and gets the same result: the value
+  (copied out of the cache, or a reference with `as: :ref`) or the same
+  `{:error, reason}`.  If `fun` raises, throws or exits, the waiters get
+  `{:error, {:compile_crashed, kind, reason}}` and the compiler re-raises.
+  If the compiler process dies, one waiter takes the compile over, so no
+  waiter is left blocked.  Calling it for the key one's own `fun` is
+  computing returns `{:error, :deadlock}`.  Nothing blocks a scheduler
+  thread.  Options: `cache:`, `as:` (as for `fetch/2`).
+  """
+  def get_or_compile(key, fun, opts \\ []) when is_function(fun, 0) do
+    cache = Keyword.get(opts, :cache, @default)
+    as = Keyword.get(opts, :as, :copy)
+    k = key!(key)
+
+    case Nif.fetch(cache, k, as) do
+      {:error, :cache_miss} -> join(cache, k, fun, as, make_ref(), nil)
+      other -> other
+    end
+  end
+
+  @doc false
+  def flight_waiters(key, cache \\ @default), do: Nif.flight_waiters(cache, key!(key))
+
+  defp join(cache, k, fun, as, wref, dead) do
+    case Nif.flight_join(cache, k, wref, dead) do
+      :owner ->
+        flush(wref)
+        compile(cache, k, fun, as)
+
+      {:wait, owner} ->
+        await(cache, k, fun, as, wref, owner)
+
+      :deadlock ->
+        {:error, :deadlock}
+
+      {:error, _} = e ->
+        e
+    end
+  end
+
+  defp await(cache, k, fun, as, wref, owner) do
+    mref = Process.monitor(owner)
+
+    receive do
+      {:ccache_flight, ^wref, result} ->
+        Process.demonitor(mref, [:flush])
+
+        case result do
+          {:ok, ref} when as == :ref -> {:ok, ref}
+          {:ok, ref} -> Nif.ref_value(ref)
+          :retry -> get_or_compile(k, fun, cache: cache, as: as)
+          {:error, _} = e -> e
+        end
+
+      {:DOWN, ^mref, :process, ^owner, _} ->
+        join(cache, k, fun, as, wref, owner)
+    end
+  end
+
+  defp flush(wref) do
+    receive do
+      {:ccache_flight, ^wref, _} -> flush(wref)
+    after
+      0 -> :ok
+    end
+  end
+
+  defp compile(cache, k, fun, as) do
+    # Someone may have put the key between our miss and our claim.
+    case Nif.fetch(cache, k, as) do
+      {:error, :cache_miss} ->
+        result =
+          try do
+            fun.()
+          catch
+            kind, reason ->
+              Nif.flight_finish(cache, k, {:error, {:compile_crashed, kind, reason}})
+              :erlang.raise(kind, reason, __STACKTRACE__)
+          end
+
+        store(cache, k, as, result)
+
+      other ->
+        Nif.flight_finish(cache, k, if(match?({:ok, _}, other), do: :ok, else: other))
+        other
+    end
+  end
+
+  defp store(cache, k, as, {:ok, value}) do
+    case Nif.put(cache, k, value) do
+      :ok ->
+        Nif.flight_finish(cache, k, :ok)
+        if as == :ref, do: Nif.fetch(cache, k, :ref), else: {:ok, value}
+
+      {:error, _} = e ->
+        Nif.flight_finish(cache, k, e)
+        e
+    end
+  end
+
+  defp store(cache, k, _as, {:error, _} = e) do
+    Nif.flight_finish(cache, k, e)
+    e
+  end
+
+  defp store(cache, k, _as, other) do
+    e = {:error, {:bad_compile_result, other}}
+    Nif.flight_finish(cache, k, e)
+    raise ArgumentError, "get_or_compile: the function must return {:ok, value} or {:error, reason}, got: #{inspect(other)}"
+  end
+end

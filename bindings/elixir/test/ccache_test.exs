@@ -1,0 +1,386 @@
+# The CCache suite: elixir -pa ebin -pa test_ebin test/ccache_test.exs
+# (ctest: elixir_ccache).  Offline: no mix, no hex.  Every cache name is
+# used by one test only (caches live until the VM exits).
+ExUnit.start(seed: 0)
+Code.require_file("support/big.exs", __DIR__)
+
+defmodule CCacheTest do
+  use ExUnit.Case, async: false
+  alias CCacheTest.Native
+
+  defp start(name, opts \\ []) do
+    start_supervised!({CCache, [name: name] ++ opts})
+    name
+  end
+
+  # Poll a condition that other processes make true; bounded (5 s).
+  defp wait_until(f, tries \\ 5000) do
+    cond do
+      f.() -> :ok
+      tries == 0 -> flunk("condition not reached in 5 s")
+      true -> Process.sleep(1) && wait_until(f, tries - 1)
+    end
+  end
+
+  # Run f in a new process; its result arrives as {:result, pid, value}.
+  defp spawn_call(f) do
+    parent = self()
+    {pid, _mref} = spawn_monitor(fn -> send(parent, {:result, self(), f.()}) end)
+    pid
+  end
+
+  defp result_of(pid) do
+    receive do
+      {:result, ^pid, v} -> v
+    after
+      5000 -> flunk("no result from #{inspect(pid)}")
+    end
+  end
+
+  defp down(pid) do
+    receive do
+      {:DOWN, _, :process, ^pid, reason} -> reason
+    after
+      5000 -> flunk("#{inspect(pid)} did not exit")
+    end
+  end
+
+  defp stats(c), do: CCache.stats(c)
+
+  test "fetch misses, put then fetch copies the value; counts are exact" do
+    c = start(:t_roundtrip)
+    assert CCache.fetch(:k, cache: c) == {:error, :cache_miss}
+    value = %{layer: 3, shape: {1, 512}, name: "attn", w: [1.5, 2.5]}
+    assert CCache.put(:k, value, cache: c) == :ok
+    assert CCache.fetch(:k, cache: c) == {:ok, value}
+    assert CCache.fetch(:k, cache: c) == {:ok, value}
+    s = stats(c)
+    assert {s.hits, s.misses, s.inserts, s.items, s.puts_inline, s.copies_inline} == {2, 1, 1, 1, 1, 2}
+    assert s.leases_out == 0
+    assert CCache.put(:k, :replaced, cache: c) == :ok
+    assert CCache.fetch(:k, cache: c) == {:ok, :replaced}
+    assert stats(c).replaced == 1
+    assert CCache.fetch(:k, cache: :no_such_cache) == {:error, :no_cache}
+  end
+
+  test "keys: terms hashed deterministically, a 16-byte binary is the key itself" do
+    c = start(:t_keys)
+    m1 = %{b: 2, a: 1, c: [1, 2, 3]}
+    m2 = Map.new([{:c, [1, 2, 3]}, {:a, 1}, {:b, 2}])
+    assert CCache.key(m1) == CCache.key(m2)
+    assert byte_size(CCache.key(m1)) == 16
+    refute CCache.key({:a, 1}) == CCache.key({:a, 1.0})
+    :ok = CCache.put(m1, :v, cache: c)
+    assert CCache.fetch(m2, cache: c) == {:ok, :v}
+    assert CCache.fetch(CCache.key(m2), cache: c) == {:ok, :v}
+    raw = <<1::128>>
+    :ok = CCache.put(raw, :raw, cache: c)
+    assert CCache.fetch(raw, cache: c) == {:ok, :raw}
+    # the raw key is not hashed, so the hashed key of the same binary differs
+    assert CCache.fetch(CCache.key(raw), cache: c) == {:error, :cache_miss}
+    # a 15-byte binary is a term like any other
+    assert CCache.put(<<1::120>>, :short, cache: c) == :ok
+    assert CCache.fetch(CCache.key(<<1::120>>), cache: c) == {:ok, :short}
+  end
+
+  test "max_items evicts the oldest inserts (FIFO) and changes at runtime" do
+    c = start(:t_max_items, max_items: 3)
+    for i <- 1..5, do: :ok = CCache.put(i, i, cache: c)
+    # a hit does not refresh an entry
+    assert CCache.fetch(3, cache: c) == {:ok, 3}
+    assert for(i <- 1..5, do: elem(CCache.fetch(i, cache: c), 0)) == [:error, :error, :ok, :ok, :ok]
+    assert {stats(c).items, stats(c).evicted_capacity} == {3, 2}
+    :ok = CCache.set_limits(c, max_items: 2)
+    assert CCache.limits(c).max_items == 2
+    assert CCache.fetch(3, cache: c) == {:error, :cache_miss}
+    assert {stats(c).items, stats(c).evicted_capacity} == {2, 3}
+    :ok = CCache.set_limits(c, max_items: :infinity)
+    for i <- 6..10, do: :ok = CCache.put(i, i, cache: c)
+    assert {stats(c).items, stats(c).evicted_capacity} == {7, 3}
+    assert_raise ArgumentError, fn -> CCache.set_limits(c, max_items: 0) end
+  end
+
+  test "ttl: milliseconds from insert time on the (manual) clock, changeable at runtime" do
+    c = start(:t_ttl, ttl: 100, manual_clock: true)
+    :ok = CCache.put(:a, 1, cache: c)
+    CCache.advance_clock(c, 50)
+    :ok = CCache.put(:b, 2, cache: c)
+    CCache.advance_clock(c, 49)
+    assert CCache.fetch(:a, cache: c) == {:ok, 1}
+    CCache.advance_clock(c, 1)
+    assert CCache.fetch(:a, cache: c) == {:error, :cache_miss}
+    assert CCache.fetch(:b, cache: c) == {:ok, 2}
+    assert stats(c).evicted_ttl == 1
+    :ok = CCache.set_limits(c, ttl: :infinity)
+    CCache.advance_clock(c, 1000)
+    assert CCache.fetch(:b, cache: c) == {:ok, 2}
+    # b was inserted at 50; now is 1100
+    :ok = CCache.set_limits(c, ttl: 1050)
+    assert CCache.fetch(:b, cache: c) == {:error, :cache_miss}
+    assert {stats(c).evicted_ttl, stats(c).items} == {2, 0}
+  end
+
+  test "a reference keeps its value after the entry leaves; the value dies with the last holder" do
+    c = start(:t_ref)
+    value = {:closure, Enum.to_list(1..100)}
+    :ok = CCache.put(:k, value, cache: c)
+
+    pid =
+      spawn_call(fn ->
+        {:ok, ref} = CCache.fetch(:k, as: :ref, cache: c)
+        :ok = CCache.remove(:k, cache: c)
+        {CCache.fetch(:k, cache: c), CCache.value(ref), CCache.ref_info(ref), stats(c)}
+      end)
+
+    {miss, copy, info, s} = result_of(pid)
+    assert miss == {:error, :cache_miss}
+    assert copy == {:ok, value}
+    assert info == {:term, byte_size(:erlang.term_to_binary(value))}
+    # the entry let go of the value; the reference still holds it
+    assert {s.items, s.removed, s.closures_destroyed, s.values} == {0, 1, 1, 1}
+    assert down(pid) == :normal
+    # the process's heap, and with it the reference, is gone (the VM may run
+    # a resource destructor a little later, on another thread)
+    wait_until(fn -> stats(c).values == 0 end)
+    assert {stats(c).values, stats(c).leases_out, stats(c).closures_destroyed} == {0, 0, 1}
+  end
+
+  test "small values stay on the calling scheduler, a 431,971-word closure goes dirty" do
+    c = start(:t_dirty)
+    big = CCacheTest.Big.closure(431_971)
+    :ok = CCache.put(:small, {1, 2, 3}, cache: c)
+    :ok = CCache.put(:big, big, cache: c)
+    assert {stats(c).puts_inline, stats(c).puts_dirty} == {1, 1}
+    {:ok, copy} = CCache.fetch(:big, cache: c)
+    assert :erts_debug.flat_size(copy) == 431_971
+    assert copy.(7) == big.(7)
+    {:ok, {1, 2, 3}} = CCache.fetch(:small, cache: c)
+    {:ok, ref} = CCache.fetch(:big, as: :ref, cache: c)
+    assert CCache.ref_info(ref) == {:term, byte_size(:erlang.term_to_binary(big))}
+    {:ok, copy2} = CCache.value(ref)
+    assert copy2.(1) == big.(1)
+    assert {stats(c).copies_inline, stats(c).copies_dirty} == {1, 2}
+    # a term without funs goes dirty too when the bounded walk sees more
+    # than inline_max bytes of binaries
+    blob = {:weights, :binary.copy("w", 10_000)}
+    :ok = CCache.put(:blob, blob, cache: c)
+    assert {:ok, ^blob} = CCache.fetch(:blob, cache: c)
+    assert {stats(c).puts_dirty, stats(c).copies_dirty} == {2, 3}
+  end
+
+  test "keys of large terms (hashed on a dirty scheduler past 256 KiB) are deterministic" do
+    c = start(:t_big_key)
+    big_key = {:graph, :binary.copy("n", 300_000)}
+    k = CCache.key(big_key)
+    assert byte_size(k) == 16
+    assert CCache.key({:graph, :binary.copy("n", 300_000)}) == k
+    refute CCache.key({:graph, :binary.copy("n", 299_999)}) == k
+    :ok = CCache.put(big_key, :v, cache: c)
+    assert CCache.fetch(k, cache: c) == {:ok, :v}
+  end
+
+  test "a native program from another NIF: shared by two keys, run by reference, destroyed once" do
+    c = start(:t_native)
+    before = Native.destroyed()
+
+    pid =
+      spawn_call(fn ->
+        prog = Native.compile(3, 4)
+        :ok = CCache.put(:layer1, prog, cache: c)
+        :ok = CCache.put(:layer2, prog, cache: c)
+        {:ok, r1} = CCache.fetch(:layer1, as: :ref, cache: c)
+        # a native entry's value is its reference in copy mode too
+        {:ok, r2} = CCache.fetch(:layer2, cache: c)
+        :ok = CCache.remove(:layer1, cache: c)
+        :ok = CCache.remove(:layer2, cache: c)
+        alive = {stats(c).programs, Native.destroyed() - before}
+
+        {Native.run(r1, 10), Native.run(r2, -1), Native.run(prog, 0), CCache.ref_info(r1),
+         CCache.put(:elsewhere, prog, cache: :t_roundtrip), alive}
+      end)
+
+    assert result_of(pid) == {34, 1, 4, :native, {:error, :other_cache}, {1, 0}}
+    assert down(pid) == :normal
+    wait_until(fn -> Native.destroyed() - before >= 1 end)
+    assert Native.destroyed() - before == 1
+    assert {stats(c).programs, stats(c).natives_destroyed} == {0, 1}
+    # a reference to a term value is not a native program
+    :ok = CCache.put(:term, 5, cache: c)
+    {:ok, tref} = CCache.fetch(:term, as: :ref, cache: c)
+    assert_raise ArgumentError, fn -> Native.run(tref, 1) end
+  end
+
+  test "another NIF looks a native program up by key itself (lend / give_back)" do
+    c = start(:t_lend)
+    k = CCache.key(:layer)
+    assert Native.run_key(c, k, 1) == :cache_miss
+    :ok = CCache.put(k, Native.compile(10, 1), cache: c)
+    assert Native.run_key(c, k, 4) == 41
+    :ok = CCache.put(CCache.key(:term), {:not, :native}, cache: c)
+    assert_raise ArgumentError, fn -> Native.run_key(c, CCache.key(:term), 1) end
+    assert_raise ArgumentError, fn -> Native.run_key(:no_such_cache, k, 1) end
+    s = stats(c)
+    assert {s.hits, s.misses, s.leases_out} == {2, 1, 0}
+  end
+
+  test "a program term that is never put is destroyed when collected" do
+    before = Native.destroyed()
+    pid = spawn_call(fn -> Native.run(Native.compile(2, 0), 21) end)
+    assert result_of(pid) == 42
+    assert down(pid) == :normal
+    wait_until(fn -> Native.destroyed() - before >= 1 end)
+    assert Native.destroyed() - before == 1
+  end
+
+  # A compile function that tells the test it runs, then waits for :go.
+  defp gated(counter, result) do
+    parent = self()
+
+    fn ->
+      :counters.add(counter, 1, 1)
+      send(parent, {:compiling, self()})
+
+      receive do
+        :go -> result.()
+      end
+    end
+  end
+
+  defp compiler do
+    receive do
+      {:compiling, pid} -> pid
+    after
+      5000 -> flunk("nobody compiled")
+    end
+  end
+
+  test "single-flight: 20 concurrent misses compile once and all get the value" do
+    c = start(:t_flight)
+    n = :counters.new(1, [])
+    fun = gated(n, fn -> {:ok, {:compiled, 42}} end)
+    pids = for _ <- 1..20, do: spawn_call(fn -> CCache.get_or_compile(:key, fun, cache: c) end)
+    comp = compiler()
+    wait_until(fn -> CCache.flight_waiters(:key, c) == 19 end)
+    send(comp, :go)
+    assert Enum.map(pids, &result_of/1) == List.duplicate({:ok, {:compiled, 42}}, 20)
+    assert :counters.get(n, 1) == 1
+    assert {stats(c).inserts, stats(c).items} == {1, 1}
+    assert CCache.flight_waiters(:key, c) == 0
+    # later calls are hits
+    assert CCache.get_or_compile(:key, fn -> flunk("compiled again") end, cache: c) ==
+             {:ok, {:compiled, 42}}
+  end
+
+  test "single-flight: a killed compiler never leaves a waiter blocked (one takes over)" do
+    c = start(:t_flight_kill)
+    n = :counters.new(1, [])
+    parent = self()
+
+    fun = fn ->
+      :counters.add(n, 1, 1)
+
+      if :counters.get(n, 1) == 1 do
+        send(parent, {:compiling, self()})
+        receive do: (:never -> :ok)
+      else
+        {:ok, :second}
+      end
+    end
+
+    pids = for _ <- 1..6, do: spawn_call(fn -> CCache.get_or_compile(:key, fun, cache: c) end)
+    comp = compiler()
+    wait_until(fn -> CCache.flight_waiters(:key, c) == 5 end)
+    Process.exit(comp, :kill)
+    waiters = pids -- [comp]
+    assert Enum.map(waiters, &result_of/1) == List.duplicate({:ok, :second}, 5)
+    assert down(comp) == :killed
+    assert :counters.get(n, 1) == 2
+    assert stats(c).inserts == 1
+  end
+
+  test "single-flight: a failure reaches every waiter and is never cached" do
+    c = start(:t_flight_fail)
+    n = :counters.new(1, [])
+    fun = gated(n, fn -> {:error, :boom} end)
+    pids = for _ <- 1..5, do: spawn_call(fn -> CCache.get_or_compile(:key, fun, cache: c) end)
+    comp = compiler()
+    wait_until(fn -> CCache.flight_waiters(:key, c) == 4 end)
+    send(comp, :go)
+    assert Enum.map(pids, &result_of/1) == List.duplicate({:error, :boom}, 5)
+    assert :counters.get(n, 1) == 1
+    assert CCache.fetch(:key, cache: c) == {:error, :cache_miss}
+    assert CCache.get_or_compile(:key, fn -> {:ok, :fine} end, cache: c) == {:ok, :fine}
+    assert stats(c).inserts == 1
+  end
+
+  test "single-flight: a raise reaches the waiters as an error and is re-raised in the compiler" do
+    c = start(:t_flight_raise)
+    n = :counters.new(1, [])
+    fun = gated(n, fn -> raise "no MLX device" end)
+
+    pids =
+      for _ <- 1..3 do
+        spawn_call(fn ->
+          try do
+            CCache.get_or_compile(:key, fun, cache: c)
+          rescue
+            e in RuntimeError -> {:raised, e.message}
+          end
+        end)
+      end
+
+    comp = compiler()
+    wait_until(fn -> CCache.flight_waiters(:key, c) == 2 end)
+    send(comp, :go)
+    results = Map.new(pids, &{&1, result_of(&1)})
+    assert results[comp] == {:raised, "no MLX device"}
+
+    for {pid, r} <- results, pid != comp do
+      assert {:error, {:compile_crashed, :error, %RuntimeError{message: "no MLX device"}}} = r
+    end
+
+    assert {stats(c).items, :counters.get(n, 1)} == {0, 1}
+  end
+
+  test "single-flight: asking for the key one is compiling is :deadlock, not a hang" do
+    c = start(:t_flight_self)
+    inner = fn -> CCache.get_or_compile(:key, fn -> {:ok, :inner} end, cache: c) end
+    assert CCache.get_or_compile(:key, fn -> {:ok, inner.()} end, cache: c) ==
+             {:ok, {:error, :deadlock}}
+  end
+
+  test "single-flight with as: :ref hands every waiter a reference to the native program" do
+    c = start(:t_flight_ref)
+    n = :counters.new(1, [])
+    fun = gated(n, fn -> {:ok, Native.compile(5, 1)} end)
+
+    pids =
+      for _ <- 1..4 do
+        spawn_call(fn ->
+          {:ok, ref} = CCache.get_or_compile(:key, fun, cache: c, as: :ref)
+          {CCache.ref_info(ref), Native.run(ref, 2)}
+        end)
+      end
+
+    comp = compiler()
+    wait_until(fn -> CCache.flight_waiters(:key, c) == 3 end)
+    send(comp, :go)
+    assert Enum.map(pids, &result_of/1) == List.duplicate({:native, 11}, 4)
+    assert :counters.get(n, 1) == 1
+  end
+
+  test "the cache survives its owner: a crash and restart re-attach without emptying it" do
+    {:ok, sup} =
+      Supervisor.start_link([{CCache, name: :t_survive, max_items: 100}], strategy: :one_for_one)
+
+    assert CCache.attach_status(:t_survive) == :created
+    for i <- 1..3, do: :ok = CCache.put(i, {:v, i}, cache: :t_survive)
+    old = Process.whereis(:t_survive)
+    Process.exit(old, :kill)
+    wait_until(fn -> Process.whereis(:t_survive) not in [nil, old] end)
+    assert CCache.attach_status(:t_survive) == :attached
+    assert for(i <- 1..3, do: CCache.fetch(i, cache: :t_survive)) == [ok: {:v, 1}, ok: {:v, 2}, ok: {:v, 3}]
+    assert stats(:t_survive).items == 3
+    Supervisor.stop(sup)
+  end
+end
