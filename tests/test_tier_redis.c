@@ -11,13 +11,16 @@
  * write to a reset connection that the library failed to guard kills the
  * test.
  */
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1587,7 +1590,276 @@ static void redis_default_instance_from_environment(void **state) {
   rf_stop(s);
 }
 
-int main(void) {
+/* ------------------------------------------------------ issue 20 faults */
+
+/* The socket inode of a connection, as /proc/<pid>/fd shows it. */
+static unsigned long sock_ino(int fd) {
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  assert_true(S_ISSOCK(st.st_mode));
+  return (unsigned long)st.st_ino;
+}
+
+/* fork + exec `ls -l /proc/self/fd` and return its output (malloc'd). */
+static char *exec_ls_fds(void) {
+  int out[2];
+  assert_int_equal(pipe(out), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(out[1], 1);
+    execl("/bin/ls", "ls", "-l", "/proc/self/fd", (char *)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  size_t cap = 1 << 16, got = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  ssize_t n;
+  while ((n = read(out[0], buf + got, cap - 1 - got)) > 0) got += (size_t)n;
+  buf[got] = '\0';
+  close(out[0]);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return buf;
+}
+
+/* Item 5: the tier's sockets (a pooled connection and the renewal one, TCP
+ * and unix) never reach an exec'd child. */
+static void redis_sockets_close_on_exec(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  char list[400];
+  snprintf(list, sizeof list, "%s,%s", s->addr, s->unix_addr);
+  be b;
+  be_open_simple(&b, list);
+  /* A key on each server: a pooled connection and a renewal one on each. */
+  uint64_t key_of[2] = {0, 0};
+  for (uint64_t n = 1; n < 100 && (!key_of[0] || !key_of[1]); n++) {
+    size_t srv = ccache__redis_server_of(b.r, PK(n));
+    if (!key_of[srv]) key_of[srv] = n;
+  }
+  assert_true(key_of[0] && key_of[1]);
+  void *l[2];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(put_n(&b, key_of[i], 100), CCACHE_OK);
+    assert_int_equal(b.ops.lock(b.r, PK(key_of[i]), &l[i]), CCACHE_OK);
+    assert_int_equal(b.ops.renew(b.r, l[i]), CCACHE_OK);
+  }
+  ccache__rpool *p = ccache__redis_pool(b.r);
+  unsigned long ino[4];
+  int nino = 0;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(p->servers[i].n_idle, 1);
+    ino[nino++] = sock_ino(p->servers[i].idle[0]->fd);
+    assert_non_null(p->servers[i].renew_ctx);
+    ino[nino++] = sock_ino(p->servers[i].renew_ctx->fd);
+  }
+  char *ls = exec_ls_fds();
+  int leaked = 0;
+  for (int i = 0; i < nino; i++) {
+    char pat[48];
+    snprintf(pat, sizeof pat, "socket:[%lu]", ino[i]);
+    if (strstr(ls, pat)) {
+      print_message("leaked into the child: %s\n", pat);
+      leaked++;
+    }
+  }
+  free(ls);
+  for (int i = 0; i < 2; i++) b.ops.unlock(b.r, l[i]);
+  be_close(&b);
+  rf_stop(s);
+  assert_int_equal(leaked, 0);
+}
+
+/* A fake server for the timeout tests: accepts one connection on
+ * 127.0.0.1, reads the request, then answers a bulk string one byte every
+ * trickle_ms, until told to stop. */
+typedef struct trickler {
+  int lfd, port, trickle_ms;
+  _Atomic int stop;
+  _Atomic int sent;
+  pthread_t t;
+} trickler;
+
+static void *trickle_main(void *arg) {
+  trickler *tr = arg;
+  int fd = -1;
+  while (fd < 0 && !atomic_load(&tr->stop)) {
+    struct pollfd pf = {tr->lfd, POLLIN, 0};
+    if (poll(&pf, 1, 10) == 1) fd = accept(tr->lfd, NULL, NULL);
+  }
+  if (fd < 0) return NULL;
+  char req[4096];
+  struct pollfd pf = {fd, POLLIN, 0};
+  if (poll(&pf, 1, (int)WAIT_MS) == 1 && read(fd, req, sizeof req) > 0) {
+    const char head[] = "$1000\r\n";
+    if (write(fd, head, sizeof head - 1) == (ssize_t)sizeof head - 1) {
+      while (!atomic_load(&tr->stop) && atomic_load(&tr->sent) < 1000) {
+        struct timespec ts = {0, (long)tr->trickle_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        if (send(fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+        atomic_fetch_add(&tr->sent, 1);
+      }
+    }
+  }
+  close(fd);
+  return NULL;
+}
+
+static void trickler_start(trickler *tr, int trickle_ms) {
+  memset(tr, 0, sizeof *tr);
+  tr->trickle_ms = trickle_ms;
+  tr->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(tr->lfd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(tr->lfd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  assert_int_equal(getsockname(tr->lfd, (struct sockaddr *)&a, &len), 0);
+  tr->port = ntohs(a.sin_port);
+  assert_int_equal(listen(tr->lfd, 4), 0);
+  assert_int_equal(pthread_create(&tr->t, NULL, trickle_main, tr), 0);
+}
+
+static void trickler_stop(trickler *tr) {
+  atomic_store(&tr->stop, 1);
+  pthread_join(tr->t, NULL);
+  close(tr->lfd);
+}
+
+typedef struct timed_fetch {
+  ccache *c;
+  uint64_t n;
+  int id;
+  unsigned long long took_ms;
+  async_get sync; /* only its mu/cv/done */
+} timed_fetch;
+
+static void *timed_fetch_main(void *arg) {
+  timed_fetch *f = arg;
+  unsigned long long t0 = rf_now_ms();
+  int id = e2e_get(f->c, f->n);
+  unsigned long long took = rf_now_ms() - t0;
+  pthread_mutex_lock(&f->sync.mu);
+  f->id = id;
+  f->took_ms = took;
+  f->sync.done = 1;
+  pthread_cond_broadcast(&f->sync.cv);
+  pthread_mutex_unlock(&f->sync.mu);
+  return NULL;
+}
+
+#define TRICKLE_TIMEOUT_MS 300
+#define TRICKLE_STEP_MS    200 /* a byte well inside each read's timeout */
+
+/* Item 6: a server trickling its reply a byte at a time, each just inside
+ * the timeout, cannot hold a fetch past command_timeout_ms + 50 ms. */
+static void redis_command_timeout_bounds_the_whole_command(void **state) {
+  (void)state;
+  trickler tr;
+  trickler_start(&tr, TRICKLE_STEP_MS);
+  char addr[32];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", tr.port);
+  ccache_redis_options o;
+  opts(&o, addr);
+  o.command_timeout_ms = TRICKLE_TIMEOUT_MS;
+  o.reconnect_min_ms = o.reconnect_max_ms = 3600000; /* no second connect */
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  timed_fetch f;
+  memset(&f, 0, sizeof f);
+  f.c = c;
+  f.n = 3;
+  pthread_mutex_init(&f.sync.mu, NULL);
+  pthread_cond_init(&f.sync.cv, NULL);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, timed_fetch_main, &f), 0);
+  int finished = async_wait(&f.sync, 5 * TRICKLE_TIMEOUT_MS + 2000);
+  int sent = atomic_load(&tr.sent);
+  trickler_stop(&tr); /* ends a fetch the timeout did not */
+  pthread_join(t, NULL);
+  print_message("fetch took %llu ms (command_timeout_ms %d, a byte every %d ms; %d sent)\n",
+                f.took_ms, TRICKLE_TIMEOUT_MS, TRICKLE_STEP_MS, sent);
+  assert_true(finished);
+  assert_int_equal(f.id, 3); /* compiled: the tier failed, the fetch did not */
+  assert_true(f.took_ms <= TRICKLE_TIMEOUT_MS + 50);
+  ccache_stats st = t_stats(c);
+  assert_int_equal(st.program_compiles, 1);
+  assert_true(st.tier_errors >= 1);
+  t_close(c);
+}
+
+/* The backoff step of server i (0 when healthy). */
+static uint64_t backoff_of(be *b, size_t i) {
+  ccache__rserver *s = &ccache__redis_pool(b->r)->servers[i];
+  ccache__lock(&s->mu);
+  uint64_t v = s->backoff_ms;
+  ccache__unlock(&s->mu);
+  return v;
+}
+
+/* Wait (bounded) until server i may be connected again. */
+static void wait_backoff_over(be *b, size_t i) {
+  ccache__rserver *s = &ccache__redis_pool(b->r)->servers[i];
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  for (;;) {
+    ccache__lock(&s->mu);
+    uint64_t until = s->down_until_ms;
+    ccache__unlock(&s->mu);
+    if (rf_now_ms() > until || rf_now_ms() > deadline) break;
+    rf_poll_pause();
+  }
+}
+
+/* Item 7: a stopped server whose listen backlog is open accepts every
+ * connect and answers nothing: it is backed off like an unreachable one
+ * (the step doubles), and only an answered command resets the backoff. */
+static void redis_accepting_but_silent_server_is_backed_off(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.command_timeout_ms = 100;
+  o.reconnect_min_ms = 40;
+  o.reconnect_max_ms = 320;
+  be b;
+  be_open(&b, &o, NS);
+  rf_pause(s);
+  static const uint64_t want[] = {40, 80, 160, 320, 320};
+  uint64_t got[5];
+  for (int i = 0; i < 5; i++) {
+    wait_backoff_over(&b, 0);
+    assert_int_equal(get_check(&b, 1, 10), CCACHE_EIO);
+    got[i] = backoff_of(&b, 0);
+  }
+  print_message("backoff after each timed-out command: %llu %llu %llu %llu %llu ms\n",
+                (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2],
+                (unsigned long long)got[3], (unsigned long long)got[4]);
+  ccache__rcounters c = cnt(&b);
+  rf_resume(s);
+  assert_int_equal(c.connects, 5); /* every connect succeeded ... */
+  assert_int_equal(c.connect_failures, 0);
+  assert_int_equal(c.io_errors, 5); /* ... and led nowhere */
+  for (int i = 0; i < 5; i++) assert_int_equal(got[i], want[i]);
+  /* The server answers again: the first answered command resets it. */
+  wait_backoff_over(&b, 0);
+  assert_int_equal(get_check(&b, 1, 10), CCACHE_MISS);
+  assert_int_equal(backoff_of(&b, 0), 0);
+  be_close(&b);
+  rf_stop(s);
+}
+
+int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(redis_options_defaults_and_validation, stop_all),
@@ -1615,6 +1887,16 @@ int main(void) {
       cmocka_unit_test_teardown(redis_e2e_lease_renewed_through_a_long_compile, stop_all),
       cmocka_unit_test_teardown(redis_e2e_lease_holder_killed_mid_compile, stop_all),
       cmocka_unit_test_teardown(redis_default_instance_from_environment, stop_all),
+      cmocka_unit_test_teardown(redis_sockets_close_on_exec, stop_all),
   };
+  /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
+   * `test_tier_redis realtime` runs them (CTest label realtime: plain and
+   * checked builds only, not under the sanitizers or valgrind). */
+  const struct CMUnitTest realtime[] = {
+      cmocka_unit_test_teardown(redis_command_timeout_bounds_the_whole_command, stop_all),
+      cmocka_unit_test_teardown(redis_accepting_but_silent_server_is_backed_off, stop_all),
+  };
+  if (argc > 1 && strcmp(argv[1], "realtime") == 0)
+    return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

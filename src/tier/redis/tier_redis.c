@@ -106,10 +106,7 @@ static int unexpected(ccache__redis *r, size_t server, const char *cmd, redisRep
   char line[160];
   snprintf(line, sizeof line, "redis %s: %s: unexpected reply type %d",
            r->pool.servers[server].name, cmd, rep->type);
-  ccache__lock(&r->pool.err_mu);
-  snprintf(r->pool.last_error, sizeof r->pool.last_error, "%s", line);
-  ccache__unlock(&r->pool.err_mu);
-  atomic_fetch_add_explicit(&r->pool.reply_errors, 1, memory_order_relaxed);
+  ccache__rpool_note_error(&r->pool, server, line);
   ccache__rreply_free(rep);
   return CCACHE_EIO;
 }
