@@ -266,8 +266,11 @@ static void redis_round_trip(void **state) {
   /* Replace. */
   assert_int_equal(put_n(&b, 2, 100), CCACHE_OK);
   assert_int_equal(get_check(&b, 2, 100), CCACHE_OK);
-  assert_int_equal(b.ops.remove(b.r, PK(2)), CCACHE_OK);
-  assert_int_equal(b.ops.remove(b.r, PK(2)), CCACHE_MISS);
+  unsigned char *p2 = payload(2, 100);
+  assert_null(b.ops.remove); /* only the conditional remove is sent */
+  assert_int_equal(b.ops.remove_if(b.r, PK(2), p2, 100), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(2), p2, 100), CCACHE_MISS);
+  free(p2);
   assert_int_equal(get_check(&b, 2, 100), CCACHE_MISS);
   assert_int_equal(rf_int(s, "DBSIZE"), 3);
   /* One thread, one pooled connection for all 15 commands. */
@@ -628,6 +631,7 @@ static void redis_auth_acl_user(void **state) {
   /* The minimal ACL of the header's example runs every op. */
   o.user = "ccache";
   o.password = "tier-pw";
+  o.entry_ttl_ms = 3600000; /* SET ... PX as well */
   be least;
   be_open(&least, &o, NS);
   assert_int_equal(put_n(&least, 8, 100), CCACHE_OK);
@@ -635,7 +639,12 @@ static void redis_auth_acl_user(void **state) {
   assert_int_equal(least.ops.lock(least.r, PK(8), &l), CCACHE_OK);
   assert_int_equal(least.ops.renew(least.r, l), CCACHE_OK);
   least.ops.unlock(least.r, l);
-  assert_int_equal(least.ops.remove(least.r, PK(8)), CCACHE_OK);
+  unsigned char *p8 = payload(8, 100), *p9 = payload(9, 100);
+  /* The remove-if script, both ways: not the value read (kept), then it. */
+  assert_int_equal(least.ops.remove_if(least.r, PK(8), p9, 100), CCACHE_MISS);
+  assert_int_equal(least.ops.remove_if(least.r, PK(8), p8, 100), CCACHE_OK);
+  free(p8);
+  free(p9);
   assert_int_equal(rf_int(s, "DBSIZE"), 1); /* alice's entry only: lease and entry 8 gone */
   ccache__rcounters lc = cnt(&least);
   assert_int_equal(lc.reply_errors + lc.io_errors + lc.connect_failures, 0);
@@ -1676,6 +1685,122 @@ static void redis_sockets_close_on_exec(void **state) {
   assert_int_equal(leaked, 0);
 }
 
+/* Item 4, the backend alone: remove_if deletes only the value read. */
+static void redis_remove_if_only_the_value_read(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  be b;
+  be_open_simple(&b, s->addr);
+  unsigned char *old = payload(5, 3000), *newer = payload(6, 3000), *tiny = payload(7, 5);
+  assert_int_equal(b.ops.put(b.r, PK(5), old, 3000), CCACHE_OK);
+  /* Another process replaces it between our read and our remove. */
+  assert_int_equal(b.ops.put(b.r, PK(5), newer, 3000), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(5), old, 3000), CCACHE_MISS);
+  assert_int_equal(b.ops.remove_if(b.r, PK(5), newer, 2999), CCACHE_MISS); /* length differs */
+  void *blob = NULL;
+  size_t len = 0;
+  assert_int_equal(b.ops.get(b.r, PK(5), &blob, &len), CCACHE_OK);
+  assert_true(len == 3000 && memcmp(blob, newer, len) == 0);
+  b.ops.free_blob(b.r, blob, len);
+  assert_int_equal(b.ops.remove_if(b.r, PK(5), newer, 3000), CCACHE_OK);
+  assert_int_equal(b.ops.get(b.r, PK(5), &blob, &len), CCACHE_MISS);
+  /* Shorter than the trailer, and empty. */
+  assert_int_equal(b.ops.put(b.r, PK(7), tiny, 5), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(7), tiny, 5), CCACHE_OK);
+  assert_int_equal(b.ops.put(b.r, PK(7), NULL, 0), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(7), NULL, 0), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(7), NULL, 0), CCACHE_MISS);
+  assert_int_equal(rf_int(s, "DBSIZE"), 0);
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.reply_errors + c.io_errors, 0);
+  free(old);
+  free(newer);
+  free(tiny);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* The hook of the next test: publish the saved valid entry just before the
+ * first command after the lookup's GET (the removal of the bad entry). */
+static rf_server *race_srv;
+static char race_key[256];
+static char *race_valid;
+static size_t race_valid_len;
+static int race_armed, race_published;
+
+static void race_hook(void *arg, size_t server, const char *cmd) {
+  (void)arg, (void)server;
+  if (!race_armed || strcmp(cmd, "GET") == 0) return;
+  race_armed = 0;
+  redisReply *r = rf_cmd(race_srv, "SET %s %b", race_key, race_valid, race_valid_len);
+  race_published = r && r->type == REDIS_REPLY_STATUS;
+  if (r) freeReplyObject(r);
+}
+
+/* Item 4 through the core: a valid entry published between the read of a
+ * damaged one and its removal survives, and is loaded (no compile). */
+static void redis_e2e_entry_published_between_read_and_remove_survives(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *a = e2e_open(&ctx, &o, E2E_TAG);
+  assert_int_equal(e2e_get(a, 1), 1); /* compiled and stored */
+  t_close(a);
+  race_srv = s;
+  e2e_entry_key(race_key, sizeof race_key, E2E_TAG, 1);
+  redisReply *r = rf_cmd(s, "GET %s", race_key);
+  assert_true(r && r->type == REDIS_REPLY_STRING);
+  race_valid_len = r->len;
+  race_valid = malloc(r->len);
+  assert_non_null(race_valid);
+  memcpy(race_valid, r->str, r->len);
+  freeReplyObject(r);
+  r = rf_cmd(s, "SETRANGE %s 100 XYZ", race_key); /* damaged */
+  assert_non_null(r);
+  freeReplyObject(r);
+
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_OK);
+  ccache__redis_set_hook((ccache__redis *)t->state, race_hook, NULL);
+  ccache_config cfg;
+  t_config(&cfg, &ctx);
+  cfg.codec = &e2e_codec;
+  cfg.runtime_tag = E2E_TAG;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = &t;
+  cfg.n_tiers = 1;
+  ccache *b = NULL;
+  assert_int_equal(ccache_open(&cfg, &b), CCACHE_OK);
+  race_armed = 1;
+  race_published = 0;
+  int id = e2e_get(b, 1);
+  ccache_stats st = t_stats(b);
+  print_message("after the race: id %d, compiles %llu, tier_corrupt %llu, tier_hits %llu\n", id,
+                (unsigned long long)atomic_load(&e2e_compiles), (unsigned long long)st.tier_corrupt,
+                (unsigned long long)st.tier_hits);
+  assert_true(race_published);
+  assert_int_equal(st.tier_corrupt, 1);
+  assert_int_equal(id, 100001); /* loaded: the entry published meanwhile stayed */
+  assert_int_equal(st.tier_hits, 1);
+  assert_int_equal(st.program_compiles, 0);
+  assert_int_equal(atomic_load(&e2e_compiles), 1); /* the first cache's only */
+  r = rf_cmd(s, "GET %s", race_key);
+  assert_true(r && r->type == REDIS_REPLY_STRING && r->len == race_valid_len &&
+              memcmp(r->str, race_valid, race_valid_len) == 0);
+  freeReplyObject(r);
+  free(race_valid);
+  race_valid = NULL;
+  t_close(b);
+  rf_stop(s);
+}
+
 /* A fake server for the timeout tests: accepts one connection on
  * 127.0.0.1, reads the request, then answers a bulk string one byte every
  * trickle_ms, until told to stop. */
@@ -1859,6 +1984,142 @@ static void redis_accepting_but_silent_server_is_backed_off(void **state) {
   rf_stop(s);
 }
 
+/* Item 1: a stalled server never starves the renewals of another.  This
+ * process holds a lease on server A (an outer compile) and, nested, one on
+ * server B for a 3 s compile (lease_ms 600, command_timeout_ms 2000); A is
+ * SIGSTOPped as the inner compile starts, so A's next renew (due within
+ * lease/3) blocks for the whole command timeout.  B's lease must never
+ * lapse, and a second process waiting on B's key must load the entry
+ * published at the end (0 compiles). */
+#define STALL_LEASE_MS   600
+#define STALL_TIMEOUT_MS 2000
+#define STALL_COMPILE_MS 3000
+
+static uint64_t stall_key_a, stall_key_b;
+static int stall_go_fd = -1;
+static char stall_lease_b[256];
+static long long stall_min_pttl;
+static int stall_lapsed;
+
+static int stall_inner_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                               uint64_t *cost_out) {
+  (void)ud, (void)c;
+  rf_pause(&servers[0]); /* A stops answering: its renew is due within lease/3 */
+  if (write(stall_go_fd, "G", 1) != 1) stall_lapsed = 1; /* the waiter starts */
+  unsigned long long end = rf_now_ms() + STALL_COMPILE_MS;
+  stall_min_pttl = STALL_LEASE_MS;
+  while (rf_now_ms() < end) { /* the compile: 3 s, watching B's lease */
+    long long pttl = rf_int(&servers[1], "PTTL %s", stall_lease_b);
+    if (pttl < 0) stall_lapsed = 1; /* -2: gone (lapsed) */
+    if (pttl < stall_min_pttl) stall_min_pttl = pttl;
+    rf_poll_pause();
+  }
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static int stall_outer_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                               uint64_t *cost_out) {
+  (void)ud;
+  ccache_program *p = NULL;
+  int rc = ccache_program_get_or_compile(c, PK(stall_key_b), stall_inner_compile, NULL, &p);
+  if (rc == CCACHE_OK) ccache_program_release(c, p);
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return rc;
+}
+
+static void redis_e2e_stalled_server_never_starves_renewals(void **state) {
+  (void)state;
+  need_redis();
+  start(&servers[0], NULL);
+  start(&servers[1], NULL);
+  char list[80];
+  snprintf(list, sizeof list, "%s,%s", servers[0].addr, servers[1].addr);
+  be pick;
+  be_open_simple(&pick, list);
+  stall_key_a = stall_key_b = 0;
+  for (uint64_t n = 200; n < 400 && (!stall_key_a || !stall_key_b); n++) {
+    size_t srv = ccache__redis_server_of(pick.r, PK(n));
+    if (srv == 0 && !stall_key_a) stall_key_a = n;
+    if (srv == 1 && !stall_key_b) stall_key_b = n;
+  }
+  be_close(&pick);
+  assert_true(stall_key_a && stall_key_b);
+  e2e_entry_key(stall_lease_b, sizeof stall_lease_b, E2E_TAG, stall_key_b);
+  strcat(stall_lease_b, ":lease");
+
+  int go[2], out[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(out), 0);
+  fflush(NULL);
+  pid_t w = fork();
+  assert_true(w >= 0);
+  if (w == 0) { /* the second process: waits on B's key */
+    close(go[1]);
+    char g;
+    if (read(go[0], &g, 1) != 1) child_exit(30);
+    atomic_store(&e2e_compiles, 0);
+    ccache_redis_options o;
+    opts(&o, list);
+    o.lease_ms = STALL_LEASE_MS;
+    o.command_timeout_ms = STALL_TIMEOUT_MS;
+    o.poll_ms = 5;
+    o.poll_max_ms = 50;
+    o.wait_ms = 4 * STALL_COMPILE_MS; /* a lease held to the end is waited for */
+    t_ctx wctx = {0};
+    ccache *wc = e2e_open(&wctx, &o, E2E_TAG);
+    int id = e2e_get(wc, stall_key_b);
+    fleet_send(out[1], wc, id == (int)stall_key_b || id == (int)stall_key_b + 100000);
+    ccache_close(wc);
+    child_exit(0);
+  }
+  close(go[0]);
+  stall_go_fd = go[1];
+  stall_lapsed = 0;
+  atomic_store(&e2e_compiles, 0);
+  ccache_redis_options o;
+  opts(&o, list);
+  o.lease_ms = STALL_LEASE_MS;
+  o.command_timeout_ms = STALL_TIMEOUT_MS;
+  o.reconnect_min_ms = o.reconnect_max_ms = 60000; /* A, once failed, is left alone */
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  ccache_program *p = NULL;
+  unsigned long long t0 = rf_now_ms();
+  int rc = ccache_program_get_or_compile(c, PK(stall_key_a), stall_outer_compile, NULL, &p);
+  unsigned long long took = rf_now_ms() - t0;
+  if (rc == CCACHE_OK) ccache_program_release(c, p);
+  rf_resume(&servers[0]);
+  fleet_report rep;
+  int got = fleet_recv(out[0], &rep);
+  int st = 0;
+  assert_int_equal(waitpid(w, &st, 0), w);
+  ccache_stats cs = t_stats(c);
+  print_message(
+      "B's lease: lowest PTTL %lld ms, lapsed %d; the waiter: compiles %llu, tier hits "
+      "%llu; here: leases lost %llu, tier errors %llu (%llu ms)\n",
+      stall_min_pttl, stall_lapsed, (unsigned long long)rep.compiles,
+      (unsigned long long)rep.tier_hits, (unsigned long long)cs.tier_leases_lost,
+      (unsigned long long)cs.tier_errors, took);
+  assert_int_equal(rc, CCACHE_OK);
+  assert_int_equal(got, 0);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_true(rep.ok);
+  assert_false(stall_lapsed);
+  assert_int_equal(rep.compiles, 0); /* loaded what this process published */
+  assert_int_equal(rep.tier_hits, 1);
+  assert_int_equal(cs.program_compiles, 2);
+  assert_int_equal(cs.tier_leases_lost, 1); /* A's, and only A's */
+  close(go[1]);
+  close(out[0]);
+  close(out[1]);
+  t_close(c);
+  rf_stop(&servers[0]);
+  rf_stop(&servers[1]);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
@@ -1888,6 +2149,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_e2e_lease_holder_killed_mid_compile, stop_all),
       cmocka_unit_test_teardown(redis_default_instance_from_environment, stop_all),
       cmocka_unit_test_teardown(redis_sockets_close_on_exec, stop_all),
+      cmocka_unit_test_teardown(redis_remove_if_only_the_value_read, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_entry_published_between_read_and_remove_survives,
+                                stop_all),
   };
   /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
    * `test_tier_redis realtime` runs them (CTest label realtime: plain and
@@ -1895,6 +2159,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest realtime[] = {
       cmocka_unit_test_teardown(redis_command_timeout_bounds_the_whole_command, stop_all),
       cmocka_unit_test_teardown(redis_accepting_but_silent_server_is_backed_off, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_stalled_server_never_starves_renewals, stop_all),
   };
   if (argc > 1 && strcmp(argv[1], "realtime") == 0)
     return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);

@@ -766,6 +766,10 @@ typedef struct ccache_stats {
   uint64_t tier_lock_waits;    /**< program misses that found a tier's compile lock held
                                     (CCACHE_EBUSY) and waited */
   uint64_t tier_wait_ms_max;   /**< longest such wait, milliseconds */
+  uint64_t tier_leases_lost;   /**< compile leases whose renewal failed (the server did not
+                                    answer in time, or the lease had lapsed and another
+                                    process took it): no more renewals for it; each also
+                                    counts in tier_errors.  Since 0.2 (issue 20). */
 } ccache_stats;
 
 /**
