@@ -30,7 +30,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "base/callback.h"
 #include "base/debug.h"
+#include "base/detail.h"
 #include "base/keyhash.h"
 #include "base/mem.h" /* must precede uthash: it routes uthash's allocator */
 #include "core/misuse.h"
@@ -217,20 +219,13 @@ static inline uint64_t ccache__cost_bytes(const ccache *c) {
 
 /* ================================================================ floor 1 */
 
-/* ------------------------------------------------------------- callback.c */
-/* Every user callback runs through these, with no lock held; each pushes a
- * thread-local frame so ccache_close() can refuse to run inside one. */
+/* --------------------------------------------------------------- invoke.c */
+/* The clock and destroy callbacks run through these, with no lock held; each
+ * pushes a callback frame (base/callback.h) so ccache_close() can refuse to
+ * run inside one. */
 uint64_t ccache__now_ms(ccache *c);
-uint64_t ccache__mono_ns(void);
 void ccache__destroy_closure(ccache *c, void *closure);
 void ccache__destroy_program(ccache *c, void *native);
-typedef struct ccache__frame {
-  const ccache *c;
-  struct ccache__frame *prev;
-} ccache__frame;
-void ccache__frame_push(ccache__frame *f, const ccache *c);
-void ccache__frame_pop(ccache__frame *f);
-bool ccache__in_callback(const ccache *c);
 
 /* ---------------------------------------------------------------- alarm.c */
 int ccache__alarm_init(ccache *c);

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/detail.h"
 #include "base/sync.h"
 #include "tier/tier.h"
 
