@@ -1699,6 +1699,11 @@ static void redis_remove_if_only_the_value_read(void **state) {
   assert_int_equal(b.ops.put(b.r, PK(5), newer, 3000), CCACHE_OK);
   assert_int_equal(b.ops.remove_if(b.r, PK(5), old, 3000), CCACHE_MISS);
   assert_int_equal(b.ops.remove_if(b.r, PK(5), newer, 2999), CCACHE_MISS); /* length differs */
+  /* Same length and same last 16 bytes, another byte in the body: kept. */
+  unsigned char *body = payload(6, 3000);
+  body[100] ^= 1;
+  assert_int_equal(b.ops.remove_if(b.r, PK(5), body, 3000), CCACHE_MISS);
+  free(body);
   void *blob = NULL;
   size_t len = 0;
   assert_int_equal(b.ops.get(b.r, PK(5), &blob, &len), CCACHE_OK);

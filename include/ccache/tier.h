@@ -523,11 +523,12 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    value is the core's checksummed entry (see "Entry format" above): the
  *    codec's bytes, framed; nothing else of the process is sent.
  *  - an entry that failed verification is deleted only if it is still the
- *    one read: `EVAL "local v = redis.call('get', KEYS[1]) if v and #v ==
- *    tonumber(ARGV[1]) and string.sub(v, -16) == ARGV[2] then return
- *    redis.call('del', KEYS[1]) end return 0" 1 <k> <length read> <its last
- *    16 bytes>` (the length and the checksum trailer: an entry another
- *    process stored since has another trailer, and stays).
+ *    one read: `EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return
+ *    redis.call('del', KEYS[1]) end return 0" 1 <k> <the value read>`, so
+ *    an entry another process stored since stays.  The whole value is
+ *    compared, not only its length and checksum trailer: an entry damaged in
+ *    its body keeps the trailer of the intact entry it was, and so does a
+ *    verbatim copy of that entry filled in from a lower tier.
  *  - the compile lease, under `<k>:lease`: `SET <k>:lease <token> NX PX
  *    lease_ms` takes it (the token is 16 bytes from getrandom(), as 32 hex
  *    digits); `EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return

@@ -114,7 +114,7 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
     rc = CCACHE_OK;
     if (t->ops.attach) CCACHE__IN_FRAME(ts, rc = t->ops.attach(t->state, ns));
     ts->usable[i] = rc >= 0;
-    if (rc < 0) ccache__tier_error(ts);
+    if (rc < 0) ccache__tier_fail(ts, i, "attach", rc);
   }
   return CCACHE_OK;
 }
@@ -145,4 +145,5 @@ void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s) {
   s->tier_bytes_written = atomic_load(&ts->bytes_written);
   s->tier_lock_waits = atomic_load(&ts->lock_waits);
   s->tier_wait_ms_max = atomic_load(&ts->wait_ms_max);
+  s->tier_leases_lost = atomic_load(&ts->leases_lost);
 }

@@ -4,7 +4,7 @@
  *
  * What is sent (all binary-safe, through hiredis' argv interface):
  *   entry:  GET <k>;  SET <k> <blob> [PX entry_ttl_ms];
- *           EVAL REMOVE_IF_SCRIPT 1 <k> <length> <last 16 bytes>
+ *           EVAL REMOVE_IF_SCRIPT 1 <k> <the value read>
  *   lease:  SET <k>:lease <token> NX PX lease_ms
  *           EVAL RENEW_SCRIPT 1 <k>:lease <token> lease_ms
  *           EVAL RELEASE_SCRIPT 1 <k>:lease <token>
@@ -23,9 +23,12 @@
  * there is no NOSCRIPT case to handle after a restart).
  *
  * A bad entry is deleted only while it is still the value read: the
- * remove-if script compares its length and its last 16 bytes (the entry's
- * XXH3-128 trailer, or whatever stands there in a damaged one) inside the
- * server, so an entry another process stored after the read stays.
+ * remove-if script compares the whole value inside the server, so an entry
+ * another process stored after the read stays.  (Comparing the length and
+ * the 16-byte checksum trailer alone is not enough: an entry damaged in its
+ * body keeps the trailer of the intact entry it was, and a verbatim copy of
+ * that intact entry, filled in from a lower tier, has the same one.  Bad
+ * entries are rare, so sending one back once costs nothing that matters.)
  *
  * Health (ops.health): one part per server, from the pool's per-server
  * state and the lease counts kept here.
@@ -48,10 +51,8 @@ static const char RELEASE_SCRIPT[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) end return 0";
 static const char REMOVE_IF_SCRIPT[] =
-    "local v = redis.call('get', KEYS[1]) "
-    "if v and #v == tonumber(ARGV[1]) and string.sub(v, -16) == ARGV[2] then "
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) end return 0";
-#define TRAILER 16u /* bytes of the value the remove-if script compares */
 
 #define KEY_MAX (2 * CCACHE__REDIS_MAX_PREFIX + 64)
 
@@ -208,16 +209,13 @@ static int op_put(void *state, ccache_key pkey, const void *blob, size_t len) {
 
 static int op_remove_if(void *state, ccache_key pkey, const void *blob, size_t len) {
   ccache__redis *r = state;
-  char key[KEY_MAX], lenbuf[24];
+  char key[KEY_MAX];
   size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
   size_t server = ccache__redis_server_of(r, pkey);
-  size_t tail = len < TRAILER ? len : TRAILER;
-  const char *bytes = blob ? (const char *)blob : "";
-  const char *argv[6] = {"EVAL", REMOVE_IF_SCRIPT, "1", key, lenbuf, bytes + len - tail};
-  const size_t lens[6] = {4,    sizeof REMOVE_IF_SCRIPT - 1,      1,
-                          klen, udec(lenbuf, sizeof lenbuf, len), tail};
+  const char *argv[5] = {"EVAL", REMOVE_IF_SCRIPT, "1", key, blob ? (const char *)blob : ""};
+  const size_t lens[5] = {4, sizeof REMOVE_IF_SCRIPT - 1, 1, klen, len};
   redisReply *rep = NULL;
-  int rc = ccache__rpool_command(&r->pool, server, 0, 6, argv, lens, &rep);
+  int rc = ccache__rpool_command(&r->pool, server, 0, 5, argv, lens, &rep);
   if (rc != CCACHE_OK) return rc;
   if (rep->type != REDIS_REPLY_INTEGER) return unexpected(r, server, "EVAL remove-if", rep);
   rc = rep->integer > 0 ? CCACHE_OK : CCACHE_MISS; /* 0: absent, or not the value read */
