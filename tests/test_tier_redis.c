@@ -1806,6 +1806,97 @@ static void redis_e2e_entry_published_between_read_and_remove_survives(void **st
   rf_stop(s);
 }
 
+/* Item 10: each server of a Redis tier is a part of its health report. */
+static ccache *health_cache;
+static ccache_tier_health health_during;
+static int health_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                          uint64_t *cost_out) {
+  (void)ud, (void)c;
+  health_during.size = sizeof health_during;
+  ccache_tier_health_get(health_cache, 0, 0, &health_during); /* the lease is held */
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static void redis_tier_health_reports_each_server(void **state) {
+  (void)state;
+  need_redis();
+  start(&servers[0], NULL);
+  start(&servers[1], NULL);
+  rf_kill(&servers[1]); /* B is down from the start */
+  char list[80];
+  snprintf(list, sizeof list, "%s,%s", servers[0].addr, servers[1].addr);
+  ccache_redis_options o;
+  opts(&o, list);
+  o.reconnect_min_ms = o.reconnect_max_ms = 60000;
+  o.poll_ms = 1;
+  o.poll_max_ms = 5;
+  be pick;
+  be_open_simple(&pick, list);
+  uint64_t ka = 0, kb = 0;
+  for (uint64_t n = 500; n < 700 && (!ka || !kb); n++) {
+    size_t srv = ccache__redis_server_of(pick.r, PK(n));
+    if (srv == 0 && !ka) ka = n;
+    if (srv == 1 && !kb) kb = n;
+  }
+  be_close(&pick);
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  health_cache = c;
+  /* A's lease is held by "another process" for 50 ms: waits, then ours. */
+  char lkey[256];
+  e2e_entry_key(lkey, sizeof lkey, E2E_TAG, ka);
+  strcat(lkey, ":lease");
+  redisReply *r = rf_cmd(&servers[0], "SET %s other PX 50", lkey);
+  assert_non_null(r);
+  freeReplyObject(r);
+  ccache_program *p = NULL;
+  memset(&health_during, 0, sizeof health_during);
+  assert_int_equal(ccache_program_get_or_compile(c, PK(ka), health_compile, NULL, &p), CCACHE_OK);
+  ccache_program_release(c, p);
+  assert_int_equal(e2e_get(c, kb), (int)kb); /* B down: compiled */
+  assert_int_equal(health_during.leases_held, 1);
+  ccache_tier_health h[2];
+  for (uint32_t i = 0; i < 2; i++) {
+    memset(&h[i], 0, sizeof h[i]);
+    h[i].size = sizeof h[i];
+    assert_int_equal(ccache_tier_health_get(c, 0, i, &h[i]), CCACHE_OK);
+    assert_int_equal(h[i].parts, 2);
+    assert_string_equal(h[i].kind, "redis");
+    assert_string_equal(h[i].where, servers[i].addr);
+    print_message(
+        "%s: status %u, backoff %llu ms (%llu left), errors %llu, leases %llu held "
+        "%llu lost, lock waits %llu, last error \"%s\"\n",
+        h[i].where, h[i].status, (unsigned long long)h[i].backoff_ms,
+        (unsigned long long)h[i].backoff_left_ms, (unsigned long long)h[i].errors,
+        (unsigned long long)h[i].leases_held, (unsigned long long)h[i].leases_lost,
+        (unsigned long long)h[i].lock_waits, h[i].last_error);
+  }
+  ccache_tier_health end;
+  end.size = sizeof end;
+  assert_int_equal(ccache_tier_health_get(c, 0, 2, &end), CCACHE_MISS);
+  assert_int_equal(ccache_tier_health_get(c, 1, 0, &end), CCACHE_MISS);
+  assert_int_equal(h[0].status, CCACHE_TIER_UP);
+  assert_int_equal(h[0].errors, 0);
+  assert_int_equal(h[0].backoff_ms, 0);
+  assert_string_equal(h[0].last_error, "");
+  assert_true(h[0].lock_waits >= 1);
+  assert_int_equal(h[0].leases_held, 0);
+  assert_int_equal(h[1].status, CCACHE_TIER_DOWN);
+  assert_int_equal(h[1].backoff_ms, 60000);
+  assert_true(h[1].backoff_left_ms > 0 && h[1].backoff_left_ms <= 60000);
+  /* get: refused at connect; then lock, get, put: refused in backoff. */
+  assert_int_equal(h[1].errors, 4);
+  assert_non_null(strstr(h[1].last_error, "connect"));
+  assert_int_equal(h[1].leases_held + h[1].lock_waits, 0);
+  ccache_stats st = t_stats(c);
+  assert_int_equal(st.tier_errors, 4);
+  t_close(c);
+  rf_stop(&servers[0]);
+  rf_stop(&servers[1]);
+}
+
 /* A fake server for the timeout tests: accepts one connection on
  * 127.0.0.1, reads the request, then answers a bulk string one byte every
  * trickle_ms, until told to stop. */
@@ -2157,6 +2248,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_remove_if_only_the_value_read, stop_all),
       cmocka_unit_test_teardown(redis_e2e_entry_published_between_read_and_remove_survives,
                                 stop_all),
+      cmocka_unit_test_teardown(redis_tier_health_reports_each_server, stop_all),
   };
   /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
    * `test_tier_redis realtime` runs them (CTest label realtime: plain and
