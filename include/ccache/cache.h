@@ -227,7 +227,7 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
 
 /**
  * @brief Close a cache: stop and join its sweeper thread (at once, whatever
- * the TTL) and its lease-renewal thread, destroy every closure and program
+ * the TTL) and its lease-renewal threads, destroy every closure and program
  * it still holds (closures first), close its tiers (each tier's close op,
  * in tier order), and free it.
  * @param c the cache; NULL is a no-op returning CCACHE_OK.

@@ -169,7 +169,7 @@ struct ccache_tier_health;
  * given to ccache_tier_custom().  Ops may be called from any thread,
  * concurrently with each other for different keys (and get/put/remove
  * concurrently for the same key); renew() runs on the library's renewal
- * thread.  No op is called with a cache lock held.  Status returns use the
+ * threads.  No op is called with a cache lock held.  Status returns use the
  * CCACHE_* codes; an op must never call exit() or abort() on an I/O failure.
  */
 typedef struct ccache_tier_ops {
@@ -241,7 +241,8 @@ typedef struct ccache_tier_ops {
    */
   int (*lock)(void *state, ccache_key pkey, void **lock);
   /**
-   * Extend a leased lock; called every lease_ms/3 from the renewal thread
+   * Extend a leased lock; called every lease_ms/3 from a renewal thread
+   * (the one of its tier and renewal group, see renew_group)
    * while the compile runs.  Never called concurrently with unlock() on the
    * same handle.
    * Required when lease_ms > 0; unused (may be NULL) when lease_ms is 0
@@ -311,8 +312,8 @@ typedef struct ccache_tier_ops {
    * not block on I/O.  NULL: the core's counts are reported.
    * @param state the backend's state.
    * @param part 0 .. (the parts it reports) - 1.
-   * @param out the report (never NULL; out->size as the caller set it, at
-   *        least sizeof(ccache_tier_health)).
+   * @param out the report (never NULL; a library copy, out->size is
+   *        sizeof(ccache_tier_health)); kind is set back after the op.
    * @return CCACHE_OK; CCACHE_MISS if @p part is past the last part.
    */
   int (*health)(void *state, uint32_t part, struct ccache_tier_health *out);
@@ -399,7 +400,9 @@ typedef struct ccache_tier_health {
  * @return CCACHE_OK; CCACHE_MISS (@p tier is not one of the cache's tiers,
  *         or @p part is past its last part: the end of an iteration);
  *         CCACHE_EINVAL (NULL @p c or @p out, out->size below
- *         sizeof(ccache_tier_health)).
+ *         sizeof(ccache_tier_health)); CCACHE_EFORKED (a cache created
+ *         before fork(), in the child).  Checked build: aborts on a closed
+ *         cache.
  * Thread-safe, and cheap enough to poll (no I/O: it reads counters and the
  * backoff state under short internal locks, never a cache lock); the fields
  * are each exact, together a near-simultaneous snapshot.  A custom backend's
