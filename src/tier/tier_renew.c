@@ -22,8 +22,8 @@
  * and unlock never run at the same time on one lock.  A failed renewal
  * loses the lease: counted (tier_leases_lost, tier_errors), never retried.
  *
- * Locks: r_mu guards the lanes, their lists and r_stop; it is a leaf (never
- * held with a cache lock or across any tier op or user callback).
+ * Locks: r_mu guards the lanes, their lists and r_stop; a leaf, never held
+ * across an op or callback (docs/design.md's lock tree).
  */
 #define _GNU_SOURCE 1 /* pthread_setname_np */
 
