@@ -526,9 +526,10 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    value is the core's checksummed entry (see "Entry format" above): the
  *    codec's bytes, framed; nothing else of the process is sent.
  *  - an entry that failed verification is deleted only if it is still the
- *    one read: `EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return
- *    redis.call('del', KEYS[1]) end return 0" 1 <k> <the value read>`, so
- *    an entry another process stored since stays.  The whole value is
+ *    one read: `EVAL <script> 1 <k> <value>`, the value being the bytes
+ *    read and the script `if redis.call('get', KEYS[1]) == ARGV[1] then
+ *    return redis.call('del', KEYS[1]) end return 0`, so an entry another
+ *    process stored since stays.  The whole value is
  *    compared, not only its length and checksum trailer: an entry damaged in
  *    its body keeps the trailer of the intact entry it was, and so does a
  *    verbatim copy of that entry filled in from a lower tier.
