@@ -312,6 +312,8 @@ static void seed(mem_tier *m, ccache_key k, const char *tag, int id) {
 
 /* ------------------------------------------------------------- the tests */
 
+static uint32_t st_group(void *s, const void *lock);
+
 static void tier_custom_validates_ops(void **state) {
   (void)state;
   mem_tier *m = mem_new(0);
@@ -337,6 +339,8 @@ static void tier_custom_validates_ops(void **state) {
   b = o, b.lease_ms = 2;
   assert_int_equal(ccache_tier_custom(&b, m, &t), CCACHE_EINVAL);
   b = o, b.renew = NULL;
+  assert_int_equal(ccache_tier_custom(&b, m, &t), CCACHE_EINVAL);
+  b = o, b.renew_group = st_group, b.renew_groups = CCACHE_MAX_RENEW_GROUPS + 1;
   assert_int_equal(ccache_tier_custom(&b, m, &t), CCACHE_EINVAL);
   assert_null(t);
   assert_int_equal(m->closes, 0); /* refused: the state is still ours */

@@ -336,7 +336,7 @@ typedef struct ccache_tier_ops {
  *        with ccache_tier_free()).  Untouched on error.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL ops or out, ops->size below
  *         sizeof(ccache_tier_ops), a required op missing, lease_ms 1 or 2,
- *         bad poll bounds); CCACHE_ENOMEM (malloc, not the allocator hook).
+ *         bad poll bounds, renew_groups over CCACHE_MAX_RENEW_GROUPS); CCACHE_ENOMEM (malloc, not the allocator hook).
  *         Thread-safe.
  */
 CCACHE_API int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **out);

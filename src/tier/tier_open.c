@@ -19,6 +19,7 @@ int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **ou
     /* A lease renewed every lease/3 needs lease/3 >= 1 ms. */
     if (ops->lease_ms && (ops->lease_ms < 3 || !ops->renew)) return CCACHE_EINVAL;
   }
+  if (ops->renew_group && ops->renew_groups > CCACHE_MAX_RENEW_GROUPS) return CCACHE_EINVAL;
   ccache_tier *t = calloc(1, sizeof *t);
   if (!t) return CCACHE_ENOMEM;
   memcpy(&t->ops, ops, sizeof t->ops);
