@@ -1199,6 +1199,7 @@ static int stall_outer(void *ud, ccache *c, ccache_key pkey, void **native_out,
 }
 
 static ccache *stall_open(t_ctx *ctx, t_codec *tc, ccache_tier **tiers, uint32_t n) {
+  memset(tc, 0, sizeof *tc);
   ccache_codec k = t_codec_make(tc, 64);
   ccache_config cfg;
   t_config(&cfg, ctx);
