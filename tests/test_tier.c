@@ -37,8 +37,10 @@ typedef struct mem_tier {
   _Atomic int attaches, gets, get_hits, puts, removes, locks, unlocks, renews, closes, frees;
   /* Faults and behaviour. */
   int attach_rc, get_rc, put_rc, lock_rc, renew_rc;
-  int busy;           /* lock() answers EBUSY */
-  int publish_at_get; /* the n-th get() first stores `pending` (0: never) */
+  int busy;                 /* lock() answers EBUSY */
+  int publish_at_get;       /* the n-th get() first stores `pending` (0: never) */
+  int publish_at_remove_if; /* remove_if() first stores `pending` */
+  _Atomic int remove_ifs;
   unsigned char *pending;
   size_t pending_len;
   ccache_key pending_key;
@@ -129,6 +131,30 @@ static int m_remove(void *s, ccache_key k) {
       free(e->blob);
       free(e);
       rc = CCACHE_OK;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+/* Removes k's entry only if it holds exactly blob. */
+static int m_remove_if(void *s, ccache_key k, const void *blob, size_t len) {
+  mem_tier *m = s;
+  atomic_fetch_add(&m->remove_ifs, 1);
+  log_op("r", m->id);
+  if (m->publish_at_remove_if) mem_store(m, m->pending_key, m->pending, m->pending_len);
+  pthread_mutex_lock(&m->mu);
+  int rc = CCACHE_MISS;
+  for (mem_entry **pp = &m->head; *pp; pp = &(*pp)->next) {
+    mem_entry *e = *pp;
+    if (e->key.lo == k.lo && e->key.hi == k.hi) {
+      if (e->len == len && memcmp(e->blob, blob, len) == 0) {
+        *pp = e->next;
+        free(e->blob);
+        free(e);
+        rc = CCACHE_OK;
+      }
       break;
     }
   }
@@ -286,6 +312,8 @@ static void seed(mem_tier *m, ccache_key k, const char *tag, int id) {
 
 /* ------------------------------------------------------------- the tests */
 
+static uint32_t st_group(void *s, const void *lock);
+
 static void tier_custom_validates_ops(void **state) {
   (void)state;
   mem_tier *m = mem_new(0);
@@ -311,6 +339,8 @@ static void tier_custom_validates_ops(void **state) {
   b = o, b.lease_ms = 2;
   assert_int_equal(ccache_tier_custom(&b, m, &t), CCACHE_EINVAL);
   b = o, b.renew = NULL;
+  assert_int_equal(ccache_tier_custom(&b, m, &t), CCACHE_EINVAL);
+  b = o, b.renew_group = st_group, b.renew_groups = CCACHE_MAX_RENEW_GROUPS + 1;
   assert_int_equal(ccache_tier_custom(&b, m, &t), CCACHE_EINVAL);
   assert_null(t);
   assert_int_equal(m->closes, 0); /* refused: the state is still ours */
@@ -825,6 +855,7 @@ static void lost_lease_is_counted_and_the_compile_goes_on(void **state) {
   assert_int_equal(r.m[0]->renews, 1);
   ccache_stats s = t_stats(r.c);
   assert_int_equal(s.tier_errors, 1);
+  assert_int_equal(s.tier_leases_lost, 1);
   assert_int_equal(s.program_compiles, 1);
   assert_int_equal(r.m[0]->puts + r.m[1]->puts, 2);
   assert_int_equal(r.m[0]->unlocks + r.m[1]->unlocks, 2);
@@ -1005,6 +1036,341 @@ static void default_instance_takes_its_tiers(void **state) {
   /* m2 belongs to the default instance for the life of the process. */
 }
 
+/* ---------------------------------------------------- issue 20: tier faults */
+
+/* Item 4: a bad entry is removed through remove_if with the bytes read; an
+ * entry published between the read and the removal survives and is loaded
+ * (no compile); remove() is never called when remove_if is there. */
+static void bad_entry_removed_only_if_still_the_one_read(void **state) {
+  (void)state;
+  rig r;
+  ccache_tier_ops o = mem_ops(true, 0);
+  o.remove_if = m_remove_if;
+  rig_open_ops(&r, 1, &o, "rt-1", 0);
+  size_t len;
+  unsigned char *bad = t_entry(PK(1), "rt-1", 1, 64, &len);
+  bad[CCACHE__TIER_HDR + 10] ^= 0x01;
+  mem_store(r.m[0], PK(1), bad, len);
+  /* Another process publishes a good entry just before the removal. */
+  r.m[0]->pending = t_entry(PK(1), "rt-1", 1, 64, &r.m[0]->pending_len);
+  r.m[0]->pending_key = PK(1);
+  r.m[0]->publish_at_remove_if = 1;
+  assert_int_equal(t_goc(r.c, PK(1), &r.comp, CCACHE_OK), 1);
+  ccache_stats s = t_stats(r.c);
+  assert_int_equal(s.tier_corrupt, 1);
+  assert_int_equal(r.m[0]->remove_ifs, 1);
+  assert_int_equal(r.m[0]->removes, 0);
+  assert_int_equal(s.tier_hits, 1); /* the survivor, loaded after the lock */
+  assert_int_equal(r.comp.calls, 0);
+  assert_string_equal(op_log, "g0 r0 L0 g0 U0");
+  /* Without a race the bad entry goes. */
+  r.m[0]->publish_at_remove_if = 0;
+  mem_store(r.m[0], PK(2), bad, len); /* bad for PK(2) too: its key is PK(1) */
+  assert_int_equal(t_goc(r.c, PK(2), &r.comp, CCACHE_OK), 2);
+  assert_int_equal(r.m[0]->remove_ifs, 2);
+  assert_int_equal(t_stats(r.c).tier_corrupt, 2);
+  assert_int_equal(r.comp.calls, 1);
+  free(bad);
+  rig_close(&r);
+}
+
+/* A tier whose renew() blocks, per renewal group, until released: what a
+ * stopped server does to a blocking renew. */
+typedef struct stall_tier {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int blocked_group; /* -1: none */
+  int stalled;       /* a renew is blocked right now */
+  int renews[2];     /* by group */
+  int groups;        /* 0: no renew_group op */
+} stall_tier;
+
+static uint32_t st_group(void *s, const void *lock) {
+  (void)s;
+  return (uint32_t)(((uintptr_t)lock - 1) % 2);
+}
+
+static int st_renew(void *s, void *lock) {
+  stall_tier *t = s;
+  int g = t->groups ? (int)st_group(s, lock) : 0;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 30;
+  pthread_mutex_lock(&t->mu);
+  t->renews[g]++;
+  pthread_cond_broadcast(&t->cv);
+  while (t->blocked_group == g) {
+    t->stalled = 1;
+    pthread_cond_broadcast(&t->cv);
+    if (pthread_cond_timedwait(&t->cv, &t->mu, &until) != 0) break;
+  }
+  t->stalled = 0;
+  pthread_mutex_unlock(&t->mu);
+  return CCACHE_OK;
+}
+
+static int st_lock(void *s, ccache_key k, void **lock) {
+  (void)s;
+  *lock = (void *)(uintptr_t)(k.lo + 1);
+  return CCACHE_OK;
+}
+static void st_unlock(void *s, void *lock) { (void)s, (void)lock; }
+static int st_get(void *s, ccache_key k, void **blob, size_t *len) {
+  (void)s, (void)k, (void)blob, (void)len;
+  return CCACHE_MISS;
+}
+static void st_free_blob(void *s, void *blob, size_t len) { (void)s, (void)blob, (void)len; }
+static int st_put(void *s, ccache_key k, const void *blob, size_t len) {
+  (void)s, (void)k, (void)blob, (void)len;
+  return CCACHE_OK;
+}
+
+static ccache_tier *stall_tier_make(stall_tier *t, int groups) {
+  memset(t, 0, sizeof *t);
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  t->blocked_group = -1;
+  t->groups = groups;
+  ccache_tier_ops o;
+  memset(&o, 0, sizeof o);
+  o.size = sizeof o;
+  o.name = "stall";
+  o.get = st_get;
+  o.free_blob = st_free_blob;
+  o.put = st_put;
+  o.lock = st_lock;
+  o.unlock = st_unlock;
+  o.renew = st_renew;
+  o.lease_ms = 30; /* renewed every 10 ms */
+  o.poll_ms = 1;
+  o.poll_max_ms = 4;
+  o.wait_ms = 1000;
+  if (groups) {
+    o.renew_group = st_group;
+    o.renew_groups = (uint32_t)groups;
+  }
+  ccache_tier *out = NULL;
+  assert_int_equal(ccache_tier_custom(&o, t, &out), CCACHE_OK);
+  return out;
+}
+
+/* The nested compiles of the test: the outer one (a lease in the stalled
+ * place) runs the inner one (a lease elsewhere), which waits until the
+ * stalled renew is blocked and then for 5 renewals elsewhere (bounded). */
+static stall_tier *stall_a, *stall_b; /* where the stall is, where it must not reach */
+static int stall_ga, stall_gb;        /* their groups */
+static int stall_seen;                /* renewals seen elsewhere during the stall */
+static int stall_inner(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                       uint64_t *cost_out) {
+  (void)ud, (void)c;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 5;
+  pthread_mutex_lock(&stall_a->mu);
+  stall_a->blocked_group = stall_ga;
+  while (!stall_a->stalled)
+    if (pthread_cond_timedwait(&stall_a->cv, &stall_a->mu, &until) != 0) break;
+  pthread_mutex_unlock(&stall_a->mu);
+  pthread_mutex_lock(&stall_b->mu);
+  int start = stall_b->renews[stall_gb];
+  while (stall_b->renews[stall_gb] < start + 5)
+    if (pthread_cond_timedwait(&stall_b->cv, &stall_b->mu, &until) != 0) break;
+  stall_seen = stall_b->renews[stall_gb] - start;
+  pthread_mutex_unlock(&stall_b->mu);
+  pthread_mutex_lock(&stall_a->mu); /* the stall ends */
+  stall_a->blocked_group = -1;
+  pthread_cond_broadcast(&stall_a->cv);
+  pthread_mutex_unlock(&stall_a->mu);
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static uint64_t stall_inner_key;
+static int stall_outer(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                       uint64_t *cost_out) {
+  (void)ud;
+  ccache_program *p = NULL;
+  int rc = ccache_program_get_or_compile(c, PK(stall_inner_key), stall_inner, NULL, &p);
+  if (rc == CCACHE_OK) ccache_program_release(c, p);
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return rc;
+}
+
+static ccache *stall_open(t_ctx *ctx, t_codec *tc, ccache_tier **tiers, uint32_t n) {
+  memset(tc, 0, sizeof *tc);
+  ccache_codec k = t_codec_make(tc, 64);
+  ccache_config cfg;
+  t_config(&cfg, ctx);
+  cfg.codec = &k;
+  cfg.runtime_tag = "rt-1";
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = tiers;
+  cfg.n_tiers = n;
+  ccache *c = NULL;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);
+  return c;
+}
+
+/* Item 1 for any tier: a renew blocked in one tier (two tiers), or in one
+ * renewal group of a tier (two groups of one tier), never delays the
+ * renewal of a lease elsewhere; one thread per (tier, group), started
+ * lazily, joined at close. */
+static void blocked_renew_never_delays_other_leases(void **state) {
+  (void)state;
+  for (int mode = 0; mode < 2; mode++) {
+    stall_tier a, b;
+    t_ctx ctx = {0};
+    t_codec tc;
+    ccache *c;
+    if (mode == 0) { /* two tiers, one group each */
+      ccache_tier *tiers[2] = {stall_tier_make(&a, 0), stall_tier_make(&b, 0)};
+      c = stall_open(&ctx, &tc, tiers, 2);
+      stall_a = &a, stall_b = &b, stall_ga = stall_gb = 0;
+      stall_inner_key = 2; /* the outer key is 1 */
+    } else {               /* one tier, keys in groups 0 and 1 */
+      ccache_tier *tiers[1] = {stall_tier_make(&a, 2)};
+      c = stall_open(&ctx, &tc, tiers, 1);
+      stall_a = stall_b = &a, stall_ga = 0, stall_gb = 1;
+      stall_inner_key = 3; /* group 1 (key.lo % 2); the outer key 2: group 0 */
+    }
+    assert_int_equal(t_threads_named(CCACHE__RENEW_THREAD_NAME), 0);
+    stall_seen = 0;
+    ccache_program *p = NULL;
+    assert_int_equal(ccache_program_get_or_compile(c, PK(mode ? 2 : 1), stall_outer, NULL, &p),
+                     CCACHE_OK);
+    ccache_program_release(c, p);
+    print_message("%s: %d renewals elsewhere while one renew was blocked\n",
+                  mode ? "two groups of one tier" : "two tiers", stall_seen);
+    assert_true(stall_seen >= 5); /* (the wait may wake after two at once) */
+    assert_int_equal(t_threads_named(CCACHE__RENEW_THREAD_NAME), 2); /* one per lane */
+    ccache_stats s = t_stats(c);
+    assert_int_equal(s.tier_errors + s.tier_leases_lost, 0);
+    t_close(c);
+    assert_int_equal(t_threads_named_gone(CCACHE__RENEW_THREAD_NAME), 0);
+    pthread_mutex_destroy(&a.mu);
+    pthread_cond_destroy(&a.cv);
+    if (mode == 0) {
+      pthread_mutex_destroy(&b.mu);
+      pthread_cond_destroy(&b.cv);
+    }
+  }
+}
+
+/* Item 10 over the generic path (a backend without a health op) and the
+ * directory tier's. */
+static void tier_health_reports_each_tier(void **state) {
+  (void)state;
+  rig r;
+  ccache_tier_ops o = mem_ops(true, 0);
+  rig_open_ops(&r, 2, &o, "rt-1", 0);
+  ccache_tier_health h;
+  memset(&h, 0, sizeof h);
+  h.size = sizeof h;
+  assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_OK);
+  assert_int_equal(h.size, sizeof h);
+  assert_string_equal(h.kind, "mem");
+  assert_int_equal(h.parts, 1);
+  assert_int_equal(h.status, CCACHE_TIER_UP);
+  assert_int_equal(h.errors + h.leases_held + h.leases_lost + h.lock_waits, 0);
+  assert_string_equal(h.where, "");
+  assert_string_equal(h.last_error, "");
+  /* Tier 0 fails every op. */
+  r.m[0]->get_rc = r.m[0]->lock_rc = r.m[0]->put_rc = CCACHE_EIO;
+  assert_int_equal(t_goc(r.c, PK(1), &r.comp, CCACHE_OK), 1);
+  assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_OK);
+  assert_int_equal(h.status, CCACHE_TIER_DOWN);
+  assert_int_equal(h.errors, 4); /* get, lock, the get after the lock step, put */
+  assert_string_equal(h.last_error, "put: a tier could not be opened or used (I/O error) (-10)");
+  assert_int_equal(h.leases_held, 0);
+  assert_int_equal(ccache_tier_health_get(r.c, 1, 0, &h), CCACHE_OK);
+  assert_int_equal(h.status, CCACHE_TIER_UP);
+  assert_int_equal(h.errors, 0);
+  assert_int_equal(h.leases_held, 0); /* tier 1's lock was released */
+  /* Another process holds tier 1's lock for a while: lock waits. */
+  r.m[0]->get_rc = r.m[0]->lock_rc = r.m[0]->put_rc = 0; /* tier 0 recovers */
+  r.m[1]->busy = 1;
+  r.m[1]->pending = t_entry(PK(2), "rt-1", 2, 64, &r.m[1]->pending_len);
+  r.m[1]->pending_key = PK(2);
+  r.m[1]->publish_at_get = r.m[1]->gets + 4; /* the lookup, then one per busy answer */
+  assert_int_equal(t_goc(r.c, PK(2), &r.comp, CCACHE_OK), 2);
+  assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_OK);
+  assert_int_equal(h.status, CCACHE_TIER_UP); /* the next op that works */
+  assert_int_equal(h.errors, 4);              /* counts stay */
+  assert_int_equal(ccache_tier_health_get(r.c, 1, 0, &h), CCACHE_OK);
+  assert_int_equal(h.lock_waits, 3);
+  /* The end of the iteration, and bad calls. */
+  assert_int_equal(ccache_tier_health_get(r.c, 0, 1, &h), CCACHE_MISS);
+  assert_int_equal(ccache_tier_health_get(r.c, 2, 0, &h), CCACHE_MISS);
+  h.size = sizeof h - 1;
+  assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_EINVAL);
+  h.size = sizeof h;
+  assert_int_equal(ccache_tier_health_get(r.c, 0, 0, NULL), CCACHE_EINVAL);
+  free(r.m[1]->pending);
+  r.m[1]->pending = NULL;
+  rig_close(&r);
+
+  /* The directory tier names its directory; a cache without a codec never
+   * uses its tiers. */
+  char *dir = t_tempdir("health");
+  ccache_disk_options d;
+  ccache_disk_options_init(&d);
+  d.dir = dir;
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_disk(&d, &t), CCACHE_OK);
+  t_ctx ctx = {0};
+  ccache_config cfg;
+  t_config(&cfg, &ctx);
+  cfg.tiers = &t;
+  cfg.n_tiers = 1;
+  ccache *c = NULL;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);
+  assert_int_equal(ccache_tier_health_get(c, 0, 0, &h), CCACHE_OK);
+  assert_string_equal(h.kind, "disk");
+  assert_string_equal(h.where, dir);
+  assert_int_equal(h.status, CCACHE_TIER_DISABLED);
+  t_close(c);
+  t_rmrf(dir);
+  free(dir);
+}
+
+/* The directory tier's remove_if, alone: only the bytes read go. */
+static void disk_remove_if_only_the_bytes_read(void **state) {
+  (void)state;
+  char *dir = t_tempdir("rmif");
+  ccache_disk_options d;
+  ccache_disk_options_init(&d);
+  d.dir = dir;
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_disk(&d, &t), CCACHE_OK);
+  assert_non_null(t->ops.remove_if);
+  assert_int_equal(t->ops.attach(t->state, "v1/00000000000000aa"), CCACHE_OK);
+  size_t la, lb;
+  unsigned char *a = t_entry(PK(1), "x", 1, 500, &la), *b = t_entry(PK(1), "x", 2, 500, &lb);
+  assert_int_equal(t->ops.put(t->state, PK(1), a, la), CCACHE_OK);
+  /* Replaced by another process after our read of a: */
+  assert_int_equal(t->ops.put(t->state, PK(1), b, lb), CCACHE_OK);
+  assert_int_equal(t->ops.remove_if(t->state, PK(1), a, la), CCACHE_MISS);
+  void *blob = NULL;
+  size_t len = 0;
+  assert_int_equal(t->ops.get(t->state, PK(1), &blob, &len), CCACHE_OK);
+  assert_true(len == lb && memcmp(blob, b, lb) == 0); /* put back */
+  t->ops.free_blob(t->state, blob, len);
+  assert_int_equal(t->ops.remove_if(t->state, PK(1), b, lb), CCACHE_OK);
+  assert_int_equal(t->ops.get(t->state, PK(1), &blob, &len), CCACHE_MISS);
+  assert_int_equal(t->ops.remove_if(t->state, PK(1), b, lb), CCACHE_MISS);
+  /* Nothing left aside: the subdirectory holds no file at all. */
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "test -z \"$(find '%s/v1/00000000000000aa' -type f)\"", dir);
+  assert_int_equal(system(cmd), 0);
+  free(a);
+  free(b);
+  ccache_tier_free(t);
+  t_rmrf(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(tier_custom_validates_ops),
@@ -1030,6 +1396,10 @@ int main(void) {
       cmocka_unit_test(redis_stub_and_error_detail),
       cmocka_unit_test(error_detail_is_per_thread),
       cmocka_unit_test(default_instance_takes_its_tiers),
+      cmocka_unit_test(bad_entry_removed_only_if_still_the_one_read),
+      cmocka_unit_test(blocked_renew_never_delays_other_leases),
+      cmocka_unit_test(tier_health_reports_each_tier),
+      cmocka_unit_test(disk_remove_if_only_the_bytes_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,13 +11,16 @@
  * write to a reset connection that the library failed to guard kills the
  * test.
  */
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -263,8 +266,11 @@ static void redis_round_trip(void **state) {
   /* Replace. */
   assert_int_equal(put_n(&b, 2, 100), CCACHE_OK);
   assert_int_equal(get_check(&b, 2, 100), CCACHE_OK);
-  assert_int_equal(b.ops.remove(b.r, PK(2)), CCACHE_OK);
-  assert_int_equal(b.ops.remove(b.r, PK(2)), CCACHE_MISS);
+  unsigned char *p2 = payload(2, 100);
+  assert_null(b.ops.remove); /* only the conditional remove is sent */
+  assert_int_equal(b.ops.remove_if(b.r, PK(2), p2, 100), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(2), p2, 100), CCACHE_MISS);
+  free(p2);
   assert_int_equal(get_check(&b, 2, 100), CCACHE_MISS);
   assert_int_equal(rf_int(s, "DBSIZE"), 3);
   /* One thread, one pooled connection for all 15 commands. */
@@ -625,6 +631,7 @@ static void redis_auth_acl_user(void **state) {
   /* The minimal ACL of the header's example runs every op. */
   o.user = "ccache";
   o.password = "tier-pw";
+  o.entry_ttl_ms = 3600000; /* SET ... PX as well */
   be least;
   be_open(&least, &o, NS);
   assert_int_equal(put_n(&least, 8, 100), CCACHE_OK);
@@ -632,7 +639,12 @@ static void redis_auth_acl_user(void **state) {
   assert_int_equal(least.ops.lock(least.r, PK(8), &l), CCACHE_OK);
   assert_int_equal(least.ops.renew(least.r, l), CCACHE_OK);
   least.ops.unlock(least.r, l);
-  assert_int_equal(least.ops.remove(least.r, PK(8)), CCACHE_OK);
+  unsigned char *p8 = payload(8, 100), *p9 = payload(9, 100);
+  /* The remove-if script, both ways: not the value read (kept), then it. */
+  assert_int_equal(least.ops.remove_if(least.r, PK(8), p9, 100), CCACHE_MISS);
+  assert_int_equal(least.ops.remove_if(least.r, PK(8), p8, 100), CCACHE_OK);
+  free(p8);
+  free(p9);
   assert_int_equal(rf_int(s, "DBSIZE"), 1); /* alice's entry only: lease and entry 8 gone */
   ccache__rcounters lc = cnt(&least);
   assert_int_equal(lc.reply_errors + lc.io_errors + lc.connect_failures, 0);
@@ -1587,7 +1599,624 @@ static void redis_default_instance_from_environment(void **state) {
   rf_stop(s);
 }
 
-int main(void) {
+/* ------------------------------------------------------ issue 20 faults */
+
+/* The socket inode of a connection, as /proc/<pid>/fd shows it. */
+static unsigned long sock_ino(int fd) {
+  struct stat st;
+  assert_int_equal(fstat(fd, &st), 0);
+  assert_true(S_ISSOCK(st.st_mode));
+  return (unsigned long)st.st_ino;
+}
+
+/* fork + exec `ls -l /proc/self/fd` and return its output (malloc'd). */
+static char *exec_ls_fds(void) {
+  int out[2];
+  assert_int_equal(pipe(out), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(out[1], 1);
+    execl("/bin/ls", "ls", "-l", "/proc/self/fd", (char *)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  size_t cap = 1 << 16, got = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  ssize_t n;
+  while ((n = read(out[0], buf + got, cap - 1 - got)) > 0) got += (size_t)n;
+  buf[got] = '\0';
+  close(out[0]);
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return buf;
+}
+
+/* Item 5: the tier's sockets (a pooled connection and the renewal one, TCP
+ * and unix) never reach an exec'd child. */
+static void redis_sockets_close_on_exec(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  char list[400];
+  snprintf(list, sizeof list, "%s,%s", s->addr, s->unix_addr);
+  be b;
+  be_open_simple(&b, list);
+  /* A key on each server: a pooled connection and a renewal one on each. */
+  uint64_t key_of[2] = {0, 0};
+  for (uint64_t n = 1; n < 100 && (!key_of[0] || !key_of[1]); n++) {
+    size_t srv = ccache__redis_server_of(b.r, PK(n));
+    if (!key_of[srv]) key_of[srv] = n;
+  }
+  assert_true(key_of[0] && key_of[1]);
+  void *l[2];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(put_n(&b, key_of[i], 100), CCACHE_OK);
+    assert_int_equal(b.ops.lock(b.r, PK(key_of[i]), &l[i]), CCACHE_OK);
+    assert_int_equal(b.ops.renew(b.r, l[i]), CCACHE_OK);
+  }
+  ccache__rpool *p = ccache__redis_pool(b.r);
+  unsigned long ino[4];
+  int nino = 0;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(p->servers[i].n_idle, 1);
+    ino[nino++] = sock_ino(p->servers[i].idle[0]->fd);
+    assert_non_null(p->servers[i].renew_ctx);
+    ino[nino++] = sock_ino(p->servers[i].renew_ctx->fd);
+  }
+  char *ls = exec_ls_fds();
+  int leaked = 0;
+  for (int i = 0; i < nino; i++) {
+    char pat[48];
+    snprintf(pat, sizeof pat, "socket:[%lu]", ino[i]);
+    if (strstr(ls, pat)) {
+      print_message("leaked into the child: %s\n", pat);
+      leaked++;
+    }
+  }
+  free(ls);
+  for (int i = 0; i < 2; i++) b.ops.unlock(b.r, l[i]);
+  be_close(&b);
+  rf_stop(s);
+  assert_int_equal(leaked, 0);
+}
+
+/* Item 4, the backend alone: remove_if deletes only the value read. */
+static void redis_remove_if_only_the_value_read(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  be b;
+  be_open_simple(&b, s->addr);
+  unsigned char *old = payload(5, 3000), *newer = payload(6, 3000), *tiny = payload(7, 5);
+  assert_int_equal(b.ops.put(b.r, PK(5), old, 3000), CCACHE_OK);
+  /* Another process replaces it between our read and our remove. */
+  assert_int_equal(b.ops.put(b.r, PK(5), newer, 3000), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(5), old, 3000), CCACHE_MISS);
+  assert_int_equal(b.ops.remove_if(b.r, PK(5), newer, 2999), CCACHE_MISS); /* length differs */
+  /* Same length and same last 16 bytes, another byte in the body: kept. */
+  unsigned char *body = payload(6, 3000);
+  body[100] ^= 1;
+  assert_int_equal(b.ops.remove_if(b.r, PK(5), body, 3000), CCACHE_MISS);
+  free(body);
+  void *blob = NULL;
+  size_t len = 0;
+  assert_int_equal(b.ops.get(b.r, PK(5), &blob, &len), CCACHE_OK);
+  assert_true(len == 3000 && memcmp(blob, newer, len) == 0);
+  b.ops.free_blob(b.r, blob, len);
+  assert_int_equal(b.ops.remove_if(b.r, PK(5), newer, 3000), CCACHE_OK);
+  assert_int_equal(b.ops.get(b.r, PK(5), &blob, &len), CCACHE_MISS);
+  /* Shorter than the trailer, and empty. */
+  assert_int_equal(b.ops.put(b.r, PK(7), tiny, 5), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(7), tiny, 5), CCACHE_OK);
+  assert_int_equal(b.ops.put(b.r, PK(7), NULL, 0), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(7), NULL, 0), CCACHE_OK);
+  assert_int_equal(b.ops.remove_if(b.r, PK(7), NULL, 0), CCACHE_MISS);
+  assert_int_equal(rf_int(s, "DBSIZE"), 0);
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.reply_errors + c.io_errors, 0);
+  free(old);
+  free(newer);
+  free(tiny);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* The hook of the next test: publish the saved valid entry just before the
+ * first command after the lookup's GET (the removal of the bad entry). */
+static rf_server *race_srv;
+static char race_key[256];
+static char *race_valid;
+static size_t race_valid_len;
+static int race_armed, race_published;
+
+static void race_hook(void *arg, size_t server, const char *cmd) {
+  (void)arg, (void)server;
+  if (!race_armed || strcmp(cmd, "GET") == 0) return;
+  race_armed = 0;
+  redisReply *r = rf_cmd(race_srv, "SET %s %b", race_key, race_valid, race_valid_len);
+  race_published = r && r->type == REDIS_REPLY_STATUS;
+  if (r) freeReplyObject(r);
+}
+
+/* Item 4 through the core: a valid entry published between the read of a
+ * damaged one and its removal survives, and is loaded (no compile). */
+static void redis_e2e_entry_published_between_read_and_remove_survives(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *a = e2e_open(&ctx, &o, E2E_TAG);
+  assert_int_equal(e2e_get(a, 1), 1); /* compiled and stored */
+  t_close(a);
+  race_srv = s;
+  e2e_entry_key(race_key, sizeof race_key, E2E_TAG, 1);
+  redisReply *r = rf_cmd(s, "GET %s", race_key);
+  assert_true(r && r->type == REDIS_REPLY_STRING);
+  race_valid_len = r->len;
+  race_valid = malloc(r->len);
+  assert_non_null(race_valid);
+  memcpy(race_valid, r->str, r->len);
+  freeReplyObject(r);
+  r = rf_cmd(s, "SETRANGE %s 100 XYZ", race_key); /* damaged */
+  assert_non_null(r);
+  freeReplyObject(r);
+
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_OK);
+  ccache__redis_set_hook((ccache__redis *)t->state, race_hook, NULL);
+  ccache_config cfg;
+  t_config(&cfg, &ctx);
+  cfg.codec = &e2e_codec;
+  cfg.runtime_tag = E2E_TAG;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = &t;
+  cfg.n_tiers = 1;
+  ccache *b = NULL;
+  assert_int_equal(ccache_open(&cfg, &b), CCACHE_OK);
+  race_armed = 1;
+  race_published = 0;
+  int id = e2e_get(b, 1);
+  ccache_stats st = t_stats(b);
+  print_message("after the race: id %d, compiles %llu, tier_corrupt %llu, tier_hits %llu\n", id,
+                (unsigned long long)atomic_load(&e2e_compiles), (unsigned long long)st.tier_corrupt,
+                (unsigned long long)st.tier_hits);
+  assert_true(race_published);
+  assert_int_equal(st.tier_corrupt, 1);
+  assert_int_equal(id, 100001); /* loaded: the entry published meanwhile stayed */
+  assert_int_equal(st.tier_hits, 1);
+  assert_int_equal(st.program_compiles, 0);
+  assert_int_equal(atomic_load(&e2e_compiles), 1); /* the first cache's only */
+  r = rf_cmd(s, "GET %s", race_key);
+  assert_true(r && r->type == REDIS_REPLY_STRING && r->len == race_valid_len &&
+              memcmp(r->str, race_valid, race_valid_len) == 0);
+  freeReplyObject(r);
+  free(race_valid);
+  race_valid = NULL;
+  t_close(b);
+  rf_stop(s);
+}
+
+/* Item 10: each server of a Redis tier is a part of its health report. */
+static ccache *health_cache;
+static ccache_tier_health health_during;
+static int health_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                          uint64_t *cost_out) {
+  (void)ud, (void)c;
+  health_during.size = sizeof health_during;
+  ccache_tier_health_get(health_cache, 0, 0, &health_during); /* the lease is held */
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static void redis_tier_health_reports_each_server(void **state) {
+  (void)state;
+  need_redis();
+  start(&servers[0], NULL);
+  start(&servers[1], NULL);
+  rf_kill(&servers[1]); /* B is down from the start */
+  char list[80];
+  snprintf(list, sizeof list, "%s,%s", servers[0].addr, servers[1].addr);
+  ccache_redis_options o;
+  opts(&o, list);
+  o.reconnect_min_ms = o.reconnect_max_ms = 60000;
+  o.poll_ms = 1;
+  o.poll_max_ms = 5;
+  be pick;
+  be_open_simple(&pick, list);
+  uint64_t ka = 0, kb = 0;
+  for (uint64_t n = 500; n < 700 && (!ka || !kb); n++) {
+    size_t srv = ccache__redis_server_of(pick.r, PK(n));
+    if (srv == 0 && !ka) ka = n;
+    if (srv == 1 && !kb) kb = n;
+  }
+  be_close(&pick);
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  health_cache = c;
+  /* A's lease is held by "another process" for 50 ms: waits, then ours. */
+  char lkey[256];
+  e2e_entry_key(lkey, sizeof lkey, E2E_TAG, ka);
+  strcat(lkey, ":lease");
+  redisReply *r = rf_cmd(&servers[0], "SET %s other PX 50", lkey);
+  assert_non_null(r);
+  freeReplyObject(r);
+  ccache_program *p = NULL;
+  memset(&health_during, 0, sizeof health_during);
+  assert_int_equal(ccache_program_get_or_compile(c, PK(ka), health_compile, NULL, &p), CCACHE_OK);
+  ccache_program_release(c, p);
+  assert_int_equal(e2e_get(c, kb), (int)kb); /* B down: compiled */
+  assert_int_equal(health_during.leases_held, 1);
+  ccache_tier_health h[2];
+  for (uint32_t i = 0; i < 2; i++) {
+    memset(&h[i], 0, sizeof h[i]);
+    h[i].size = sizeof h[i];
+    assert_int_equal(ccache_tier_health_get(c, 0, i, &h[i]), CCACHE_OK);
+    assert_int_equal(h[i].parts, 2);
+    assert_string_equal(h[i].kind, "redis");
+    assert_string_equal(h[i].where, servers[i].addr);
+    print_message(
+        "%s: status %u, backoff %llu ms (%llu left), errors %llu, leases %llu held "
+        "%llu lost, lock waits %llu, last error \"%s\"\n",
+        h[i].where, h[i].status, (unsigned long long)h[i].backoff_ms,
+        (unsigned long long)h[i].backoff_left_ms, (unsigned long long)h[i].errors,
+        (unsigned long long)h[i].leases_held, (unsigned long long)h[i].leases_lost,
+        (unsigned long long)h[i].lock_waits, h[i].last_error);
+  }
+  ccache_tier_health end;
+  end.size = sizeof end;
+  assert_int_equal(ccache_tier_health_get(c, 0, 2, &end), CCACHE_MISS);
+  assert_int_equal(ccache_tier_health_get(c, 1, 0, &end), CCACHE_MISS);
+  assert_int_equal(h[0].status, CCACHE_TIER_UP);
+  assert_int_equal(h[0].errors, 0);
+  assert_int_equal(h[0].backoff_ms, 0);
+  assert_string_equal(h[0].last_error, "");
+  assert_true(h[0].lock_waits >= 1);
+  assert_int_equal(h[0].leases_held, 0);
+  assert_int_equal(h[1].status, CCACHE_TIER_DOWN);
+  assert_int_equal(h[1].backoff_ms, 60000);
+  assert_true(h[1].backoff_left_ms > 0 && h[1].backoff_left_ms <= 60000);
+  /* get: refused at connect; then lock, get, put: refused in backoff. */
+  assert_int_equal(h[1].errors, 4);
+  assert_non_null(strstr(h[1].last_error, "connect"));
+  assert_int_equal(h[1].leases_held + h[1].lock_waits, 0);
+  ccache_stats st = t_stats(c);
+  assert_int_equal(st.tier_errors, 4);
+  t_close(c);
+  rf_stop(&servers[0]);
+  rf_stop(&servers[1]);
+}
+
+/* A fake server for the timeout tests: accepts one connection on
+ * 127.0.0.1, reads the request, then answers a bulk string one byte every
+ * trickle_ms, until told to stop. */
+typedef struct trickler {
+  int lfd, port, trickle_ms;
+  _Atomic int stop;
+  _Atomic int sent;
+  pthread_t t;
+} trickler;
+
+static void *trickle_main(void *arg) {
+  trickler *tr = arg;
+  int fd = -1;
+  while (fd < 0 && !atomic_load(&tr->stop)) {
+    struct pollfd pf = {tr->lfd, POLLIN, 0};
+    if (poll(&pf, 1, 10) == 1) fd = accept(tr->lfd, NULL, NULL);
+  }
+  if (fd < 0) return NULL;
+  char req[4096];
+  struct pollfd pf = {fd, POLLIN, 0};
+  if (poll(&pf, 1, (int)WAIT_MS) == 1 && read(fd, req, sizeof req) > 0) {
+    const char head[] = "$1000\r\n";
+    if (write(fd, head, sizeof head - 1) == (ssize_t)sizeof head - 1) {
+      while (!atomic_load(&tr->stop) && atomic_load(&tr->sent) < 1000) {
+        struct timespec ts = {0, (long)tr->trickle_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        if (send(fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+        atomic_fetch_add(&tr->sent, 1);
+      }
+    }
+  }
+  close(fd);
+  return NULL;
+}
+
+static void trickler_start(trickler *tr, int trickle_ms) {
+  memset(tr, 0, sizeof *tr);
+  tr->trickle_ms = trickle_ms;
+  tr->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(tr->lfd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(tr->lfd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  assert_int_equal(getsockname(tr->lfd, (struct sockaddr *)&a, &len), 0);
+  tr->port = ntohs(a.sin_port);
+  assert_int_equal(listen(tr->lfd, 4), 0);
+  assert_int_equal(pthread_create(&tr->t, NULL, trickle_main, tr), 0);
+}
+
+static void trickler_stop(trickler *tr) {
+  atomic_store(&tr->stop, 1);
+  pthread_join(tr->t, NULL);
+  close(tr->lfd);
+}
+
+typedef struct timed_fetch {
+  ccache *c;
+  uint64_t n;
+  int id;
+  unsigned long long took_ms;
+  async_get sync; /* only its mu/cv/done */
+} timed_fetch;
+
+static void *timed_fetch_main(void *arg) {
+  timed_fetch *f = arg;
+  unsigned long long t0 = rf_now_ms();
+  int id = e2e_get(f->c, f->n);
+  unsigned long long took = rf_now_ms() - t0;
+  pthread_mutex_lock(&f->sync.mu);
+  f->id = id;
+  f->took_ms = took;
+  f->sync.done = 1;
+  pthread_cond_broadcast(&f->sync.cv);
+  pthread_mutex_unlock(&f->sync.mu);
+  return NULL;
+}
+
+#define TRICKLE_TIMEOUT_MS 300
+#define TRICKLE_STEP_MS    200 /* a byte well inside each read's timeout */
+
+/* Item 6: a server trickling its reply a byte at a time, each just inside
+ * the timeout, cannot hold a fetch past command_timeout_ms + 50 ms. */
+static void redis_command_timeout_bounds_the_whole_command(void **state) {
+  (void)state;
+  trickler tr;
+  trickler_start(&tr, TRICKLE_STEP_MS);
+  char addr[32];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", tr.port);
+  ccache_redis_options o;
+  opts(&o, addr);
+  o.command_timeout_ms = TRICKLE_TIMEOUT_MS;
+  o.reconnect_min_ms = o.reconnect_max_ms = 3600000; /* no second connect */
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  timed_fetch f;
+  memset(&f, 0, sizeof f);
+  f.c = c;
+  f.n = 3;
+  pthread_mutex_init(&f.sync.mu, NULL);
+  pthread_cond_init(&f.sync.cv, NULL);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, timed_fetch_main, &f), 0);
+  int finished = async_wait(&f.sync, 5 * TRICKLE_TIMEOUT_MS + 2000);
+  int sent = atomic_load(&tr.sent);
+  trickler_stop(&tr); /* ends a fetch the timeout did not */
+  pthread_join(t, NULL);
+  print_message("fetch took %llu ms (command_timeout_ms %d, a byte every %d ms; %d sent)\n",
+                f.took_ms, TRICKLE_TIMEOUT_MS, TRICKLE_STEP_MS, sent);
+  assert_true(finished);
+  assert_int_equal(f.id, 3); /* compiled: the tier failed, the fetch did not */
+  assert_true(f.took_ms <= TRICKLE_TIMEOUT_MS + 50);
+  ccache_stats st = t_stats(c);
+  assert_int_equal(st.program_compiles, 1);
+  assert_true(st.tier_errors >= 1);
+  t_close(c);
+}
+
+/* The backoff step of server i (0 when healthy). */
+static uint64_t backoff_of(be *b, size_t i) {
+  ccache__rserver *s = &ccache__redis_pool(b->r)->servers[i];
+  ccache__lock(&s->mu);
+  uint64_t v = s->backoff_ms;
+  ccache__unlock(&s->mu);
+  return v;
+}
+
+/* Wait (bounded) until server i may be connected again. */
+static void wait_backoff_over(be *b, size_t i) {
+  ccache__rserver *s = &ccache__redis_pool(b->r)->servers[i];
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  for (;;) {
+    ccache__lock(&s->mu);
+    uint64_t until = s->down_until_ms;
+    ccache__unlock(&s->mu);
+    if (rf_now_ms() > until || rf_now_ms() > deadline) break;
+    rf_poll_pause();
+  }
+}
+
+/* Item 7: a stopped server whose listen backlog is open accepts every
+ * connect and answers nothing: it is backed off like an unreachable one
+ * (the step doubles), and only an answered command resets the backoff. */
+static void redis_accepting_but_silent_server_is_backed_off(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = &servers[0];
+  start(s, NULL);
+  ccache_redis_options o;
+  opts(&o, s->addr);
+  o.command_timeout_ms = 100;
+  o.reconnect_min_ms = 40;
+  o.reconnect_max_ms = 320;
+  be b;
+  be_open(&b, &o, NS);
+  rf_pause(s);
+  static const uint64_t want[] = {40, 80, 160, 320, 320};
+  uint64_t got[5];
+  for (int i = 0; i < 5; i++) {
+    wait_backoff_over(&b, 0);
+    assert_int_equal(get_check(&b, 1, 10), CCACHE_EIO);
+    got[i] = backoff_of(&b, 0);
+  }
+  print_message("backoff after each timed-out command: %llu %llu %llu %llu %llu ms\n",
+                (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2],
+                (unsigned long long)got[3], (unsigned long long)got[4]);
+  ccache__rcounters c = cnt(&b);
+  rf_resume(s);
+  assert_int_equal(c.connects, 5); /* every connect succeeded ... */
+  assert_int_equal(c.connect_failures, 0);
+  assert_int_equal(c.io_errors, 5); /* ... and led nowhere */
+  for (int i = 0; i < 5; i++) assert_int_equal(got[i], want[i]);
+  /* The server answers again: the first answered command resets it. */
+  wait_backoff_over(&b, 0);
+  assert_int_equal(get_check(&b, 1, 10), CCACHE_MISS);
+  assert_int_equal(backoff_of(&b, 0), 0);
+  be_close(&b);
+  rf_stop(s);
+}
+
+/* Item 1: a stalled server never starves the renewals of another.  This
+ * process holds a lease on server A (an outer compile) and, nested, one on
+ * server B for a 3 s compile (lease_ms 600, command_timeout_ms 2000); A is
+ * SIGSTOPped as the inner compile starts, so A's next renew (due within
+ * lease/3) blocks for the whole command timeout.  B's lease must never
+ * lapse, and a second process waiting on B's key must load the entry
+ * published at the end (0 compiles). */
+#define STALL_LEASE_MS   600
+#define STALL_TIMEOUT_MS 2000
+#define STALL_COMPILE_MS 3000
+
+static uint64_t stall_key_a, stall_key_b;
+static int stall_go_fd = -1;
+static char stall_lease_b[256];
+static long long stall_min_pttl;
+static int stall_lapsed;
+
+static int stall_inner_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                               uint64_t *cost_out) {
+  (void)ud, (void)c;
+  rf_pause(&servers[0]); /* A stops answering: its renew is due within lease/3 */
+  if (write(stall_go_fd, "G", 1) != 1) stall_lapsed = 1; /* the waiter starts */
+  unsigned long long end = rf_now_ms() + STALL_COMPILE_MS;
+  stall_min_pttl = STALL_LEASE_MS;
+  while (rf_now_ms() < end) { /* the compile: 3 s, watching B's lease */
+    long long pttl = rf_int(&servers[1], "PTTL %s", stall_lease_b);
+    if (pttl < 0) stall_lapsed = 1; /* -2: gone (lapsed) */
+    if (pttl < stall_min_pttl) stall_min_pttl = pttl;
+    rf_poll_pause();
+  }
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static int stall_outer_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                               uint64_t *cost_out) {
+  (void)ud;
+  ccache_program *p = NULL;
+  int rc = ccache_program_get_or_compile(c, PK(stall_key_b), stall_inner_compile, NULL, &p);
+  if (rc == CCACHE_OK) ccache_program_release(c, p);
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return rc;
+}
+
+static void redis_e2e_stalled_server_never_starves_renewals(void **state) {
+  (void)state;
+  need_redis();
+  start(&servers[0], NULL);
+  start(&servers[1], NULL);
+  char list[80];
+  snprintf(list, sizeof list, "%s,%s", servers[0].addr, servers[1].addr);
+  be pick;
+  be_open_simple(&pick, list);
+  stall_key_a = stall_key_b = 0;
+  for (uint64_t n = 200; n < 400 && (!stall_key_a || !stall_key_b); n++) {
+    size_t srv = ccache__redis_server_of(pick.r, PK(n));
+    if (srv == 0 && !stall_key_a) stall_key_a = n;
+    if (srv == 1 && !stall_key_b) stall_key_b = n;
+  }
+  be_close(&pick);
+  assert_true(stall_key_a && stall_key_b);
+  e2e_entry_key(stall_lease_b, sizeof stall_lease_b, E2E_TAG, stall_key_b);
+  strcat(stall_lease_b, ":lease");
+
+  int go[2], out[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(out), 0);
+  fflush(NULL);
+  pid_t w = fork();
+  assert_true(w >= 0);
+  if (w == 0) { /* the second process: waits on B's key */
+    close(go[1]);
+    char g;
+    if (read(go[0], &g, 1) != 1) child_exit(30);
+    atomic_store(&e2e_compiles, 0);
+    ccache_redis_options o;
+    opts(&o, list);
+    o.lease_ms = STALL_LEASE_MS;
+    o.command_timeout_ms = STALL_TIMEOUT_MS;
+    o.poll_ms = 5;
+    o.poll_max_ms = 50;
+    o.wait_ms = 4 * STALL_COMPILE_MS; /* a lease held to the end is waited for */
+    t_ctx wctx = {0};
+    ccache *wc = e2e_open(&wctx, &o, E2E_TAG);
+    int id = e2e_get(wc, stall_key_b);
+    fleet_send(out[1], wc, id == (int)stall_key_b || id == (int)stall_key_b + 100000);
+    ccache_close(wc);
+    child_exit(0);
+  }
+  close(go[0]);
+  stall_go_fd = go[1];
+  stall_lapsed = 0;
+  atomic_store(&e2e_compiles, 0);
+  ccache_redis_options o;
+  opts(&o, list);
+  o.lease_ms = STALL_LEASE_MS;
+  o.command_timeout_ms = STALL_TIMEOUT_MS;
+  o.reconnect_min_ms = o.reconnect_max_ms = 60000; /* A, once failed, is left alone */
+  t_ctx ctx = {0};
+  ccache *c = e2e_open(&ctx, &o, E2E_TAG);
+  ccache_program *p = NULL;
+  unsigned long long t0 = rf_now_ms();
+  int rc = ccache_program_get_or_compile(c, PK(stall_key_a), stall_outer_compile, NULL, &p);
+  unsigned long long took = rf_now_ms() - t0;
+  if (rc == CCACHE_OK) ccache_program_release(c, p);
+  rf_resume(&servers[0]);
+  fleet_report rep;
+  int got = fleet_recv(out[0], &rep);
+  int st = 0;
+  assert_int_equal(waitpid(w, &st, 0), w);
+  ccache_stats cs = t_stats(c);
+  print_message(
+      "B's lease: lowest PTTL %lld ms, lapsed %d; the waiter: compiles %llu, tier hits "
+      "%llu; here: leases lost %llu, tier errors %llu (%llu ms)\n",
+      stall_min_pttl, stall_lapsed, (unsigned long long)rep.compiles,
+      (unsigned long long)rep.tier_hits, (unsigned long long)cs.tier_leases_lost,
+      (unsigned long long)cs.tier_errors, took);
+  assert_int_equal(rc, CCACHE_OK);
+  assert_int_equal(got, 0);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_true(rep.ok);
+  assert_false(stall_lapsed);
+  assert_int_equal(rep.compiles, 0); /* loaded what this process published */
+  assert_int_equal(rep.tier_hits, 1);
+  assert_int_equal(cs.program_compiles, 2);
+  assert_int_equal(cs.tier_leases_lost, 1); /* A's, and only A's */
+  close(go[1]);
+  close(out[0]);
+  close(out[1]);
+  t_close(c);
+  rf_stop(&servers[0]);
+  rf_stop(&servers[1]);
+}
+
+int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(redis_options_defaults_and_validation, stop_all),
@@ -1615,6 +2244,21 @@ int main(void) {
       cmocka_unit_test_teardown(redis_e2e_lease_renewed_through_a_long_compile, stop_all),
       cmocka_unit_test_teardown(redis_e2e_lease_holder_killed_mid_compile, stop_all),
       cmocka_unit_test_teardown(redis_default_instance_from_environment, stop_all),
+      cmocka_unit_test_teardown(redis_sockets_close_on_exec, stop_all),
+      cmocka_unit_test_teardown(redis_remove_if_only_the_value_read, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_entry_published_between_read_and_remove_survives,
+                                stop_all),
+      cmocka_unit_test_teardown(redis_tier_health_reports_each_server, stop_all),
   };
+  /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
+   * `test_tier_redis realtime` runs them (CTest label realtime: plain and
+   * checked builds only, not under the sanitizers or valgrind). */
+  const struct CMUnitTest realtime[] = {
+      cmocka_unit_test_teardown(redis_command_timeout_bounds_the_whole_command, stop_all),
+      cmocka_unit_test_teardown(redis_accepting_but_silent_server_is_backed_off, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_stalled_server_never_starves_renewals, stop_all),
+  };
+  if (argc > 1 && strcmp(argv[1], "realtime") == 0)
+    return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -227,7 +227,7 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
 
 /**
  * @brief Close a cache: stop and join its sweeper thread (at once, whatever
- * the TTL) and its lease-renewal thread, destroy every closure and program
+ * the TTL) and its lease-renewal threads, destroy every closure and program
  * it still holds (closures first), close its tiers (each tier's close op,
  * in tier order), and free it.
  * @param c the cache; NULL is a no-op returning CCACHE_OK.
@@ -766,6 +766,10 @@ typedef struct ccache_stats {
   uint64_t tier_lock_waits;    /**< program misses that found a tier's compile lock held
                                     (CCACHE_EBUSY) and waited */
   uint64_t tier_wait_ms_max;   /**< longest such wait, milliseconds */
+  uint64_t tier_leases_lost;   /**< compile leases whose renewal failed (the server did not
+                                    answer in time, or the lease had lapsed and another
+                                    process took it): no more renewals for it; each also
+                                    counts in tier_errors.  Since 0.2 (issue 20). */
 } ccache_stats;
 
 /**

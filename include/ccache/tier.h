@@ -48,16 +48,26 @@ extern "C" {
  *     to every tier;
  *  4. releases the locks in reverse order.
  * Leased locks (lease_ms > 0, e.g. Redis) are renewed every lease_ms/3 by
- * one library thread per cache, started the first time a leased lock is
- * taken and joined by ccache_close(); the compiling thread never renews.
+ * library threads, never by the compiling thread: one renewal thread per
+ * tier and renewal group (ccache_tier_ops::renew_group; the Redis tier has
+ * one group per server), started the first time a lease of that group is
+ * taken and joined by ccache_close().  So a renew blocked on one server or
+ * tier (up to its command timeout, however long that is against lease_ms)
+ * never delays the renewal of a lease held anywhere else.  The thread
+ * budget: at most CCACHE_MAX_TIERS x CCACHE_MAX_RENEW_GROUPS per cache, in
+ * practice one per Redis server this cache took a lease on (none for the
+ * directory tier, whose locks do not expire).  A renewal that fails loses
+ * the lease (tier_leases_lost; the compile goes on, and another process may
+ * compile the same program meanwhile).
  *
  * **Failures never fail a fetch.**  A tier op that fails (I/O error, full
  * disk, vanished directory, unreachable server) and a codec call that fails
  * count in tier_errors, and the cache proceeds as if that tier were absent:
  * the program is compiled.  Every entry is verified in full before the codec
  * sees a byte; one that fails (torn, truncated, bit-flipped, not an entry)
- * counts in tier_corrupt, is removed through the tier's remove op, and the
- * program is compiled.  An intact entry written under another runtime tag is
+ * counts in tier_corrupt, is removed through the tier's remove_if op (only
+ * if it is still the entry read; remove where a backend has no remove_if),
+ * and the program is compiled.  An intact entry written under another runtime tag is
  * a miss (never loaded, never tier_corrupt).
  *
  * **Entry format** (the core writes and checks it; backends store opaque
@@ -151,13 +161,15 @@ struct ccache_codec {
   void *ctx; /**< passed to the three callbacks */
 };
 
+struct ccache_tier_health;
+
 /**
  * Backend operations, for your own backends (ccache_tier_custom()); the
  * library's backends use the same table.  Every op receives the @c state
  * given to ccache_tier_custom().  Ops may be called from any thread,
  * concurrently with each other for different keys (and get/put/remove
  * concurrently for the same key); renew() runs on the library's renewal
- * thread.  No op is called with a cache lock held.  Status returns use the
+ * threads.  No op is called with a cache lock held.  Status returns use the
  * CCACHE_* codes; an op must never call exit() or abort() on an I/O failure.
  */
 typedef struct ccache_tier_ops {
@@ -229,7 +241,8 @@ typedef struct ccache_tier_ops {
    */
   int (*lock)(void *state, ccache_key pkey, void **lock);
   /**
-   * Extend a leased lock; called every lease_ms/3 from the renewal thread
+   * Extend a leased lock; called every lease_ms/3 from a renewal thread
+   * (the one of its tier and renewal group, see renew_group)
    * while the compile runs.  Never called concurrently with unlock() on the
    * same handle.
    * Required when lease_ms > 0; unused (may be NULL) when lease_ms is 0
@@ -259,7 +272,55 @@ typedef struct ccache_tier_ops {
   uint64_t poll_max_ms; /**< backoff cap, ms, >= poll_ms */
   uint64_t wait_ms;     /**< total wait for a busy lock before compiling without
                              it, ms (0: never wait) */
+  /* ---- Appended in 0.2 (issue 20); zero (NULL) keeps the behaviour a
+   * backend without them had. ---- */
+  /**
+   * Remove the entry for @p pkey only if it is still the one get() just
+   * returned (it failed verification): an entry another process published
+   * since the read is left alone.  Used instead of remove() whenever set,
+   * on every path that removes a bad entry; NULL: remove() is used (and may
+   * delete an entry published between the read and the remove).
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param blob @p len bytes, what get() returned (still lent: called before
+   *        free_blob); valid only during the call.
+   * @param len its length in bytes.
+   * @return CCACHE_OK (removed); CCACHE_MISS (absent, or another entry is
+   *         there now: nothing removed); a negative status (tier_errors +1).
+   */
+  int (*remove_if)(void *state, ccache_key pkey, const void *blob, size_t len);
+  /**
+   * The renewal group of a leased lock, 0 .. renew_groups - 1.  Each group
+   * of each tier has its own renewal thread, so a renew() blocked on one
+   * group (a server that stopped answering) never delays the renewal of a
+   * lease in another group or tier.  Group leases by what can stall
+   * together (the Redis tier: by server).  NULL: one group.  A value out of
+   * range is taken modulo renew_groups.
+   * @param state the backend's state.
+   * @param lock the handle lock() set.
+   */
+  uint32_t (*renew_group)(void *state, const void *lock);
+  /** Number of renewal groups, 1 .. CCACHE_MAX_RENEW_GROUPS when renew_group
+   *  is set (0 is taken as 1); ignored when it is NULL. */
+  uint32_t renew_groups;
+  /**
+   * Fill in what the backend knows of one part of the tier, for
+   * ccache_tier_health_get().  @p out arrives filled with the core's
+   * counts for the whole tier (parts 1); the op may set parts (e.g. its
+   * number of servers), where, status and, for that part alone, the counts
+   * and last_error.  Runs on the caller's thread, no cache lock held; must
+   * not block on I/O.  NULL: the core's counts are reported.
+   * @param state the backend's state.
+   * @param part 0 .. (the parts it reports) - 1.
+   * @param out the report (never NULL; a library copy, out->size is
+   *        sizeof(ccache_tier_health)); kind is set back after the op.
+   * @return CCACHE_OK; CCACHE_MISS if @p part is past the last part.
+   */
+  int (*health)(void *state, uint32_t part, struct ccache_tier_health *out);
 } ccache_tier_ops;
+
+/** Most renewal groups one tier may declare (ccache_tier_ops::renew_groups). */
+#define CCACHE_MAX_RENEW_GROUPS 64u
 
 /**
  * @brief Make a tier from your own backend.
@@ -275,7 +336,7 @@ typedef struct ccache_tier_ops {
  *        with ccache_tier_free()).  Untouched on error.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL ops or out, ops->size below
  *         sizeof(ccache_tier_ops), a required op missing, lease_ms 1 or 2,
- *         bad poll bounds); CCACHE_ENOMEM (malloc, not the allocator hook).
+ *         bad poll bounds, renew_groups over CCACHE_MAX_RENEW_GROUPS); CCACHE_ENOMEM (malloc, not the allocator hook).
  *         Thread-safe.
  */
 CCACHE_API int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **out);
@@ -292,6 +353,66 @@ CCACHE_API int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccach
  */
 CCACHE_API void ccache_tier_free(ccache_tier *t);
 
+/** @name Tier health
+ * What ccache_tier_health_get() reports of a part of a tier: one part per
+ * server of a Redis tier, one for any other tier.
+ * @{ */
+#define CCACHE_TIER_UP 0u /**< in use, and its most recent op succeeded (or none failed) */
+#define CCACHE_TIER_DOWN \
+  1u /**< its most recent op failed; a Redis server is then in
+                                     reconnect backoff (backoff_left_ms) and ops on its keys
+                                     fail at once (compiled locally) until it ends */
+#define CCACHE_TIER_DISABLED \
+  2u /**< not used by this cache: its attach failed, or the
+                                     cache has no codec */
+
+/** One part of a tier, as ccache_tier_health_get() fills it. */
+typedef struct ccache_tier_health {
+  uint32_t size;            /**< set to sizeof(ccache_tier_health) by the caller */
+  uint32_t parts;           /**< parts of this tier (servers of a Redis tier; 1 otherwise) */
+  const char *kind;         /**< the backend's name ("disk", "redis", "custom"): static */
+  char where[256];          /**< this part: "host:port" or "unix:/path" of a server, the
+                             directory of a disk tier; "" if the backend does not say */
+  uint32_t status;          /**< CCACHE_TIER_UP, CCACHE_TIER_DOWN or CCACHE_TIER_DISABLED */
+  uint64_t backoff_ms;      /**< a server's current reconnect backoff step, ms (0: healthy) */
+  uint64_t backoff_left_ms; /**< ms until it may be connected again (0: now) */
+  uint64_t errors;          /**< failed ops on this part (what tier_errors counts, per part;
+                             for a Redis server also ops refused during backoff) */
+  char last_error[256];     /**< its most recent failure, one line ("" if none) */
+  uint64_t leases_held;     /**< gauge: compile locks this cache holds on it now */
+  uint64_t leases_lost;     /**< leases whose renewal failed (tier_leases_lost, per part) */
+  uint64_t lock_waits;      /**< lock attempts that found the lock held by another
+                             process (each CCACHE_EBUSY answer) */
+} ccache_tier_health;
+
+/**
+ * @brief Report the health of one part of one of a cache's tiers, for
+ * operators (which server is down, since when it fails and why, who holds
+ * and loses leases).
+ *
+ * Iterate: for tier 0.., for part 0..out->parts - 1, until CCACHE_MISS.
+ * @param c the cache.
+ * @param tier index into the cache's tiers (ccache_config::tiers order).
+ * @param part 0 .. out->parts - 1 (servers in the order of the server list).
+ * @param out caller-owned; set out->size = sizeof *out first.  Filled
+ *        entirely on CCACHE_OK (kind points to a static string); untouched
+ *        otherwise.
+ * @return CCACHE_OK; CCACHE_MISS (@p tier is not one of the cache's tiers,
+ *         or @p part is past its last part: the end of an iteration);
+ *         CCACHE_EINVAL (NULL @p c or @p out, out->size below
+ *         sizeof(ccache_tier_health)); CCACHE_EFORKED (a cache created
+ *         before fork(), in the child).  Checked build: aborts on a closed
+ *         cache.
+ * Thread-safe, and cheap enough to poll (no I/O: it reads counters and the
+ * backoff state under short internal locks, never a cache lock); the fields
+ * are each exact, together a near-simultaneous snapshot.  A custom backend's
+ * health op runs on the calling thread.
+ */
+CCACHE_API int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part,
+                                      ccache_tier_health *out);
+
+/** @} */
+
 /**
  * Options of the directory tier.  Initialise with ccache_disk_options_init().
  *
@@ -304,7 +425,13 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * ".tmp.<pid>.<n>" in the entry's directory and publish it with one
  * rename(); a stale temporary file (its writer dead and the file over 60 s
  * old, or any file over an hour old) is removed by the next writer in that
- * directory or by the cleaner.
+ * directory or by the cleaner.  An entry that failed verification is moved
+ * aside (renamed to such a temporary name), compared with the bytes read,
+ * and deleted, or linked back if it is not what was read (another process
+ * published it in between); link() never replaces an entry published after
+ * the move.  The residual race: for the instant between the move and the
+ * link, a reader of that key finds no entry (it takes the compile lock and
+ * may compile once more).
  *
  * **One compile per machine.**  The compile lock of a key is an
  * open-file-description byte-range lock (F_OFD_SETLK) on byte (key.lo mod
@@ -395,10 +522,17 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * with '/' written as ':' (e.g. "ccache:v1:3f2a9c0d11e2b4a7:"), followed by
  * the program key as 32 lowercase hex digits, key.hi then key.lo.  The
  * commands, all with binary-safe arguments:
- *  - `GET <k>` (lookup), `SET <k> <entry> [PX entry_ttl_ms]` (store),
- *    `DEL <k>` (an entry that failed verification).  The value is the
- *    core's checksummed entry (see "Entry format" above): the codec's bytes,
- *    framed; nothing else of the process is sent.
+ *  - `GET <k>` (lookup), `SET <k> <entry> [PX entry_ttl_ms]` (store).  The
+ *    value is the core's checksummed entry (see "Entry format" above): the
+ *    codec's bytes, framed; nothing else of the process is sent.
+ *  - an entry that failed verification is deleted only if it is still the
+ *    one read: `EVAL <script> 1 <k> <value>`, the value being the bytes
+ *    read and the script `if redis.call('get', KEYS[1]) == ARGV[1] then
+ *    return redis.call('del', KEYS[1]) end return 0`, so an entry another
+ *    process stored since stays.  The whole value is
+ *    compared, not only its length and checksum trailer: an entry damaged in
+ *    its body keeps the trailer of the intact entry it was, and so does a
+ *    verbatim copy of that entry filled in from a lower tier.
  *  - the compile lease, under `<k>:lease`: `SET <k>:lease <token> NX PX
  *    lease_ms` takes it (the token is 16 bytes from getrandom(), as 32 hex
  *    digits); `EVAL <script> 1 <k>:lease <token> lease_ms` renews it, the
@@ -408,15 +542,18 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    lease still holds this holder's token, so a process whose lease lapsed
  *    can neither extend nor delete the lease another process took since.
  *  - `AUTH [user] password` on each new connection when a password is set.
- * The server needs GET, SET, DEL, EVAL and, inside the scripts, PEXPIRE
- * (AUTH is always allowed) on keys matching `<prefix>:*`; an ACL user can
- * be limited to exactly that, e.g.
+ * The server needs GET, SET (SET NX PX included), EVAL and, inside the three
+ * scripts, GET, PEXPIRE and DEL (AUTH is always allowed) on keys matching
+ * `<prefix>:*`; no other command is sent.  An ACL user can be limited to
+ * exactly that, e.g.
  * `user ccache on >secret ~ccache:* +get +set +del +eval +pexpire`.
  *
  * **One compile per fleet.**  A process that misses everywhere takes the
- * lease, compiles, stores the entry, then releases the lease.  The library's
- * renewal thread renews it every lease_ms/3 on a connection of its own, so
- * a long compile keeps it however busy the other connections are.  Others
+ * lease, compiles, stores the entry, then releases the lease.  A renewal
+ * thread of the lease's server (one per server this cache has taken a lease
+ * on) renews it every lease_ms/3 on a connection of its own, so a long
+ * compile keeps it however busy the other connections are, and however
+ * long another server takes to answer (or time out).  Others
  * find it taken (CCACHE_EBUSY), poll the entry with a backoff from poll_ms
  * doubling to poll_max_ms, and load the entry when it appears; if the
  * holder dies its lease lapses within lease_ms and one waiter takes over;
@@ -430,12 +567,17 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * keys (those fetches compile locally: there is no fail-over, so a key's
  * lease never moves between servers).
  *
- * **Connections.**  Blocking hiredis connections, made on first use (never
- * by ccache_tier_redis()).  Each server keeps up to 8 idle connections; a
- * thread that misses takes an idle one or connects a new one, so misses on
- * different threads never wait for each other's round trips.  Connect time
- * is bounded by connect_timeout_ms, each read or write of a command by
- * command_timeout_ms.  A host name is resolved (getaddrinfo) at each
+ * **Connections.**  hiredis connections over sockets the library makes
+ * itself, close-on-exec from their creation (SOCK_CLOEXEC: a child that
+ * another thread fork()s and exec()s never inherits one), made on first use
+ * (never by ccache_tier_redis()).  Each server keeps up to 8 idle
+ * connections; a thread that misses takes an idle one or connects a new
+ * one, so misses on different threads never wait for each other's round
+ * trips.  Connect time is bounded by connect_timeout_ms; a whole command,
+ * from sending it to the last byte of its reply, by command_timeout_ms.
+ * (Not each read: a server trickling its reply a byte at a time, each
+ * inside the bound, would otherwise hold the command, and the fetch, for
+ * as long as it liked.)  A host name is resolved (getaddrinfo) at each
  * connect, outside those bounds: give addresses for predictable timing.
  *
  * **Faults never fail a fetch.**  A server absent at start, killed, slow
@@ -444,9 +586,14 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * (tier_errors +1; the program compiles).  A failed connect or a connection
  * that breaks puts the server in reconnect backoff: no new connection is
  * tried for reconnect_min_ms, doubling on each further failure up to
- * reconnect_max_ms, and ops on its keys fail at once meanwhile; the first
- * successful connect ends it.  An error reply does not (the connection is
- * fine).
+ * reconnect_max_ms, and ops on its keys fail at once meanwhile.  Only a
+ * command the server answers ends it: a connect alone does not, since a
+ * stopped server (SIGSTOP, a debugger, a frozen cgroup) whose listen backlog
+ * is open still accepts connections and answers nothing; it is backed off
+ * like an unreachable one.  An error reply does not start a backoff (the
+ * connection is fine, and the server answered).  ccache_tier_health_get()
+ * reports each server: up or down (backed off, for how long), its errors
+ * and last error line, the leases held and lost on it and the lock waits.
  *
  * **Signals.**  hiredis writes with write(2), which raises SIGPIPE on a
  * connection the server has reset.  The library never changes the process's
@@ -483,8 +630,8 @@ typedef struct ccache_redis_options {
    *  wiped from memory when the tier is freed. */
   const char *password;
   uint64_t connect_timeout_ms; /**< bound on one connect, ms (>= 1; default 200) */
-  uint64_t command_timeout_ms; /**< bound on each read/write of a command, ms (>= 1;
-                                    default 1000) */
+  uint64_t command_timeout_ms; /**< bound on one whole command, sending it and reading
+                                    all of its reply, ms (>= 1; default 1000) */
   uint64_t entry_ttl_ms;       /**< PX on stored entries, ms: CCACHE_UNBOUNDED (default:
                                     entries stay until evicted by the server's own
                                     maxmemory policy) or >= 1 */

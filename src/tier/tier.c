@@ -49,10 +49,25 @@ static void fill(struct ccache__tiers *ts, ccache_key key, const void *blob, siz
     if (rc == CCACHE_OK) {
       atomic_fetch_add(&ts->writes, 1);
       count_bytes(&ts->bytes_written, len);
+      ccache__tier_ok(ts, j);
     } else {
-      ccache__tier_error(ts);
+      ccache__tier_fail(ts, j, "put", rc);
     }
   }
+}
+
+/* Remove tier i's entry for key that failed a check: only if it is still
+ * the blob read (remove_if), or by key where the backend has no remove_if.
+ * Every path that removes a bad entry comes here. */
+static void remove_bad(struct ccache__tiers *ts, uint32_t i, ccache_key key, const void *blob,
+                       size_t len) {
+  ccache_tier *t = ts->t[i];
+  int rc = CCACHE_OK;
+  if (t->ops.remove_if)
+    CCACHE__IN_FRAME(ts, rc = t->ops.remove_if(t->state, key, blob, len));
+  else if (t->ops.remove)
+    CCACHE__IN_FRAME(ts, rc = t->ops.remove(t->state, key));
+  if (rc < 0) ccache__tier_fail(ts, i, "remove", rc);
 }
 
 /* Ask tier i for key: T_HIT with a decoded native program (and the tiers
@@ -65,11 +80,15 @@ static int load(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **nat
   size_t len = 0;
   int rc;
   CCACHE__IN_FRAME(ts, rc = t->ops.get(t->state, key, &blob, &len));
-  if (rc == CCACHE_MISS) return T_MISS;
-  if (rc != CCACHE_OK) {
-    ccache__tier_error(ts);
+  if (rc == CCACHE_MISS) {
+    ccache__tier_ok(ts, i);
     return T_MISS;
   }
+  if (rc != CCACHE_OK) {
+    ccache__tier_fail(ts, i, "get", rc);
+    return T_MISS;
+  }
+  ccache__tier_ok(ts, i);
   count_bytes(&ts->bytes_read, len);
   const void *payload = NULL;
   size_t plen = 0;
@@ -77,10 +96,7 @@ static int load(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **nat
   switch (ccache__tier_verify(blob, len, key, ts->tag_hash, &payload, &plen)) {
     case CCACHE__ENTRY_CORRUPT:
       atomic_fetch_add(&ts->corrupt, 1);
-      if (t->ops.remove) {
-        CCACHE__IN_FRAME(ts, rc = t->ops.remove(t->state, key));
-        if (rc < 0) ccache__tier_error(ts);
-      }
+      remove_bad(ts, i, key, blob, len);
       break;
     case CCACHE__ENTRY_FOREIGN: /* another runtime's: never loaded, not corrupt */
       break;
@@ -140,15 +156,19 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, ccache_key key, held_l
     int rc;
     CCACHE__IN_FRAME(ts, rc = t->ops.lock(t->state, key, &lk));
     if (rc == CCACHE_OK) {
+      ccache__tier_ok(ts, i);
       h->held[i] = true;
       h->lock[i] = lk;
-      if (t->ops.lease_ms) ccache__tier_lease_add(ts, &h->lease[i], t, lk);
+      atomic_fetch_add_explicit(&ts->per[i].leases_held, 1, memory_order_relaxed);
+      if (t->ops.lease_ms) ccache__tier_lease_add(ts, &h->lease[i], i, lk);
       break;
     }
     if (rc != CCACHE_EBUSY) { /* a broken lock: go on without it */
-      ccache__tier_error(ts);
+      ccache__tier_fail(ts, i, "lock", rc);
       break;
     }
+    ccache__tier_ok(ts, i);
+    atomic_fetch_add_explicit(&ts->per[i].lock_waits, 1, memory_order_relaxed);
     uint64_t now = ccache__mono_ns();
     if (!start) start = now;
     uint64_t elapsed_ms = (now - start) / 1000000u;
@@ -198,6 +218,7 @@ static void unlock_all(struct ccache__tiers *ts, held_locks *h) {
     ccache_tier *t = ts->t[i];
     if (t->ops.lease_ms) ccache__tier_lease_remove(ts, &h->lease[i]);
     CCACHE__IN_FRAME(ts, t->ops.unlock(t->state, h->lock[i]));
+    atomic_fetch_sub_explicit(&ts->per[i].leases_held, 1, memory_order_relaxed);
   }
 }
 

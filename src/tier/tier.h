@@ -61,15 +61,40 @@ ccache__entry_check ccache__tier_verify(const void *blob, size_t blob_len, ccach
                                         uint64_t tag_hash, const void **payload, size_t *len);
 
 /* ------------------------------------------- a cache's tiers (tier*.c) */
-/* A leased lock the renewal thread keeps alive. */
+struct ccache__renew_lane;
+
+/* A leased lock a renewal thread keeps alive. */
 typedef struct ccache__lease_rec {
   struct ccache__lease_rec *prev, *next;
+  struct ccache__renew_lane *lane; /* NULL: no thread renews it (none could start) */
   ccache_tier *t;
+  uint32_t tier; /* its index */
   void *lock;
   uint64_t due_ns; /* next renewal, CLOCK_MONOTONIC */
   int busy;        /* renew() is running on it (r_mu released) */
   int lost;        /* a renew failed: no more renewals */
 } ccache__lease_rec;
+
+/* The renewal thread of one tier's renewal group, and its leases. */
+typedef struct ccache__renew_lane {
+  struct ccache__renew_lane *next;
+  struct ccache__tiers *ts;
+  uint32_t tier, group;
+  pthread_t thread;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC; its list changed or a renew ended */
+  ccache__lease_rec *leases;
+} ccache__renew_lane;
+
+/* One tier's counts for ccache_tier_health_get (relaxed atomics). */
+typedef struct ccache__tier_counts {
+  _Atomic uint64_t errors;      /* failed ops of this tier */
+  _Atomic uint64_t lock_waits;  /* lock() answered CCACHE_EBUSY */
+  _Atomic uint64_t leases_held; /* gauge: locks held now */
+  _Atomic uint64_t leases_lost; /* renewals that failed */
+  _Atomic int failing;          /* its most recent op failed */
+} ccache__tier_counts;
+
+#define CCACHE__TIER_ERROR_LINE 160u
 
 /* A cache's tiers: what open copied, the counts, the renewal thread. */
 struct ccache__tiers {
@@ -85,18 +110,33 @@ struct ccache__tiers {
   bool usable[CCACHE_MAX_TIERS]; /* attached; false disables it for this cache */
 
   _Atomic uint64_t hits, misses, writes, errors, corrupt, bytes_read, bytes_written;
-  _Atomic uint64_t lock_waits, wait_ms_max;
+  _Atomic uint64_t lock_waits, wait_ms_max, leases_lost;
+  ccache__tier_counts per[CCACHE_MAX_TIERS];
 
+  /* r_mu guards the renewal lanes, their lease lists, r_stop and the
+   * last_error lines; a leaf, never held across a tier op or callback. */
   ccache__mutex r_mu;
-  pthread_cond_t r_cv; /* CLOCK_MONOTONIC; the list changed or a renew ended */
-  pthread_t r_thread;
-  int r_started, r_stop;
-  ccache__lease_rec *leases;
+  int r_stop;
+  ccache__renew_lane *lanes; /* one per (tier, renewal group) that held a lease */
+  char last_error[CCACHE_MAX_TIERS][CCACHE__TIER_ERROR_LINE];
 };
 
+/* A failure that belongs to no one tier (a codec call, a blob not stored). */
 static inline void ccache__tier_error(struct ccache__tiers *ts) {
   atomic_fetch_add(&ts->errors, 1);
 }
+
+/* Tier i's op failed with rc: tier_errors, its own count and last error
+ * line (tier_health.c). */
+void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, const char *op, int rc);
+/* Tier i's op succeeded (or answered a miss / busy): it is up. */
+static inline void ccache__tier_ok(struct ccache__tiers *ts, uint32_t i) {
+  if (atomic_load_explicit(&ts->per[i].failing, memory_order_relaxed))
+    atomic_store_explicit(&ts->per[i].failing, 0, memory_order_relaxed);
+}
+/* ccache_tier_health_get's work once the cache is checked (ts may be NULL). */
+int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,
+                        ccache_tier_health *out);
 
 /* Tier ops and codec calls are user code: they run under a callback frame
  * keyed by the owning cache, so ccache_close() from inside one is refused. */
@@ -110,13 +150,13 @@ static inline void ccache__tier_error(struct ccache__tiers *ts) {
 
 /* ---------------------------------------------------------- tier_renew.c */
 int ccache__tier_renewal_init(struct ccache__tiers *ts);
-/* Stop and join the renewal thread (at close). */
+/* Stop and join the renewal threads (at close). */
 void ccache__tier_renewal_stop(struct ccache__tiers *ts);
 void ccache__tier_renewal_destroy(struct ccache__tiers *ts);
-/* Register a lease taken by this thread (r: a record the caller keeps until
- * ccache__tier_lease_remove); starts the thread on first use. */
-void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, ccache_tier *t,
-                            void *lock);
+/* Register a lease of tier i taken by this thread (r: a record the caller
+ * keeps until ccache__tier_lease_remove); starts the thread of its renewal
+ * group on first use. */
+void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint32_t i, void *lock);
 /* Unregister, waiting out a renew() in progress on it. */
 void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r);
 

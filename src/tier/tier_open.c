@@ -19,6 +19,7 @@ int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **ou
     /* A lease renewed every lease/3 needs lease/3 >= 1 ms. */
     if (ops->lease_ms && (ops->lease_ms < 3 || !ops->renew)) return CCACHE_EINVAL;
   }
+  if (ops->renew_group && ops->renew_groups > CCACHE_MAX_RENEW_GROUPS) return CCACHE_EINVAL;
   ccache_tier *t = calloc(1, sizeof *t);
   if (!t) return CCACHE_ENOMEM;
   memcpy(&t->ops, ops, sizeof t->ops);
@@ -114,7 +115,7 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
     rc = CCACHE_OK;
     if (t->ops.attach) CCACHE__IN_FRAME(ts, rc = t->ops.attach(t->state, ns));
     ts->usable[i] = rc >= 0;
-    if (rc < 0) ccache__tier_error(ts);
+    if (rc < 0) ccache__tier_fail(ts, i, "attach", rc);
   }
   return CCACHE_OK;
 }
@@ -145,4 +146,5 @@ void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s) {
   s->tier_bytes_written = atomic_load(&ts->bytes_written);
   s->tier_lock_waits = atomic_load(&ts->lock_waits);
   s->tier_wait_ms_max = atomic_load(&ts->wait_ms_max);
+  s->tier_leases_lost = atomic_load(&ts->leases_lost);
 }

@@ -1,18 +1,29 @@
 /*
- * tier_renew.c - the lease-renewal thread.
+ * tier_renew.c - the lease-renewal threads.
  *
  * A tier whose compile locks expire (ops.lease_ms > 0, e.g. Redis's
  * SET NX PX) needs them renewed while the compile runs, but the compiling
- * thread is inside the user's callback.  One thread per cache renews every
- * registered lease each lease_ms/3: started the first time a lease is taken,
- * joined at close.  The compiling thread registers each lease (a record on
- * its own stack) and unregisters it before unlocking; a record being renewed
- * is marked busy, and unregistering waits for that renewal to end, so renew
- * and unlock never run at the same time on one lock.  A failed renewal loses
- * the lease: counted, never retried.
+ * thread is inside the user's callback.  Renewals run on library threads,
+ * one per lane: a lane is a (tier, renewal group) pair, the group being
+ * what the tier's renew_group op says (the Redis tier: the lease's server;
+ * no op: one group).  A renew() blocks for as long as its backend lets it
+ * (the Redis command timeout may be longer than the lease), so one thread
+ * for all leases would let a stalled server starve the leases of every
+ * other server and tier; with a thread per lane, a stall only delays the
+ * leases that share its fate.  A lane and its thread are made the first
+ * time a lease of that lane is taken and live until close: at most
+ * CCACHE_MAX_TIERS x CCACHE_MAX_RENEW_GROUPS threads, in practice one per
+ * Redis server the cache has taken a lease on.
  *
- * Locks: r_mu guards the lease list and the thread's state; a leaf, never
- * held across an op or callback (docs/design.md's lock tree).
+ * Each lane's thread renews its leases each lease_ms/3, the earliest due
+ * first.  The compiling thread registers each lease (a record on its own
+ * stack) and unregisters it before unlocking; a record being renewed is
+ * marked busy, and unregistering waits for that renewal to end, so renew
+ * and unlock never run at the same time on one lock.  A failed renewal
+ * loses the lease: counted (tier_leases_lost, tier_errors), never retried.
+ *
+ * Locks: r_mu guards the lanes, their lists and r_stop; a leaf, never held
+ * across an op or callback (docs/design.md's lock tree).
  */
 #define _GNU_SOURCE 1 /* pthread_setname_np */
 
@@ -21,7 +32,7 @@
 
 #include "tier/tier.h"
 
-/* ------------------------------------------------------- the renewal thread */
+/* ------------------------------------------------------- the renewal threads */
 
 static struct timespec mono_ts(uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
@@ -30,28 +41,29 @@ static struct timespec mono_ts(uint64_t ns) {
 
 static uint64_t renew_period_ns(const ccache_tier *t) { return t->ops.lease_ms / 3 * 1000000u; }
 
-/* The earliest lease due that is neither lost nor being renewed. */
-static ccache__lease_rec *next_due(struct ccache__tiers *ts) {
+/* The earliest lease of the lane due that is neither lost nor being renewed. */
+static ccache__lease_rec *next_due(ccache__renew_lane *ln) {
   ccache__lease_rec *best = NULL;
-  for (ccache__lease_rec *r = ts->leases; r; r = r->next)
+  for (ccache__lease_rec *r = ln->leases; r; r = r->next)
     if (!r->busy && !r->lost && (!best || r->due_ns < best->due_ns)) best = r;
   return best;
 }
 
 static void *renewal_main(void *arg) {
-  struct ccache__tiers *ts = arg;
+  ccache__renew_lane *ln = arg;
+  struct ccache__tiers *ts = ln->ts;
 
   ccache__lock(&ts->r_mu);
   while (!ts->r_stop) {
-    ccache__lease_rec *r = next_due(ts);
+    ccache__lease_rec *r = next_due(ln);
     if (!r) {
-      ccache__cond_wait(&ts->r_cv, &ts->r_mu);
+      ccache__cond_wait(&ln->cv, &ts->r_mu);
       continue;
     }
     uint64_t now = ccache__mono_ns();
     if (r->due_ns > now) {
       struct timespec until = mono_ts(r->due_ns);
-      ccache__cond_timedwait(&ts->r_cv, &ts->r_mu, &until);
+      ccache__cond_timedwait(&ln->cv, &ts->r_mu, &until);
       continue; /* re-pick: the list may have changed */
     }
     /* busy keeps the record (on its compiling thread's stack) alive and
@@ -60,74 +72,115 @@ static void *renewal_main(void *arg) {
     ccache__unlock(&ts->r_mu);
     int rc = CCACHE_OK;
     CCACHE__IN_FRAME(ts, rc = r->t->ops.renew(r->t->state, r->lock));
-    if (rc != CCACHE_OK) ccache__tier_error(ts);
+    if (rc != CCACHE_OK) {
+      ccache__tier_fail(ts, r->tier, "renew", rc);
+      atomic_fetch_add(&ts->leases_lost, 1);
+      atomic_fetch_add(&ts->per[r->tier].leases_lost, 1);
+    } else {
+      ccache__tier_ok(ts, r->tier);
+    }
     ccache__lock(&ts->r_mu);
     r->busy = 0;
     if (rc != CCACHE_OK) r->lost = 1;
     r->due_ns = ccache__mono_ns() + renew_period_ns(r->t);
-    ccache__cond_broadcast(&ts->r_cv);
+    ccache__cond_broadcast(&ln->cv);
   }
   ccache__unlock(&ts->r_mu);
   return NULL;
 }
 
-/* Register a lease taken by this thread; starts the renewal thread on first
- * use.  If it cannot start, the lease is not renewed (counted) and may lapse:
- * at worst another process compiles the same program too. */
-void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, ccache_tier *t,
+/* Tier i's lane for group g, made (and its thread started) if new.  NULL if
+ * it cannot be: no memory or no thread (the caller counts it).  r_mu held. */
+static ccache__renew_lane *lane_for(struct ccache__tiers *ts, uint32_t i, uint32_t g) {
+  for (ccache__renew_lane *ln = ts->lanes; ln; ln = ln->next)
+    if (ln->tier == i && ln->group == g) return ln;
+  if (ts->r_stop) return NULL;
+  ccache__renew_lane *ln = ccache__calloc(&ts->mem, sizeof *ln);
+  if (!ln) return NULL;
+  ln->ts = ts;
+  ln->tier = i;
+  ln->group = g;
+  if (ccache__cond_init(&ln->cv, true) != CCACHE_OK) {
+    ccache__free(&ts->mem, ln);
+    return NULL;
+  }
+  if (pthread_create(&ln->thread, NULL, renewal_main, ln) != 0) {
+    ccache__cond_destroy(&ln->cv);
+    ccache__free(&ts->mem, ln);
+    return NULL;
+  }
+  /* A name that tools show (top -H, gdb, /proc/<pid>/task/<tid>/comm). */
+  pthread_setname_np(ln->thread, CCACHE__RENEW_THREAD_NAME);
+  ln->next = ts->lanes;
+  ts->lanes = ln;
+  return ln;
+}
+
+/* The renewal group of a lease: what the tier says, in range. */
+static uint32_t group_of(const ccache_tier *t, const void *lock) {
+  if (!t->ops.renew_group) return 0;
+  uint32_t n = t->ops.renew_groups ? t->ops.renew_groups : 1;
+  return t->ops.renew_group(t->state, lock) % n;
+}
+
+/* Register a lease taken by this thread; starts its lane's thread on first
+ * use.  If that cannot start, the lease is not renewed (counted) and may
+ * lapse: at worst another process compiles the same program too. */
+void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint32_t i,
                             void *lock) {
+  ccache_tier *t = ts->t[i];
   memset(r, 0, sizeof *r);
   r->t = t;
+  r->tier = i;
   r->lock = lock;
   r->due_ns = ccache__mono_ns() + renew_period_ns(t);
+  uint32_t g = 0;
+  CCACHE__IN_FRAME(ts, g = group_of(t, lock));
   ccache__lock(&ts->r_mu);
-  if (!ts->r_started && !ts->r_stop) {
-    if (pthread_create(&ts->r_thread, NULL, renewal_main, ts) == 0) {
-      ts->r_started = 1;
-      /* A name that tools show (top -H, gdb, /proc/<pid>/task/<tid>/comm). */
-      pthread_setname_np(ts->r_thread, CCACHE__RENEW_THREAD_NAME);
-    } else {
-      ccache__tier_error(ts);
-    }
+  ccache__renew_lane *ln = lane_for(ts, i, g);
+  if (ln) {
+    r->lane = ln;
+    r->next = ln->leases;
+    if (ln->leases) ln->leases->prev = r;
+    ln->leases = r;
+    ccache__cond_broadcast(&ln->cv);
   }
-  r->next = ts->leases;
-  if (ts->leases) ts->leases->prev = r;
-  ts->leases = r;
-  ccache__cond_broadcast(&ts->r_cv);
   ccache__unlock(&ts->r_mu);
+  if (!ln) ccache__tier_fail(ts, i, "starting a renewal thread", CCACHE_ETHREAD);
 }
 
 /* Unregister, waiting out a renew() in progress on it. */
 void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r) {
+  ccache__renew_lane *ln = r->lane;
+  if (!ln) return;
   ccache__lock(&ts->r_mu);
-  while (r->busy) ccache__cond_wait(&ts->r_cv, &ts->r_mu);
+  while (r->busy) ccache__cond_wait(&ln->cv, &ts->r_mu);
   if (r->prev)
     r->prev->next = r->next;
   else
-    ts->leases = r->next;
+    ln->leases = r->next;
   if (r->next) r->next->prev = r->prev;
-  ccache__cond_broadcast(&ts->r_cv);
+  ccache__cond_broadcast(&ln->cv);
   ccache__unlock(&ts->r_mu);
 }
 
-int ccache__tier_renewal_init(struct ccache__tiers *ts) {
-  int rc = ccache__cond_init(&ts->r_cv, true);
-  if (rc != CCACHE_OK) return rc;
-  rc = ccache__mutex_init(&ts->r_mu);
-  if (rc != CCACHE_OK) ccache__cond_destroy(&ts->r_cv);
-  return rc;
-}
+int ccache__tier_renewal_init(struct ccache__tiers *ts) { return ccache__mutex_init(&ts->r_mu); }
 
 void ccache__tier_renewal_stop(struct ccache__tiers *ts) {
   ccache__lock(&ts->r_mu);
-  int started = ts->r_started;
   ts->r_stop = 1;
-  ccache__cond_broadcast(&ts->r_cv);
+  for (ccache__renew_lane *ln = ts->lanes; ln; ln = ln->next) ccache__cond_broadcast(&ln->cv);
   ccache__unlock(&ts->r_mu);
-  if (started) ccache__join(ts->r_thread);
+  /* No lane is added once r_stop is set: the list is stable. */
+  for (ccache__renew_lane *ln = ts->lanes; ln; ln = ln->next) ccache__join(ln->thread);
 }
 
 void ccache__tier_renewal_destroy(struct ccache__tiers *ts) {
-  ccache__cond_destroy(&ts->r_cv);
+  while (ts->lanes) {
+    ccache__renew_lane *ln = ts->lanes;
+    ts->lanes = ln->next;
+    ccache__cond_destroy(&ln->cv);
+    ccache__free(&ts->mem, ln);
+  }
   ccache__mutex_destroy(&ts->r_mu);
 }

@@ -241,6 +241,59 @@ static int disk_remove(void *state, ccache_key key) {
   return CCACHE_OK;
 }
 
+/* Whether the file rel holds exactly the len bytes of blob. */
+static bool file_holds(disk *d, const char *rel, const void *blob, size_t len) {
+  int fd = openat(d->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  struct stat st;
+  bool same = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len;
+  unsigned char buf[16384];
+  for (size_t off = 0; same && off < len;) {
+    size_t want = len - off < sizeof buf ? len - off : sizeof buf;
+    ssize_t r = pread(fd, buf, want, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    same = r > 0 && memcmp(buf, (const unsigned char *)blob + off, (size_t)r) == 0;
+    off += r > 0 ? (size_t)r : 0;
+  }
+  close(fd);
+  return same;
+}
+
+/* Remove key's entry only if it is the blob read: move it aside (one
+ * rename, under a temporary name the stale-file sweep knows), compare, and
+ * delete it, or put it back with link() (which never replaces an entry
+ * published after the move).  Between the move and the put-back a reader
+ * finds no entry: the residual race, stated in the header. */
+static int disk_remove_if(void *state, ccache_key key, const void *blob, size_t len) {
+  disk *d = state;
+  char sub[REL_MAX], path[REL_MAX], aside[REL_MAX];
+  ccache__disk_key_paths(d, key, sub, path);
+  snprintf(aside, REL_MAX, "%.40s/.tmp.%ld.rm%llu", sub, (long)getpid(),
+           (unsigned long long)atomic_fetch_add(&d->tmp_seq, 1));
+  if (renameat(d->dirfd, path, d->dirfd, aside) != 0)
+    return errno == ENOENT ? CCACHE_MISS : CCACHE_EIO;
+  /* Young again, so no concurrent sweep takes it for a stale temp file. */
+  utimensat(d->dirfd, aside, NULL, AT_SYMLINK_NOFOLLOW);
+  struct stat st;
+  uint64_t size = 0;
+  if (fstatat(d->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) == 0) size = (uint64_t)st.st_size;
+  int rc = CCACHE_OK;
+  if (!file_holds(d, aside, blob, len)) {
+    rc = CCACHE_MISS; /* published after our read: it stays */
+    if (linkat(d->dirfd, aside, d->dirfd, path, 0) == 0) size = 0;
+  }
+  unlinkat(d->dirfd, aside, 0);
+  if (size) ccache__disk_size_update(d, -(int64_t)size, false, 0);
+  return rc;
+}
+
+static int disk_health(void *state, uint32_t part, ccache_tier_health *out) {
+  disk *d = state;
+  if (part > 0) return CCACHE_MISS;
+  snprintf(out->where, sizeof out->where, "%s", d->dir);
+  return CCACHE_OK;
+}
+
 static int disk_lock(void *state, ccache_key key, void **lock) {
   disk *d = state;
   unsigned slot = (unsigned)(key.lo % SLOTS);
@@ -380,6 +433,8 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
       .poll_ms = o->lock_poll_ms,
       .poll_max_ms = o->lock_poll_max_ms,
       .wait_ms = o->lock_wait_ms,
+      .remove_if = disk_remove_if,
+      .health = disk_health,
   };
   int rc = ccache_tier_custom(&ops, d, out);
   if (rc != CCACHE_OK) {

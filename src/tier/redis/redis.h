@@ -4,13 +4,14 @@
  * struct pointers, so including this header does not need hiredis.
  *
  *   redis_servers.c  the server list: parsing, rendezvous hashing
- *   redis_conn.c     connections: per-server pools, connect + AUTH +
- *                    timeouts, reconnect backoff, the SIGPIPE guard
+ *   redis_conn.c     connections: per-server pools, close-on-exec sockets,
+ *                    connect + AUTH, whole-command timeouts, reconnect
+ *                    backoff, the SIGPIPE guard
  *   tier_redis.c     the tier backend: keys, get/put/remove, the compile
  *                    lease (lock/renew/unlock), the options
  *
- * Locking: a server's mu guards its idle pool and backoff state and is never
- * held across network I/O; renew_mu serialises the renewal connection (held
+ * Locking: a server's mu guards its idle pool, backoff state and last error
+ * and is never held across network I/O; renew_mu serialises the renewal connection (held
  * across its I/O, but only renew() takes it); err_mu guards last_error.
  * None is held while another is taken.
  */
@@ -51,6 +52,16 @@ typedef struct ccache__rserver {
                             connections of an older generation are dropped */
   uint64_t backoff_ms;    /* under mu: current reconnect backoff, 0 when healthy */
   uint64_t down_until_ms; /* under mu: no connect before this monotonic time */
+  bool answered;          /* under mu: a command was answered since the last failure
+                             (or ever): the server is known up */
+  char last_error[256];   /* under mu: this server's most recent failure */
+
+  /* For ccache_tier_health (relaxed atomics). */
+  _Atomic uint64_t errors;      /* failed ops on this server (connect, I/O, error reply,
+                                   refused in backoff) */
+  _Atomic uint64_t leases_held; /* gauge: compile leases this tier holds on it */
+  _Atomic uint64_t leases_lost; /* renewals that failed (the lease may lapse) */
+  _Atomic uint64_t lock_waits;  /* lease attempts answered "held by another" */
 
   ccache__mutex renew_mu;
   struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
@@ -67,6 +78,16 @@ typedef struct ccache__rcounters {
   uint64_t refused_backoff;  /* operations refused at once: server in backoff */
   uint64_t sigpipes;         /* SIGPIPEs raised by our I/O and drained */
 } ccache__rcounters;
+
+/* A server's health, as ccache__rpool_server_state reads it. */
+typedef struct ccache__rserver_state {
+  bool answered;            /* a command was answered since the last failure */
+  bool failing;             /* in backoff (backoff_ms > 0) */
+  uint64_t backoff_ms;      /* the current backoff step, 0 when healthy */
+  uint64_t backoff_left_ms; /* until the next connect may be tried */
+  uint64_t errors;
+  char last_error[256];
+} ccache__rserver_state;
 
 /* Test hook: called on the calling thread after a connection was taken
  * and before the command is sent (cmd: the command's name). */
@@ -123,6 +144,11 @@ void ccache__rreply_free(struct redisReply *r);
 void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out);
 /* Copies the last error line into buf (NUL-terminated; "" if none). */
 void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len);
+/* Records a failure of server's that the tier found in a reply (counted as
+ * a reply error). */
+void ccache__rpool_note_error(ccache__rpool *p, size_t server, const char *line);
+/* Server's backoff, error count and last error line. */
+void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver_state *out);
 
 /* ---------------------------------------------------------- tier_redis.c */
 typedef struct ccache__redis ccache__redis;

@@ -9,19 +9,30 @@
  * pooled command either.
  *
  * Failures and backoff.  A failed connect or AUTH, or a command that fails
- * on its connection (EOF, reset, timeout: hiredis then marks the context
- * unusable) marks the server failed: its generation moves on (pooled
- * connections of the old generation are closed), and no new connection is
- * tried before now + backoff, where backoff starts at reconnect_min_ms and
- * doubles on each further failure up to reconnect_max_ms.  Meanwhile every
- * operation on that server fails at once with CCACHE_EIO (the tier treats it
- * as a miss and the program compiles).  The first successful connect resets
- * the backoff.  An error *reply* (OOM under maxmemory, NOAUTH, ...) leaves
- * the connection usable: it goes back to the pool, with no backoff.
+ * on its connection (EOF, reset, timeout) marks the server failed: its
+ * generation moves on (pooled connections of the old generation are closed),
+ * and no new connection is tried before now + backoff, where backoff starts
+ * at reconnect_min_ms and doubles on each further failure up to
+ * reconnect_max_ms.  Meanwhile every operation on that server fails at once
+ * with CCACHE_EIO (the tier treats it as a miss and the program compiles).
+ * Only a command the server answers resets the backoff: a connect alone does
+ * not, since a stopped server whose listen backlog is open still accepts
+ * connections (the kernel completes the handshake) and would otherwise be
+ * retried every reconnect_min_ms at a cost of command_timeout_ms each.  An
+ * error *reply* (OOM under maxmemory, NOPERM, ...) is an answer: the
+ * connection goes back to the pool, with no backoff.
  *
- * Timeouts: redisConnectWithTimeout / redisConnectUnixWithTimeout bound the
- * connect by connect_timeout_ms; redisSetTimeout (SO_RCVTIMEO/SO_SNDTIMEO)
- * bounds each read and write of a command by command_timeout_ms.
+ * Sockets.  Each connection's socket is made here, SOCK_CLOEXEC from the
+ * start (so an exec in another thread never inherits it: there is no window
+ * between socket() and an fcntl()) and SOCK_NONBLOCK, connected with a
+ * poll() bounded by connect_timeout_ms, then handed to redisConnectFd().
+ * The context's REDIS_BLOCK flag is cleared (as hiredis' own non-blocking
+ * connects do), and commands are driven here: redisAppendCommandArgv, then
+ * redisBufferWrite / redisBufferRead, each after a poll() bounded by what
+ * is left of one deadline, now + command_timeout_ms.  So the timeout bounds
+ * a whole command, however its bytes trickle in (SO_RCVTIMEO, the hiredis
+ * blocking timeout, bounds each read alone: a server sending a byte just
+ * inside it could hold a command forever).
  *
  * SIGPIPE.  hiredis writes with write(2), so a write to a connection the
  * server has reset raises SIGPIPE, which by default kills the process.  The
@@ -33,11 +44,18 @@
  * pending when the call began is left alone.)
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,13 +67,6 @@ static uint64_t mono_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static struct timeval tv_of(uint64_t ms) {
-  struct timeval tv;
-  tv.tv_sec = (time_t)(ms / 1000u);
-  tv.tv_usec = (suseconds_t)((ms % 1000u) * 1000u);
-  return tv;
 }
 
 /* ------------------------------------------------------------ SIGPIPE */
@@ -96,17 +107,39 @@ static int guard_end(pipe_guard *g) {
 }
 
 /* -------------------------------------------------------------- errors */
-static void set_error(ccache__rpool *p, const char *fmt, ...) {
+/* Record a failure line for the pool and for server s (NULL: the pool
+ * only), newlines flattened. */
+static void set_line(ccache__rpool *p, ccache__rserver *s, const char *line_in) {
   char line[sizeof p->last_error];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
+  snprintf(line, sizeof line, "%s", line_in);
   for (char *q = line; *q; q++)
     if (*q == '\n' || *q == '\r') *q = ' ';
   ccache__lock(&p->err_mu);
   memcpy(p->last_error, line, sizeof line);
   ccache__unlock(&p->err_mu);
+  if (s) {
+    ccache__lock(&s->mu);
+    memcpy(s->last_error, line, sizeof line);
+    ccache__unlock(&s->mu);
+  }
+}
+
+static void set_error(ccache__rpool *p, ccache__rserver *s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_error(ccache__rpool *p, ccache__rserver *s, const char *fmt, ...) {
+  char line[sizeof p->last_error];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  set_line(p, s, line);
+}
+
+void ccache__rpool_note_error(ccache__rpool *p, size_t server, const char *line) {
+  ccache__rserver *s = &p->servers[server];
+  atomic_fetch_add_explicit(&p->reply_errors, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
+  set_line(p, s, line);
 }
 
 void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len) {
@@ -116,7 +149,9 @@ void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len) {
   ccache__unlock(&p->err_mu);
 }
 
-#define COUNT(p, field) atomic_fetch_add_explicit(&(p)->field, 1, memory_order_relaxed)
+#define COUNT(p, field)   atomic_fetch_add_explicit(&(p)->field, 1, memory_order_relaxed)
+/* A failure on server s: the pool's counter and the server's error count. */
+#define FAIL(p, s, field) (COUNT(p, field), COUNT(s, errors))
 
 void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out) {
   out->connects = atomic_load(&p->connects);
@@ -147,34 +182,149 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
   for (int i = 0; i < ndrop; i++) redisFree(drop[i]);
 }
 
+/* The server answered a command on a connection of generation gen. */
 static void server_ok(ccache__rserver *s, uint64_t gen) {
   ccache__lock(&s->mu);
   if (s->gen == gen) {
     s->backoff_ms = 0;
     s->down_until_ms = 0;
+    s->answered = true;
   }
   ccache__unlock(&s->mu);
 }
 
-/* Connect, set the command timeout, AUTH.  NULL on failure (recorded). */
+/* --------------------------------------------------------- socket I/O */
+/* Wait until fd is ready for ev or the deadline (monotonic ms) passes:
+ * 1 ready, 0 timed out, -1 poll failed (errno). */
+static int wait_fd(int fd, short ev, uint64_t deadline_ms) {
+  for (;;) {
+    uint64_t now = mono_ms();
+    if (now >= deadline_ms) return 0;
+    uint64_t left = deadline_ms - now;
+    struct pollfd pf = {.fd = fd, .events = ev, .revents = 0};
+    int n = poll(&pf, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+    if (n > 0) return 1; /* readable, writable, or an error/hangup the I/O will report */
+    if (n < 0 && errno != EINTR) return -1;
+  }
+}
+
+/* Connect a new non-blocking, close-on-exec socket to addr by the
+ * deadline: the descriptor, or -1 with why set. */
+static int dial_one(const struct sockaddr *addr, socklen_t alen, uint64_t deadline_ms, char *why,
+                    size_t why_len) {
+  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(why, why_len, "socket: %s", strerror(errno));
+    return -1;
+  }
+  int rc;
+  do rc = connect(fd, addr, alen);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno == EINPROGRESS) {
+    int w = wait_fd(fd, POLLOUT, deadline_ms);
+    int err = 0;
+    socklen_t elen = sizeof err;
+    if (w == 0) {
+      err = ETIMEDOUT;
+    } else if (w < 0) {
+      err = errno;
+    } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) {
+      err = errno;
+    }
+    rc = err ? -1 : 0;
+    errno = err;
+  }
+  if (rc != 0) {
+    /* A unix socket whose backlog is full answers EAGAIN at once. */
+    snprintf(why, why_len, "%s", errno == ETIMEDOUT ? "Connection timed out" : strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (addr->sa_family != AF_UNIX) { /* as hiredis does: no Nagle delay on a request */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+/* A connected socket to s by the deadline, or -1 with why set. */
+static int dial(const ccache__rserver *s, uint64_t deadline_ms, char *why, size_t why_len) {
+  if (s->path) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", s->path); /* length checked at parse */
+    return dial_one((const struct sockaddr *)&a, sizeof a, deadline_ms, why, why_len);
+  }
+  char port[8];
+  snprintf(port, sizeof port, "%d", s->port);
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int gai = getaddrinfo(s->host, port, &hints, &res);
+  if (gai != 0) {
+    snprintf(why, why_len, "resolving %s: %s", s->host, gai_strerror(gai));
+    return -1;
+  }
+  int fd = -1;
+  for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+    fd = dial_one(ai->ai_addr, ai->ai_addrlen, deadline_ms, why, why_len);
+  freeaddrinfo(res);
+  return fd;
+}
+
+/* The outcome of one command on a connection. */
+enum { X_REPLY, X_BROKEN, X_NOMEM };
+
+static int wait_failed(int w, char *why, size_t why_len) {
+  snprintf(why, why_len, "%s", w == 0 ? "timed out (command_timeout_ms)" : strerror(errno));
+  return X_BROKEN;
+}
+
+/* Send argv on c and read its reply, all by deadline_ms.  X_REPLY with
+ * *reply; X_BROKEN (I/O error, EOF, protocol error or timeout: why set, the
+ * connection is unusable); X_NOMEM. */
+static int exec_cmd(redisContext *c, int argc, const char **argv, const size_t *argvlen,
+                    uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
+  if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return X_NOMEM;
+  for (int done = 0;;) {
+    if (redisBufferWrite(c, &done) != REDIS_OK) goto broken;
+    if (done) break;
+    int w = wait_fd(c->fd, POLLOUT, deadline_ms);
+    if (w <= 0) return wait_failed(w, why, why_len);
+  }
+  for (;;) {
+    void *r = NULL;
+    if (redisGetReplyFromReader(c, &r) != REDIS_OK) goto broken;
+    if (r) {
+      *reply = r;
+      return X_REPLY;
+    }
+    int w = wait_fd(c->fd, POLLIN, deadline_ms);
+    if (w <= 0) return wait_failed(w, why, why_len);
+    if (redisBufferRead(c) != REDIS_OK) goto broken;
+  }
+broken:
+  snprintf(why, why_len, "%s", c->errstr[0] ? c->errstr : "connection error");
+  return X_BROKEN;
+}
+
+/* Connect and AUTH.  NULL on failure (recorded). */
 static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
-  struct timeval ct = tv_of(p->connect_timeout_ms);
-  redisContext *c = s->path ? redisConnectUnixWithTimeout(s->path, ct)
-                            : redisConnectWithTimeout(s->host, s->port, ct);
+  char why[160];
+  int fd = dial(s, mono_ms() + p->connect_timeout_ms, why, sizeof why);
+  if (fd < 0) {
+    set_error(p, s, "redis %s: connect: %s", s->name, why);
+    return NULL;
+  }
+  redisContext *c = redisConnectFd(fd);
   if (!c) {
-    set_error(p, "redis %s: connect: out of memory", s->name);
+    close(fd);
+    set_error(p, s, "redis %s: connect: out of memory", s->name);
     return NULL;
   }
-  if (c->err) {
-    set_error(p, "redis %s: connect: %s", s->name, c->errstr);
-    redisFree(c);
-    return NULL;
-  }
-  if (redisSetTimeout(c, tv_of(p->command_timeout_ms)) != REDIS_OK) {
-    set_error(p, "redis %s: setting the command timeout: %s", s->name, c->errstr);
-    redisFree(c);
-    return NULL;
-  }
+  c->flags &= ~REDIS_BLOCK; /* we poll: EAGAIN means "wait", not an error */
   if (p->password) {
     const char *argv[3];
     size_t lens[3];
@@ -182,9 +332,13 @@ static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
     argv[argc] = "AUTH", lens[argc++] = 4;
     if (p->user) argv[argc] = p->user, lens[argc++] = strlen(p->user);
     argv[argc] = p->password, lens[argc++] = strlen(p->password);
-    redisReply *r = redisCommandArgv(c, argc, argv, lens);
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-      set_error(p, "redis %s: AUTH: %s", s->name, r ? r->str : c->errstr);
+    redisReply *r = NULL;
+    int x = exec_cmd(c, argc, argv, lens, mono_ms() + p->command_timeout_ms, &r, why, sizeof why);
+    if (x != X_REPLY || r->type == REDIS_REPLY_ERROR) {
+      set_error(p, s, "redis %s: AUTH: %s", s->name,
+                x == X_REPLY   ? r->str
+                : x == X_NOMEM ? "out of memory"
+                               : why);
       if (r) freeReplyObject(r);
       redisFree(c);
       return NULL;
@@ -200,17 +354,16 @@ static int open_conn(ccache__rpool *p, ccache__rserver *s, uint64_t gen, redisCo
   int refuse = s->down_until_ms && mono_ms() < s->down_until_ms;
   ccache__unlock(&s->mu);
   if (refuse) {
-    COUNT(p, refused_backoff);
+    FAIL(p, s, refused_backoff);
     return CCACHE_EIO;
   }
   redisContext *c = connect_server(p, s);
   if (!c) {
-    COUNT(p, connect_failures);
+    FAIL(p, s, connect_failures);
     server_failed(p, s, gen);
     return CCACHE_EIO;
   }
   COUNT(p, connects);
-  server_ok(s, gen);
   *out = c;
   return CCACHE_OK;
 }
@@ -253,21 +406,23 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
 }
 
 /* ------------------------------------------------------------- commands */
-static int run(ccache__rpool *p, size_t server, redisContext *c, int argc, const char **argv,
-               const size_t *argvlen, redisReply **reply, int *broken) {
+static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, int argc,
+               const char **argv, const size_t *argvlen, redisReply **reply, int *broken) {
   ccache__rserver *s = &p->servers[server];
   if (p->hook) p->hook(p->hook_arg, server, argv[0]);
-  redisReply *r = redisCommandArgv(c, argc, argv, argvlen);
-  if (!r || c->err) {
-    COUNT(p, io_errors);
-    set_error(p, "redis %s: %s: %s", s->name, argv[0], c->err ? c->errstr : "out of memory");
-    if (r) freeReplyObject(r);
-    *broken = 1;
+  redisReply *r = NULL;
+  char why[160];
+  int x = exec_cmd(c, argc, argv, argvlen, mono_ms() + p->command_timeout_ms, &r, why, sizeof why);
+  if (x != X_REPLY) {
+    FAIL(p, s, io_errors);
+    set_error(p, s, "redis %s: %s: %s", s->name, argv[0], x == X_NOMEM ? "out of memory" : why);
+    *broken = 1; /* a half-sent command or half-read reply: the stream is lost */
     return CCACHE_EIO;
   }
+  server_ok(s, gen); /* it answered */
   if (r->type == REDIS_REPLY_ERROR) {
-    COUNT(p, reply_errors);
-    set_error(p, "redis %s: %s: %.*s", s->name, argv[0], (int)r->len, r->str);
+    FAIL(p, s, reply_errors);
+    set_error(p, s, "redis %s: %s: %.*s", s->name, argv[0], (int)r->len, r->str);
     freeReplyObject(r);
     return CCACHE_EIO;
   }
@@ -296,7 +451,7 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, 
       s->renew_gen = gen;
     }
     if (rc == CCACHE_OK) {
-      rc = run(p, server, s->renew_ctx, argc, argv, argvlen, reply, &broken);
+      rc = run(p, server, s->renew_ctx, s->renew_gen, argc, argv, argvlen, reply, &broken);
       if (broken) {
         redisFree(s->renew_ctx);
         s->renew_ctx = NULL;
@@ -309,7 +464,7 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, 
     uint64_t gen = 0;
     rc = take_conn(p, s, &c, &gen);
     if (rc == CCACHE_OK) {
-      rc = run(p, server, c, argc, argv, argvlen, reply, &broken);
+      rc = run(p, server, c, gen, argc, argv, argvlen, reply, &broken);
       give_conn(p, s, c, gen, broken);
     }
   }
@@ -319,6 +474,19 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, 
 
 void ccache__rreply_free(redisReply *r) {
   if (r) freeReplyObject(r);
+}
+
+void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver_state *out) {
+  ccache__rserver *s = &p->servers[server];
+  ccache__lock(&s->mu);
+  uint64_t now = mono_ms();
+  out->answered = s->answered;
+  out->backoff_ms = s->backoff_ms;
+  out->backoff_left_ms = s->down_until_ms > now ? s->down_until_ms - now : 0;
+  out->failing = s->backoff_ms != 0;
+  snprintf(out->last_error, sizeof out->last_error, "%s", s->last_error);
+  ccache__unlock(&s->mu);
+  out->errors = atomic_load(&s->errors);
 }
 
 /* ------------------------------------------------------------ lifetime */

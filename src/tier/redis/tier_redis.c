@@ -3,7 +3,8 @@
  * rendezvous hashing) shared by every process of a fleet.
  *
  * What is sent (all binary-safe, through hiredis' argv interface):
- *   entry:  GET <k>;  SET <k> <blob> [PX entry_ttl_ms];  DEL <k>
+ *   entry:  GET <k>;  SET <k> <blob> [PX entry_ttl_ms];
+ *           EVAL REMOVE_IF_SCRIPT 1 <k> <the value read>
  *   lease:  SET <k>:lease <token> NX PX lease_ms
  *           EVAL RENEW_SCRIPT 1 <k>:lease <token> lease_ms
  *           EVAL RELEASE_SCRIPT 1 <k>:lease <token>
@@ -16,8 +17,21 @@
  * extend or delete it only while it still holds our token, so a holder whose
  * lease expired (and was taken by another process) can neither extend nor
  * delete the new holder's lease.  Renewal runs on the server's dedicated
- * renewal connection (redis_conn.c).  Scripts are sent with EVAL (Redis
- * caches them by hash; there is no NOSCRIPT case to handle after a restart).
+ * renewal connection (redis_conn.c), and each server is its own renewal
+ * group (ops.renew_group), so the core renews the leases of each server on a
+ * thread of its own.  Scripts are sent with EVAL (Redis caches them by hash;
+ * there is no NOSCRIPT case to handle after a restart).
+ *
+ * A bad entry is deleted only while it is still the value read: the
+ * remove-if script compares the whole value inside the server, so an entry
+ * another process stored after the read stays.  (Comparing the length and
+ * the 16-byte checksum trailer alone is not enough: an entry damaged in its
+ * body keeps the trailer of the intact entry it was, and a verbatim copy of
+ * that intact entry, filled in from a lower tier, has the same one.  Bad
+ * entries are rare, so sending one back once costs nothing that matters.)
+ *
+ * Health (ops.health): one part per server, from the pool's per-server
+ * state and the lease counts kept here.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +48,9 @@ static const char RENEW_SCRIPT[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0";
 static const char RELEASE_SCRIPT[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('del', KEYS[1]) end return 0";
+static const char REMOVE_IF_SCRIPT[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) end return 0";
 
@@ -107,10 +124,7 @@ static int unexpected(ccache__redis *r, size_t server, const char *cmd, redisRep
   char line[160];
   snprintf(line, sizeof line, "redis %s: %s: unexpected reply type %d",
            r->pool.servers[server].name, cmd, rep->type);
-  ccache__lock(&r->pool.err_mu);
-  snprintf(r->pool.last_error, sizeof r->pool.last_error, "%s", line);
-  ccache__unlock(&r->pool.err_mu);
-  atomic_fetch_add_explicit(&r->pool.reply_errors, 1, memory_order_relaxed);
+  ccache__rpool_note_error(&r->pool, server, line);
   ccache__rreply_free(rep);
   return CCACHE_EIO;
 }
@@ -193,18 +207,18 @@ static int op_put(void *state, ccache_key pkey, const void *blob, size_t len) {
   return CCACHE_OK;
 }
 
-static int op_remove(void *state, ccache_key pkey) {
+static int op_remove_if(void *state, ccache_key pkey, const void *blob, size_t len) {
   ccache__redis *r = state;
   char key[KEY_MAX];
   size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
   size_t server = ccache__redis_server_of(r, pkey);
-  const char *argv[2] = {"DEL", key};
-  const size_t lens[2] = {3, klen};
+  const char *argv[5] = {"EVAL", REMOVE_IF_SCRIPT, "1", key, blob ? (const char *)blob : ""};
+  const size_t lens[5] = {4, sizeof REMOVE_IF_SCRIPT - 1, 1, klen, len};
   redisReply *rep = NULL;
-  int rc = ccache__rpool_command(&r->pool, server, 0, 2, argv, lens, &rep);
+  int rc = ccache__rpool_command(&r->pool, server, 0, 5, argv, lens, &rep);
   if (rc != CCACHE_OK) return rc;
-  if (rep->type != REDIS_REPLY_INTEGER) return unexpected(r, server, "DEL", rep);
-  rc = rep->integer > 0 ? CCACHE_OK : CCACHE_MISS;
+  if (rep->type != REDIS_REPLY_INTEGER) return unexpected(r, server, "EVAL remove-if", rep);
+  rc = rep->integer > 0 ? CCACHE_OK : CCACHE_MISS; /* 0: absent, or not the value read */
   ccache__rreply_free(rep);
   return rc;
 }
@@ -247,13 +261,16 @@ static int op_lock(void *state, ccache_key pkey, void **lock) {
   redisReply *rep = NULL;
   int rc = ccache__rpool_command(&r->pool, l->server, 0, 6, argv, lens, &rep);
   if (rc == CCACHE_OK) {
+    ccache__rserver *s = &r->pool.servers[l->server];
     if (rep->type == REDIS_REPLY_STATUS) {
       ccache__rreply_free(rep);
+      atomic_fetch_add_explicit(&s->leases_held, 1, memory_order_relaxed);
       *lock = l;
       return CCACHE_OK;
     }
     if (rep->type == REDIS_REPLY_NIL) {
       ccache__rreply_free(rep);
+      atomic_fetch_add_explicit(&s->lock_waits, 1, memory_order_relaxed);
       rc = CCACHE_EBUSY;
     } else {
       rc = unexpected(r, l->server, "SET NX", rep);
@@ -272,11 +289,42 @@ static int op_renew(void *state, void *lock) {
                           32, udec(px, sizeof px, r->lease_ms)};
   redisReply *rep = NULL;
   int rc = ccache__rpool_command(&r->pool, l->server, 1, 6, argv, lens, &rep);
-  if (rc != CCACHE_OK) return rc;
-  if (rep->type != REDIS_REPLY_INTEGER) return unexpected(r, l->server, "EVAL renew", rep);
-  rc = rep->integer == 1 ? CCACHE_OK : CCACHE_EBUSY; /* 0: no longer ours */
-  ccache__rreply_free(rep);
+  if (rc == CCACHE_OK) {
+    if (rep->type != REDIS_REPLY_INTEGER) {
+      rc = unexpected(r, l->server, "EVAL renew", rep);
+    } else {
+      rc = rep->integer == 1 ? CCACHE_OK : CCACHE_EBUSY; /* 0: no longer ours */
+      ccache__rreply_free(rep);
+    }
+  }
+  if (rc != CCACHE_OK)
+    atomic_fetch_add_explicit(&r->pool.servers[l->server].leases_lost, 1, memory_order_relaxed);
   return rc;
+}
+
+static uint32_t op_renew_group(void *state, const void *lock) {
+  (void)state;
+  return (uint32_t)((const rlock *)lock)->server;
+}
+
+static int op_health(void *state, uint32_t part, ccache_tier_health *out) {
+  ccache__redis *r = state;
+  if (part >= r->pool.n) return CCACHE_MISS;
+  ccache__rserver *s = &r->pool.servers[part];
+  ccache__rserver_state st;
+  ccache__rpool_server_state(&r->pool, part, &st);
+  out->parts = (uint32_t)r->pool.n;
+  snprintf(out->where, sizeof out->where, "%s", s->name);
+  if (out->status != CCACHE_TIER_DISABLED)
+    out->status = st.failing ? CCACHE_TIER_DOWN : CCACHE_TIER_UP;
+  out->backoff_ms = st.backoff_ms;
+  out->backoff_left_ms = st.backoff_left_ms;
+  out->errors = st.errors;
+  snprintf(out->last_error, sizeof out->last_error, "%s", st.last_error);
+  out->leases_held = atomic_load_explicit(&s->leases_held, memory_order_relaxed);
+  out->leases_lost = atomic_load_explicit(&s->leases_lost, memory_order_relaxed);
+  out->lock_waits = atomic_load_explicit(&s->lock_waits, memory_order_relaxed);
+  return CCACHE_OK;
 }
 
 static void op_unlock(void *state, void *lock) {
@@ -289,6 +337,7 @@ static void op_unlock(void *state, void *lock) {
   /* A failure leaves the lease to expire by itself (lease_ms). */
   if (ccache__rpool_command(&r->pool, l->server, 0, 5, argv, lens, &rep) == CCACHE_OK)
     ccache__rreply_free(rep);
+  atomic_fetch_sub_explicit(&r->pool.servers[l->server].leases_held, 1, memory_order_relaxed);
   free(l);
 }
 
@@ -366,7 +415,7 @@ int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccach
   ops->get = op_get;
   ops->free_blob = op_free_blob;
   ops->put = op_put;
-  ops->remove = op_remove;
+  ops->remove_if = op_remove_if;
   ops->lock = op_lock;
   ops->renew = op_renew;
   ops->unlock = op_unlock;
@@ -375,6 +424,9 @@ int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccach
   ops->poll_ms = o->poll_ms;
   ops->poll_max_ms = o->poll_max_ms;
   ops->wait_ms = o->wait_ms;
+  ops->renew_group = op_renew_group;
+  ops->renew_groups = (uint32_t)n;
+  ops->health = op_health;
   *out = r;
   return CCACHE_OK;
 }

@@ -1,0 +1,60 @@
+/*
+ * tier_health.c - what ccache_tier_health_get() reports: each tier's own
+ * counts (kept by tier.c and tier_renew.c through ccache__tier_fail and the
+ * per-tier atomics), completed by the backend's health op where it has one
+ * (the Redis tier reports each server as a part of its own).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tier/tier.h"
+
+void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, const char *op, int rc) {
+  atomic_fetch_add(&ts->errors, 1);
+  atomic_fetch_add_explicit(&ts->per[i].errors, 1, memory_order_relaxed);
+  atomic_store_explicit(&ts->per[i].failing, 1, memory_order_relaxed);
+  char line[CCACHE__TIER_ERROR_LINE];
+  snprintf(line, sizeof line, "%s: %s (%d)", op, ccache_strerror(rc), rc);
+  ccache__lock(&ts->r_mu);
+  memcpy(ts->last_error[i], line, sizeof line);
+  ccache__unlock(&ts->r_mu);
+}
+
+int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,
+                        ccache_tier_health *out) {
+  if (!ts || tier >= ts->n) return CCACHE_MISS;
+  ccache_tier *t = ts->t[tier];
+  const ccache__tier_counts *k = &ts->per[tier];
+  ccache_tier_health h;
+  memset(&h, 0, sizeof h);
+  h.size = sizeof h;
+  h.parts = 1;
+  h.kind = t->ops.name;
+  if (!ts->has_codec || !ts->usable[tier])
+    h.status = CCACHE_TIER_DISABLED;
+  else
+    h.status =
+        atomic_load_explicit(&k->failing, memory_order_relaxed) ? CCACHE_TIER_DOWN : CCACHE_TIER_UP;
+  h.errors = atomic_load_explicit(&k->errors, memory_order_relaxed);
+  h.lock_waits = atomic_load_explicit(&k->lock_waits, memory_order_relaxed);
+  h.leases_held = atomic_load_explicit(&k->leases_held, memory_order_relaxed);
+  h.leases_lost = atomic_load_explicit(&k->leases_lost, memory_order_relaxed);
+  ccache__lock(&ts->r_mu);
+  memcpy(h.last_error, ts->last_error[tier], CCACHE__TIER_ERROR_LINE);
+  ccache__unlock(&ts->r_mu);
+  if (t->ops.health) {
+    int rc;
+    CCACHE__IN_FRAME(ts, rc = t->ops.health(t->state, part, &h));
+    if (rc != CCACHE_OK) return CCACHE_MISS;
+    /* Whatever the backend wrote: the strings end, the kind is ours. */
+    h.where[sizeof h.where - 1] = '\0';
+    h.last_error[sizeof h.last_error - 1] = '\0';
+    h.kind = t->ops.name;
+    h.size = sizeof h;
+    if (h.parts == 0) h.parts = 1;
+  }
+  if (part >= h.parts) return CCACHE_MISS;
+  h.size = out->size; /* kept as the caller set it */
+  memcpy(out, &h, sizeof h);
+  return CCACHE_OK;
+}
