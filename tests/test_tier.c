@@ -698,7 +698,7 @@ static void locks_taken_in_tier_order_released_in_reverse(void **state) {
   assert_int_equal(t_goc(r.c, PK(6), &r.comp, CCACHE_ECOMPILE), -1);
   assert_string_equal(op_log, "g0 g1 g2 L0 g0 L1 g1 L2 g2 U2 U1 U0");
   s = t_stats(r.c);
-  assert_int_equal(s.compile_failures, 1);
+  assert_int_equal(s.program_compile_failures, 1);
   assert_int_equal(s.program_compiles, 2);
   rig_close(&r);
 }
@@ -882,7 +882,7 @@ static void wait_for_joiners(t_compiler *comp, ccache *c, ccache_key pkey) {
   (void)comp;
   (void)pkey;
   for (int i = 0; i < 30000; i++) {
-    if (t_stats(c).waits >= 7) return;
+    if (t_stats(c).program_waits >= 7) return;
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
   }
@@ -911,7 +911,7 @@ static void one_flight_asks_the_tiers_once(void **state) {
   assert_int_equal(r.m[0]->puts, 1);
   ccache_stats s = t_stats(r.c);
   assert_int_equal(s.tier_misses, 1);
-  assert_int_equal(s.waits, 7);
+  assert_int_equal(s.program_waits, 7);
   rig_close(&r);
 }
 

@@ -28,8 +28,9 @@ typedef struct mode_result {
   uint64_t closure_compiles, program_hits, programs_end, programs_peak, items_end;
   uint64_t ev_capacity, ev_ttl, ev_cost;
   uint64_t fetch_hits; /**< requests served by ccache_fetch alone */
-  uint64_t waits;      /**< single-flight joins: a thread waited for another's compile */
-  int have_tl_stats;   /**< the per-thread table rows below are set */
+  uint64_t waits; /**< single-flight joins, both levels: a thread waited for another's compile */
+  uint64_t closure_waits; /**< the closure-level ones (ccache_stats::waits) */
+  int have_tl_stats;      /**< the per-thread table rows below are set */
   uint64_t tl_hits, tl_misses, tl_clears, tl_entries_cleared;
   uint64_t scratch_bytes_max; /**< largest worker scratchpad */
   /** Summed over serving threads: getting primitives (acquire), of which on

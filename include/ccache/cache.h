@@ -22,6 +22,95 @@ extern "C" {
 /** @name Configuration
  * @{ */
 
+/* ---- First use (issue 29): the event hook ---- */
+
+/** What a ccache_event reports (ccache_event::kind).  Pinned values. */
+typedef enum ccache_event_kind {
+  /** A compile callback is about to run (level, key). */
+  CCACHE_EVENT_COMPILE_START = 1,
+  /** It has returned (level, key, status: what the call and its waiters
+   *  get, duration_ns: the callback's wall time, nested compiles included). */
+  CCACHE_EVENT_COMPILE_END = 2,
+  /** A tier had a usable entry for the key (tier, tier_name, op "get"). */
+  CCACHE_EVENT_TIER_HIT = 3,
+  /** A tier had no entry (tier, tier_name, op "get"). */
+  CCACHE_EVENT_TIER_MISS = 4,
+  /** An entry was written to a tier (op "put"; reason "fill" when copied from
+   *  a lower tier's hit, "store" for a fresh compile). */
+  CCACHE_EVENT_TIER_WRITE = 5,
+  /** A tier op or a codec call failed (op: "attach", "get", "put", "remove",
+   *  "lock", "renew", "encode", "decode"; status; err: errno as the op left
+   *  it, 0 when it set none; reason: a static text or NULL).  Never fails a
+   *  fetch: the program compiles. */
+  CCACHE_EVENT_TIER_ERROR = 6,
+  /** An entry failed verification and was removed (op "get", reason). */
+  CCACHE_EVENT_TIER_CORRUPT = 7,
+  /** An intact entry was not used: another runtime tag's (reason "foreign
+   *  runtime tag"), or one the codec refused to store (reason). */
+  CCACHE_EVENT_TIER_REJECTED = 8,
+  /** A closure entry left the table (key, cause: a ccache_cause). */
+  CCACHE_EVENT_EVICT = 9
+} ccache_event_kind;
+
+/** Which table an event is about (ccache_event::level). */
+typedef enum ccache_level {
+  CCACHE_LEVEL_CLOSURE = 1, /**< the closure table (ccache_get_or_compile()) */
+  CCACHE_LEVEL_PROGRAM = 2  /**< the program table (ccache_program_get_or_compile(), tiers) */
+} ccache_level;
+
+/** Why a closure entry left the table (ccache_event::cause).  Pinned. */
+typedef enum ccache_cause {
+  CCACHE_CAUSE_CAPACITY = 1, /**< max_items (counted in evicted_capacity) */
+  CCACHE_CAUSE_TTL = 2,      /**< expired (evicted_ttl) */
+  CCACHE_CAUSE_COST = 3,     /**< max_cost_bytes (evicted_cost) */
+  CCACHE_CAUSE_REMOVED = 4,  /**< ccache_remove() (removed) */
+  CCACHE_CAUSE_CLEARED = 5,  /**< ccache_clear() (cleared) */
+  CCACHE_CAUSE_REPLACED = 6, /**< a later insert under the same key (replaced) */
+  CCACHE_CAUSE_CLOSED = 7    /**< ccache_close() */
+} ccache_cause;
+
+/**
+ * One event, passed to ccache_config::on_event.  Fields that do not apply to
+ * the kind are 0 / NULL.  The struct and every string in it are valid only
+ * during the callback (the strings are static texts: copy them to keep
+ * them); later versions may add fields at the end (`size` says how many
+ * this library filled).
+ */
+typedef struct ccache_event {
+  uint32_t size;         /**< sizeof(ccache_event) as the library was built */
+  int kind;              /**< a ccache_event_kind */
+  int level;             /**< a ccache_level: compile events; tier events are PROGRAM,
+                              EVICT is CLOSURE */
+  ccache_key key;        /**< the closure key (closure level) or program key */
+  int status;            /**< COMPILE_END: the status the call returns (CCACHE_OK, or
+                              the failure); TIER_ERROR: the op's status */
+  int err;               /**< TIER_ERROR: errno right after the op failed (0: none) */
+  int cause;             /**< EVICT: a ccache_cause */
+  uint32_t tier;         /**< tier events: the tier's index in ccache_config::tiers */
+  const char *tier_name; /**< tier events: ccache_tier_ops::name ("disk", "redis", ...) */
+  const char *op;        /**< tier events: the op ("get", "put", ...) */
+  const char *reason;    /**< a short static text, or NULL */
+  uint64_t duration_ns;  /**< COMPILE_END: wall time of the callback, nanoseconds */
+} ccache_event;
+
+/**
+ * The event hook (ccache_config::on_event).
+ * @param ctx ccache_config::event_ctx.
+ * @param ev the event (see ccache_event for its lifetime).
+ * Runs synchronously, with no internal lock held, on the thread the event
+ * happens on: compile events on the thread that runs the compile (the
+ * single-flight owner); tier events on the owner of the program miss (a
+ * TIER_ERROR of op "renew" on the cache's lease-renewal thread, "attach" on
+ * the thread calling ccache_open()); EVICT events on the thread whose call
+ * made the entry leave, after its locks are released (the sweeper thread for
+ * the entries it expires, the closing thread for CCACHE_CAUSE_CLOSED).  It
+ * may call into the cache (except ccache_close() on it; a call that adds to
+ * the cache returns CCACHE_EBUSY during ccache_close()).  Several threads
+ * may run it at once: make it thread-safe.  Keep it short: a compile or a
+ * writer's call waits for it.
+ */
+typedef void (*ccache_event_fn)(void *ctx, const ccache_event *ev);
+
 /** Bound value meaning "no bound" (for max_items, ttl_ms, max_cost_bytes). */
 #define CCACHE_UNBOUNDED UINT64_MAX
 
@@ -184,8 +273,16 @@ typedef struct ccache_config {
    *  owns them all.  The array itself is not retained.  NULL only when
    *  n_tiers is 0. */
   ccache_tier *const *tiers;
-  /** Number of tiers, 0 (default) .. CCACHE_MAX_TIERS. */
+  /** Number of tiers, 0 (default) .. CCACHE_MAX_TIERS.  Tiers need a codec:
+   *  n_tiers > 0 with a NULL codec is CCACHE_EINVAL. */
   uint32_t n_tiers;
+  /* ---- First use (0.2): a config whose size ends before these fields gets
+   * their defaults. ---- */
+  /** The event hook (see ccache_event_fn); NULL (default): no events, and
+   *  nothing is spent on them. */
+  ccache_event_fn on_event;
+  /** Passed to on_event; never dereferenced by the cache. */
+  void *event_ctx;
 } ccache_config;
 
 /** Most tiers one cache may have (ccache_config::n_tiers). */
@@ -234,9 +331,13 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  * @return CCACHE_OK (c is freed); CCACHE_EBUSY, nothing changed and the cache
  *         still usable, while any lease or program handle is outstanding,
  *         while a compile is in flight, or when called from inside any
- *         callback of this cache; CCACHE_EINVAL for the default instance
- *         (ccache_default()), which lives until the process exits;
- *         CCACHE_EFORKED in a child process.
+ *         callback of this cache: ccache_error_detail() then says which,
+ *         with the counts ("ccache_close: busy: 1 lease, 0 program handles,
+ *         0 compiles in flight out"), and the checked build also prints one
+ *         line per outstanding lease and handle to stderr (its key and the
+ *         thread that took it, and whether that thread has exited);
+ *         CCACHE_EINVAL for the default instance (ccache_default()), which
+ *         lives until the process exits; CCACHE_EFORKED in a child process.
  * Must not run concurrently with any other call on @p c, nor be followed
  * by one (caller error: undefined behaviour in the default build; the
  * checked build aborts on a later call, this one included, see "Checked
@@ -247,6 +348,36 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  * were given), so nothing outlives the cache.
  */
 CCACHE_API int ccache_close(ccache *c);
+
+/** ccache_close_ex() flag: close even while leases or program handles are
+ *  out, abandoning them. */
+#define CCACHE_CLOSE_ABANDON 1u
+
+/**
+ * @brief ccache_close(), with flags.
+ *
+ * A lease or handle whose holder can no longer release it (the thread that
+ * held it exited, was cancelled, or unwound past its release) keeps
+ * ccache_close() at CCACHE_EBUSY for ever.  Leases live in the caller's
+ * memory and may be handed between threads, so the cache cannot tell a lost
+ * one from one still in use: finding them is the checked build's job (its
+ * EBUSY lists each with its key and taking thread, and marks the threads
+ * that have exited), giving them up is the caller's decision.  With
+ * CCACHE_CLOSE_ABANDON the caller declares that no lease or handle of @p c
+ * will be used or released again: close then proceeds as if they had been
+ * released, destroying every closure and program still held (each exactly
+ * once, closures first) and freeing everything.  Releasing an abandoned
+ * lease or handle afterwards is a use after free (the checked build aborts:
+ * the cache is closed).
+ * @param c the cache; NULL is a no-op returning CCACHE_OK.
+ * @param flags 0 (exactly ccache_close()) or CCACHE_CLOSE_ABANDON; other bits
+ *        are CCACHE_EINVAL.
+ * @return as ccache_close(), except that with CCACHE_CLOSE_ABANDON
+ *         outstanding leases and handles no longer make it CCACHE_EBUSY; a
+ *         compile in flight, or a call from inside a callback, still does.
+ * Same threading rules as ccache_close().  Since 0.2.
+ */
+CCACHE_API int ccache_close_ex(ccache *c, unsigned flags);
 
 /**
  * @brief Change the bounds at runtime.
@@ -710,10 +841,17 @@ CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
 typedef struct ccache_stats {
   uint32_t size;               /**< set to sizeof(ccache_stats) by the caller;
                                     ccache_stats_get() leaves it as set */
-  uint64_t hits;               /**< closure lookups that returned a lease */
-  uint64_t misses;             /**< closure lookups that did not (expired included; the
-                                    owner of a get-or-compile miss counts one, a waiter
-                                    one if it gets an error) */
+  uint64_t hits;               /**< closure lookups that found a live entry and returned a
+                                    lease (ccache_fetch(), ccache_get_or_compile()); a
+                                    single-flight waiter's lease is not a hit.  Changed
+                                    in 0.2 */
+  uint64_t misses;             /**< closure lookups that found no live entry (expired
+                                    included): every ccache_fetch() that misses, every
+                                    get-or-compile that compiles or waits.  A
+                                    ccache_get_or_compile() right after a ccache_fetch()
+                                    of the same key that missed on the same thread
+                                    counts nothing more (the README's pattern: one miss
+                                    per miss).  hits + misses = lookups.  Changed in 0.2 */
   uint64_t inserts;            /**< puts/compiles that stored an entry, replacements included */
   uint64_t replaced;           /**< inserts that replaced an entry under the same key */
   uint64_t evicted_capacity;   /**< entries evicted by max_items */
@@ -735,17 +873,24 @@ typedef struct ccache_stats {
   uint64_t cost_bytes;         /**< gauge: charged cost, bytes (each program referenced by
                                     an entry in the table once); UINT64_MAX when the sum
                                     is at or past 2^64 - 1 */
-  uint64_t program_hits;       /**< program lookups that found the program */
-  uint64_t program_misses;     /**< program lookups that did not (the owner of a
-                                    get-or-compile miss counts one even if it then makes
-                                    the program; a waiter, one if it gets an error) */
+  uint64_t program_hits;       /**< program lookups that found the program interned
+                                    (intern, fetch, get-or-compile); a waiter's handle is
+                                    not a hit.  Changed in 0.2 */
+  uint64_t program_misses;     /**< program lookups that did not: the owner of a
+                                    get-or-compile miss (even if it then makes the
+                                    program) and each waiter.  Changed in 0.2 */
   uint64_t compiles;           /**< closure compile callbacks that ran (failed ones included) */
   uint64_t program_compiles;   /**< program compile callbacks that ran (failed ones included;
                                     a tier hit is not one) */
-  uint64_t compile_failures;   /**< compile callbacks (both levels) that failed */
-  uint64_t waits;              /**< single-flight joins (both levels) */
-  uint64_t compile_ns;         /**< nanoseconds spent in compile callbacks (both levels; a
-                                  program compile nested in a closure compile counts in both) */
+  uint64_t compile_failures;   /**< closure compile callbacks that failed (program ones:
+                                    program_compile_failures).  Changed in 0.2 */
+  uint64_t waits;              /**< closure-level single-flight joins (program level:
+                                    program_waits).  Changed in 0.2 */
+  uint64_t compile_ns;         /**< nanoseconds in closure compile callbacks, without the
+                                    time of the get-or-compile calls nested in them that
+                                    compiled or waited (counted at their own level, or
+                                    not at all for a wait): the closure level's own
+                                    work.  Changed in 0.2 */
   uint64_t sweeper_wakeups;    /**< waits of the sweeper thread that ended at their deadline
                                   (the oldest entry's insert time + ttl_ms, or a day when that
                                   is further; see ccache_config::sweeper_thread); a wake-up by
@@ -766,24 +911,64 @@ typedef struct ccache_stats {
   uint64_t tier_lock_waits;    /**< program misses that found a tier's compile lock held
                                     (CCACHE_EBUSY) and waited */
   uint64_t tier_wait_ms_max;   /**< longest such wait, milliseconds */
+  /* ---- First use (0.2; one block: fields move together) ---- */
+  uint64_t handles_out;              /**< gauge: program handles not yet released */
+  uint64_t program_waits;            /**< program-level single-flight joins */
+  uint64_t program_compile_failures; /**< program compile callbacks that failed */
+  uint64_t program_compile_ns;       /**< nanoseconds in program compile callbacks,
+                                          without nested get-or-compile calls that
+                                          compiled or waited, and without tier I/O */
+  uint64_t misses_evicted;           /**< misses (counted in misses) on a key that is
+                                          among the last 64 keys evicted for capacity
+                                          or cost: a bound that thrashes.  A few in
+                                          misses is normal; a large share means
+                                          max_items (or max_cost_bytes) is below the
+                                          working set (see the README's sizing note) */
 } ccache_stats;
 
 /**
+ * @brief Prepare a stats struct: zero it and set its size (sizeof *s).
+ * @param s caller-owned; NULL is a no-op.  Thread-safe.  Since 0.2.
+ */
+CCACHE_API void ccache_stats_init(ccache_stats *s);
+
+/**
  * @brief Snapshot the statistics.
- * @param c the cache; NULL (or a cache created before fork(), in the child)
- *        zeroes the fields.
- * @param out caller-owned; set out->size = sizeof *out first: only the first
- *        out->size bytes are written (a later, larger library never writes
- *        past an older caller's struct; out->size itself is kept), and
- *        nothing at all if out->size is above CCACHE_STRUCT_SIZE_MAX (taken
- *        for a struct that was never set up).  NULL is a no-op.
+ * @param c the cache; NULL zeroes the fields (returns CCACHE_EINVAL); a cache
+ *        created before fork(), in the child, zeroes them too
+ *        (CCACHE_EFORKED).
+ * @param out caller-owned, from ccache_stats_init() (or with out->size =
+ *        sizeof *out set by hand): only the first out->size bytes are
+ *        written (a later, larger library never writes past an older
+ *        caller's struct; out->size itself is kept).
+ * @return CCACHE_OK; CCACHE_EINVAL, nothing written, with a detail line, for
+ *         NULL out or an out->size that was never set: below
+ *         offsetof(ccache_stats, hits) + 8 (a zeroed struct, size 0) or above
+ *         CCACHE_STRUCT_SIZE_MAX; CCACHE_EINVAL with zeroes for NULL c;
+ *         CCACHE_EFORKED with zeroes.  (Returned void before 0.2.)
  * Thread-safe (takes the writer lock, then the program table's lock); each
  * field is exact, the set is a near-simultaneous snapshot (the closure and
  * program counters under those locks, the destroy counts, sweeper_wakeups
  * and the tier counters just after).  Checked build: aborts on a closed
  * cache.
  */
-CCACHE_API void ccache_stats_get(ccache *c, ccache_stats *out);
+CCACHE_API int ccache_stats_get(ccache *c, ccache_stats *out);
+
+/**
+ * @brief Format a stats snapshot as one line of `name=value` pairs (every
+ * field within s->size, in struct order, space-separated, no newline), for
+ * logs.
+ * @param s a snapshot from ccache_stats_get() (read only).
+ * @param buf caller-owned, receives the line, NUL-terminated and truncated
+ *        to @p len - 1 bytes; may be NULL when @p len is 0 (to ask for the
+ *        length).
+ * @param len bytes at @p buf.
+ * @return the line's length without the NUL (as snprintf: a return >= len
+ *         means it was truncated), or CCACHE_EINVAL (NULL s, a size as
+ *         ccache_stats_get() refuses, NULL buf with len > 0).  Thread-safe.
+ *         Since 0.2.
+ */
+CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len);
 
 /** @} */
 

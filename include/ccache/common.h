@@ -112,6 +112,31 @@ CCACHE_API const char *ccache_strerror(int status);
  *         Thread-safe: each thread has its own.
  */
 CCACHE_API const char *ccache_error_detail(void);
+
+/**
+ * @brief Record why a compile failed, for its caller and every single-flight
+ * waiter of its key, and return the status they get.
+ *
+ * Call it from a compile callback (either level) as its return value:
+ * `return ccache_compile_fail(CCACHE_ECOMPILE, "cc: %s", first_error_line);`.
+ * The message becomes this thread's ccache_error_detail() at once, and the
+ * owner's ccache_get_or_compile() / ccache_program_get_or_compile() copies it
+ * to each thread waiting on that compile, whose call then returns the same
+ * status with the same detail.  @p status is what they return: a negative
+ * ccache status (CCACHE_ENOMEM, CCACHE_EIO, ...) is kept as it is; 0, a
+ * positive value or an unknown code becomes CCACHE_ECOMPILE.
+ * @param status the status to report (see above).
+ * @param fmt printf format of the message (one line, truncated at 511
+ *        bytes), or NULL for the status's text.
+ * @return the status the compile's callers get (never 0): return it.
+ * Thread-safe (it writes only this thread's detail).  Outside a compile it
+ * just records the detail.
+ */
+CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -160,11 +185,40 @@ CCACHE_API const char *ccache_error_detail(void);
 /**
  * A 128-bit fingerprint.  The cache never interprets it: equal keys are the
  * same entry, whatever produced them (see the fingerprint builder, ccache/fp.h).
+ *
+ * **The key rule.**  A closure entry hands out its closure *and* the program
+ * it was stored with, so a closure key must determine the program: build it
+ * from the program key plus what tells the call sites apart (layer, weights
+ * bound), e.g. ccache_fp_key(&fp, program_key) then the site's fields.  A
+ * closure key that leaves out something the program key holds (a shape, a
+ * dtype, a target) makes two programs meet under one closure key, and the
+ * cache then serves one of them to the other's calls: wrong results, no
+ * error.
  */
 typedef struct ccache_key {
   uint64_t lo; /**< low 64 bits */
   uint64_t hi; /**< high 64 bits */
 } ccache_key;
+
+/** Bytes ccache_key_hex() writes: 32 hex digits and a NUL. */
+#define CCACHE_KEY_HEX_LEN 33
+
+/**
+ * @brief Whether two keys are equal (both halves).
+ * @return 1 if equal, 0 if not.  Thread-safe; no side effects.  Since 0.2.
+ */
+CCACHE_API int ccache_key_eq(ccache_key a, ccache_key b);
+
+/**
+ * @brief A key as 32 lowercase hex digits, key.hi then key.lo, most
+ * significant digit first: the form the directory tier uses in its file
+ * names and the Redis tier in its keys.
+ * @param key the key.
+ * @param out caller-owned buffer of CCACHE_KEY_HEX_LEN bytes; receives the
+ *        digits and a NUL.  NULL writes nothing.
+ * @return @p out (NULL when @p out is NULL).  Thread-safe.  Since 0.2.
+ */
+CCACHE_API char *ccache_key_hex(ccache_key key, char out[CCACHE_KEY_HEX_LEN]);
 
 /** An open cache.  Opaque; create with ccache_open(). */
 typedef struct ccache ccache;
