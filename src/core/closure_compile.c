@@ -62,12 +62,13 @@ static int publish(ccache *c, ccache__flight *f, ccache__entry *e, int st, void 
   ccache__wsec w;
   int rc = st != CCACHE_OK ? st : check_program(c, f->key, prog);
   ccache__wsec_begin_(c, &w, API);
-  if (rc == CCACHE_OK) rc = ccache__insert_locked(c, &w, e, f->key, closure, prog, now);
+  bool tried = rc == CCACHE_OK;
+  if (tried) rc = ccache__insert_locked(c, &w, e, f->key, closure, prog, now);
   /* As in ccache_put(): if the insert failed (ENOMEM) while the entry in the
    * table (put meanwhile, e.g. by the compile itself) holds this very
    * closure, the closure is that entry's, not ours to destroy. */
-  *in_use = rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, f->key, closure);
-  if (rc == CCACHE_ENOMEM) {
+  *in_use = tried && rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, f->key, closure);
+  if (tried && rc == CCACHE_ENOMEM) {
     char hex[CCACHE_KEY_HEX_LEN];
     ccache__detail_for(rc, API ": out of memory inserting the compiled entry for key %s",
                        ccache_key_hex(f->key, hex));

@@ -297,7 +297,16 @@ static unsigned cause_of(ccache *c, const uint64_t *counter) {
 /* A key evicted by a bound: remembered so a miss on it soon after counts in
  * misses_evicted.  A small ring of key hashes (64-bit, so a false match
  * needs a 64-bit collision), written under wlock, read by misses without. */
-static uint64_t ring_hash(ccache_key k) { return (k.lo ^ (k.hi * 0x9E3779B97F4A7C15ull)) | 1u; }
+static uint64_t ring_hash(ccache_key k) {
+  /* Both halves through odd multipliers and a murmur3 finaliser: keys that
+   * are not fingerprints (sequential, or with related halves) still differ.
+   * Never 0, the ring's empty slot. */
+  uint64_t x = k.lo * 0x9E3779B97F4A7C15ull ^ k.hi * 0xC2B2AE3D27D4EB4Full;
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDull;
+  x ^= x >> 33;
+  return x | 1u;
+}
 
 static void ring_push_locked(ccache *c, ccache_key key) {
   atomic_store_explicit(&c->evict_ring[c->evict_next++ % CCACHE__EVICT_RING], ring_hash(key),

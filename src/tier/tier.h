@@ -66,6 +66,7 @@ typedef struct ccache__lease_rec {
   struct ccache__lease_rec *prev, *next;
   ccache_tier *t;
   void *lock;
+  ccache_key key;  /* for the event of a failed renew */
   uint64_t due_ns; /* next renewal, CLOCK_MONOTONIC */
   int busy;        /* renew() is running on it (r_mu released) */
   int lost;        /* a renew failed: no more renewals */
@@ -87,6 +88,10 @@ struct ccache__tiers {
   _Atomic uint64_t hits, misses, writes, errors, corrupt, bytes_read, bytes_written;
   _Atomic uint64_t lock_waits, wait_ms_max;
 
+  /* The owner's event hook (ccache_config::on_event), NULL when unset. */
+  ccache_event_fn on_event;
+  void *event_ctx;
+
   ccache__mutex r_mu;
   pthread_cond_t r_cv; /* CLOCK_MONOTONIC; the list changed or a renew ended */
   pthread_t r_thread;
@@ -94,8 +99,17 @@ struct ccache__tiers {
   ccache__lease_rec *leases;
 };
 
-static inline void ccache__tier_error(struct ccache__tiers *ts) {
+/* A tier event (ccache_event) for tier i, when the owner set a hook: run
+ * under a callback frame, no lock held (tier.c). */
+void ccache__tier_event(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key,
+                        const char *op, int status, int err, const char *reason);
+/* A failed op or codec call of tier i: counted in tier_errors, and reported
+ * (TIER_ERROR) with errno as the op left it. */
+static inline void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, ccache_key key,
+                                     const char *op, int status, int err, const char *reason) {
   atomic_fetch_add(&ts->errors, 1);
+  if (ts->on_event)
+    ccache__tier_event(ts, CCACHE_EVENT_TIER_ERROR, i, key, op, status, err, reason);
 }
 
 /* Tier ops and codec calls are user code: they run under a callback frame
@@ -116,7 +130,7 @@ void ccache__tier_renewal_destroy(struct ccache__tiers *ts);
 /* Register a lease taken by this thread (r: a record the caller keeps until
  * ccache__tier_lease_remove); starts the thread on first use. */
 void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, ccache_tier *t,
-                            void *lock);
+                            void *lock, ccache_key key);
 /* Unregister, waiting out a renew() in progress on it. */
 void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r);
 

@@ -60,7 +60,11 @@ static void *renewal_main(void *arg) {
     ccache__unlock(&ts->r_mu);
     int rc = CCACHE_OK;
     CCACHE__IN_FRAME(ts, rc = r->t->ops.renew(r->t->state, r->lock));
-    if (rc != CCACHE_OK) ccache__tier_error(ts);
+    if (rc != CCACHE_OK) {
+      uint32_t i = 0;
+      while (i < ts->n && ts->t[i] != r->t) i++;
+      ccache__tier_fail(ts, i, r->key, "renew", rc, 0, "the compile lease was lost");
+    }
     ccache__lock(&ts->r_mu);
     r->busy = 0;
     if (rc != CCACHE_OK) r->lost = 1;
@@ -75,10 +79,11 @@ static void *renewal_main(void *arg) {
  * use.  If it cannot start, the lease is not renewed (counted) and may lapse:
  * at worst another process compiles the same program too. */
 void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, ccache_tier *t,
-                            void *lock) {
+                            void *lock, ccache_key key) {
   memset(r, 0, sizeof *r);
   r->t = t;
   r->lock = lock;
+  r->key = key;
   r->due_ns = ccache__mono_ns() + renew_period_ns(t);
   ccache__lock(&ts->r_mu);
   if (!ts->r_started && !ts->r_stop) {
@@ -87,7 +92,10 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, ccac
       /* A name that tools show (top -H, gdb, /proc/<pid>/task/<tid>/comm). */
       pthread_setname_np(ts->r_thread, CCACHE__RENEW_THREAD_NAME);
     } else {
-      ccache__tier_error(ts);
+      uint32_t i = 0;
+      while (i < ts->n && ts->t[i] != t) i++;
+      ccache__tier_fail(ts, i, key, "renew", CCACHE_ETHREAD, 0,
+                        "the lease-renewal thread could not start");
     }
   }
   r->next = ts->leases;
