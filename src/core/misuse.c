@@ -6,6 +6,10 @@
  * checked build trades speed for catching errors): open caches, leases out
  * (by token), and the closures and natives each cache owns.
  */
+#ifdef CCACHE_CHECKED
+#define _GNU_SOURCE 1 /* syscall(SYS_gettid): the thread id tools show */
+#endif
+
 #include "core/misuse.h"
 
 #ifdef CCACHE_CHECKED
@@ -151,10 +155,10 @@ void ccache__misuse_cache_closed(const ccache *c) {
   known *t, *tmp;
   HASH_ITER(hh, things, t, tmp) if (t->c == c) drop(t);
   /* So are its leases and handles (an abandoning close leaves some). */
-  token *k, *ktmp;
-  HASH_ITER(hh, tokens, k, ktmp) if (k->c == c) {
-    HASH_DEL(tokens, k);
-    free(k);
+  token *tok, *ttmp;
+  HASH_ITER(hh, tokens, tok, ttmp) if (tok->c == c) {
+    HASH_DEL(tokens, tok);
+    free(tok);
   }
   handle *h, *htmp;
   HASH_ITER(hh, handles, h, htmp) if (h->c == c) {
