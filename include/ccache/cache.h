@@ -86,7 +86,8 @@ typedef struct ccache_event {
                               the failure); TIER_ERROR: the op's status */
   int err;               /**< TIER_ERROR: errno right after the op failed (0: none) */
   int cause;             /**< EVICT: a ccache_cause */
-  uint32_t tier;         /**< tier events: the tier's index in ccache_config::tiers */
+  uint32_t tier;         /**< tier events: the tier's index in ccache_config::tiers
+                              (n_tiers for the codec's "encode", no one tier's) */
   const char *tier_name; /**< tier events: ccache_tier_ops::name ("disk", "redis", ...) */
   const char *op;        /**< tier events: the op ("get", "put", ...) */
   const char *reason;    /**< a short static text, or NULL */
@@ -256,11 +257,14 @@ typedef struct ccache_config {
   /* ---- Persistent tiers (0.2; see "Persistent tiers").  A config whose
    * size ends before these fields (a 0.1 caller's) gets their defaults. ---- */
   /** Serialisation callbacks, copied at open (the struct need not outlive
-   *  ccache_open()); NULL (default): the tiers are never used (they are
-   *  still owned and closed by the cache). */
+   *  ccache_open()); NULL (default): no tiers (n_tiers > 0 without a codec
+   *  is CCACHE_EINVAL: tiers store programs as bytes). */
   const ccache_codec *codec;
-  /** The runtime's identity (its version, target, compile flags): entries
-   *  made under another tag are never loaded.  Read (hashed) at open, not
+  /** The runtime's identity: everything a program depends on that its key
+   *  does not hold - the compiler and its version, the flags it was given,
+   *  the target (CPU features, GPU architecture), the runtime's own codegen
+   *  version - e.g. "myrt 3.1 codegen 7; gcc 12.2 -O2 -march=x86-64-v3":
+   *  entries made under another tag are never loaded.  Read (hashed) at open, not
    *  kept; NULL (default) is the same as "".  Any length. */
   const char *runtime_tag;
   /** Programs whose compile callback ran for less than this many
@@ -311,7 +315,8 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *         used; a bound of 0; alloc without free or free without alloc;
  *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
  *         tier, a tier listed twice or already owned by another cache, a
- *         codec with a NULL callback); CCACHE_ENOMEM; CCACHE_ETHREAD (the
+ *         codec with a NULL callback, n_tiers > 0 without a codec: each with
+ *         a ccache_error_detail() line); CCACHE_ENOMEM; CCACHE_ETHREAD (the
  *         sweeper thread, or a lock, could not be created; pthread's ENOMEM
  *         there is CCACHE_ENOMEM).  On every error the caller keeps its
  *         tiers and nothing is left running.
@@ -496,10 +501,12 @@ CCACHE_API void *ccache_program_native(const ccache_program *p);
  * held, before this returns.
  * @param c the cache the handle came from; NULL is a no-op.
  * @param p the handle; NULL is a no-op.  Using it afterwards, or releasing
- *        it twice, is a caller error (undefined behaviour in every build:
- *        handles are not tracked by the checked build).
+ *        it twice, is a caller error (undefined behaviour in the default
+ *        build; the checked build aborts, see "Checked build").  A handle a
+ *        compile callback hands to the cache (*program_out on success) is
+ *        the cache's: releasing it too is the same error.
  * In a fork child this does nothing.  Thread-safe (takes the program table's
- * lock).  Checked build: aborts on a closed cache.
+ * lock).  Checked build: aborts on a closed cache, or on a handle not out.
  */
 CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 
@@ -685,7 +692,15 @@ CCACHE_API int64_t ccache_sweep(ccache *c);
  *        ccache_program_get_or_compile()).  Valid only during the call.
  * @return 0 on success; non-zero on failure, in which case the cache takes
  *         nothing from the out-pointers: the callback cleans up what it made
- *         (releases the handle, frees the closure).
+ *         (releases the handle, frees the closure).  To say why, return
+ *         ccache_compile_fail(status, fmt, ...): the caller and every
+ *         waiter get that status and message.  A failure keeps its own
+ *         status only when it is the negative ccache status of a failure
+ *         recorded while the compile ran (by ccache_compile_fail(), or by a
+ *         nested ccache call whose status the compile returns as it is);
+ *         anything else non-zero is CCACHE_ECOMPILE, with the detail of the
+ *         last failure recorded during the compile, or a line naming the key
+ *         and the value returned.
  */
 typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **closure_out,
                                  ccache_program **program_out);
@@ -701,9 +716,14 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  * clear during the compile does not cancel it; then items over max_items
  * and cost over max_cost_bytes evict the oldest entries, never this one)
  * and the caller and every waiter get a lease on that entry, even if it is
- * evicted or expires before they wake.  Counts: the compiling caller one
- * miss and one `compiles`; each waiter one `waits` and a hit (lease) or a
- * miss (error); `compile_ns` adds the time spent in @p compile.
+ * evicted or expires before they wake.  Counts: a hit one `hits`; the
+ * compiling caller one miss and one `compiles`; each waiter one miss and
+ * one `waits`, whatever the result (a waiter's lease is not a hit); no
+ * lookup at all when this thread's last ccache_fetch() on @p c missed
+ * @p key and no get-or-compile ran on the thread since (the fetch counted
+ * it); `compile_ns` adds the compile's own time (see ccache_stats).  With
+ * ccache_config::on_event set, the owner reports COMPILE_START and
+ * COMPILE_END around the compile.
  *
  * On success the closure and the program handle the compile returned belong
  * to the cache: the entry takes its own program reference and the cache
@@ -724,8 +744,10 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  *         that returned 0 without a program handle of this cache: its
  *         closure is destroyed and its handle released, nothing is cached,
  *         and every waiter gets CCACHE_EINVAL too);
- *         CCACHE_ECOMPILE (the compile returned non-zero: to the caller and
- *         every waiter; nothing cached; `compile_failures` +1);
+ *         CCACHE_ECOMPILE, or the compile's own status (see
+ *         ccache_compile_fn: the compile returned non-zero; to the caller
+ *         and every waiter, with the same ccache_error_detail(); nothing
+ *         cached; `compile_failures` +1);
  *         CCACHE_ENOMEM (before the compile: no compile ran and a miss is
  *         counted; or inserting failed, to the caller and every waiter: the
  *         compiled closure is destroyed unless the entry in the table holds
@@ -765,15 +787,16 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  * Hit (@p pkey is interned): a handle, no callback, no tier asked; counts
  * program_hits +1.  Miss: counts program_misses +1, and exactly one caller
  * owns it (the single-flight owner); every other caller for @p pkey waits
- * (counts `waits` +1) and then gets the owner's result: a handle (counted
- * program_hits +1) or the owner's error (counted program_misses +1).  The
+ * (counts program_misses +1 and program_waits +1) and then gets the
+ * owner's result: a handle, or the owner's status and error detail.  The
  * owner, with no cache lock held:
  *  - with usable tiers and a codec (see "Persistent tiers"), first asks them
  *    (taking their compile locks in turn); a tier hit decodes the program
  *    (counts tier_hits +1, never program_compiles) and @p compile is not
  *    called;
  *  - otherwise runs @p compile on its own thread (program_compiles +1
- *    whether it succeeds or not; `compile_ns` adds its time; with tiers, a
+ *    whether it succeeds or not; `program_compile_ns` adds its own time;
+ *    COMPILE_START and COMPILE_END events; with tiers, a
  *    successful result is written to them when the compile took at least
  *    tier_min_compile_us);
  *  - then interns the native program under @p pkey with the cost from
@@ -798,8 +821,10 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  *        ccache_program_release() (or to hand to the cache from a closure
  *        compile); NULL otherwise.  Caller-owned.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out);
- *         CCACHE_ECOMPILE (the compile returned non-zero: to the owner and
- *         every waiter; nothing interned; `compile_failures` +1);
+ *         CCACHE_ECOMPILE, or the compile's own status (as for
+ *         ccache_compile_fn: to the owner and every waiter, with the same
+ *         ccache_error_detail(); nothing interned;
+ *         `program_compile_failures` +1);
  *         CCACHE_ENOMEM (no memory for the single-flight record, before any
  *         compile; or interning failed, to the owner and every waiter: the
  *         native program was destroyed); CCACHE_EDEADLK (this thread is

@@ -97,15 +97,26 @@ CCACHE_API const char *ccache_strerror(int status);
  * @brief One line of detail about the most recent failed call on this
  * thread that records one.
  *
- * Calls whose failure is worth a name (the path of a refused tier
- * directory, a bad server list, a refused environment variable) record a
- * line of text in thread-local storage before returning their status:
- * ccache_tier_disk() (for CCACHE_EPERM, CCACHE_EIO and CCACHE_ENOTSUP, not
- * for CCACHE_EINVAL or CCACHE_ENOMEM), ccache_tier_redis() (for a refused
- * option or server list, and for CCACHE_ENOTSUP) and ccache_default() (for
- * a refused CLOSURE_CACHE_* variable, naming it and its value) do.  The
- * library never prints it.  Calls that record nothing leave it unchanged,
- * and a later success does not clear it; compare with the status you got.
+ * **Read it only after a call failed**, and only for the calls below: a
+ * success neither clears nor sets it (clearing it would cost every hit), so
+ * after a success it may still hold an older failure's text.  The calls
+ * that record one, before returning their status, in thread-local storage:
+ *  - ccache_open() and ccache_default_init(): every CCACHE_EINVAL for a bad
+ *    config (size or magic, a bound of 0, alloc without free, the tier
+ *    fields, tiers without a codec);
+ *  - ccache_get_or_compile() and ccache_program_get_or_compile(): every
+ *    failure; for a failed compile, the message the compile gave
+ *    ccache_compile_fail() (or a nested call's detail), on the owner's
+ *    thread and on every single-flight waiter's;
+ *  - ccache_close() / ccache_close_ex(): CCACHE_EBUSY, with what is out;
+ *  - ccache_stats_get(): CCACHE_EINVAL for a struct never set up;
+ *  - ccache_tier_disk(): CCACHE_EPERM, CCACHE_EIO and CCACHE_ENOTSUP (not
+ *    CCACHE_EINVAL or CCACHE_ENOMEM);
+ *  - ccache_tier_redis(): a refused option or server list, CCACHE_ENOTSUP;
+ *  - ccache_default(): a refused CLOSURE_CACHE_* variable, naming it and its
+ *    value; a bad CLOSURE_CACHE_REDIS.
+ * The library never prints it.  Calls that record nothing leave it
+ * unchanged.
  * @return a NUL-terminated string owned by the library ("" if nothing was
  *         recorded on this thread; at most 511 bytes); never NULL.  Valid
  *         until the next ccache call on this thread; never free it.
@@ -167,9 +178,16 @@ CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
  * would have with none set), so an address the allocator reuses is new.
  * The registries sit behind one process-wide mutex, and ccache_fetch() and
  * ccache_lease_release() always take their general (slower) paths: a build
- * for tests and debugging.  Program handles are not tracked: releasing one
- * twice is undefined behaviour in both builds.  Nothing of it is compiled
- * into the default build.
+ * for tests and debugging.  It also tracks program handles (each handle
+ * out, with its key and taking thread): a handle released twice aborts with
+ * `ccache: program handle released twice, or never handed out
+ * (ccache_program_release)`, and a compile that released the handle it
+ * then hands to the cache with `ccache: compile handed the cache a program
+ * handle it had released (or never had) (ccache_get_or_compile)` (the
+ * default build crashes later, inside the cache).  A refused ccache_close()
+ * prints one line per lease and handle still out, `ccache: close refused:
+ * lease on key <hex> taken by thread <tid>[ (exited)]`, without aborting.
+ * Nothing of it is compiled into the default build.
  *
  * The header, the ABI, the target and file names (ccache::ccache,
  * libccache.a, libccache.so) are the same in both builds: an application

@@ -282,7 +282,15 @@ void ccache__misuse_handle_back(const ccache *c, const void *p, const char *func
 }
 
 void ccache__misuse_handle_in(const ccache *c, const void *p, const char *func) {
-  take_handle(c, p, "compile handed the cache a program handle it had released (or never had)",
+  /* A handle of another cache is refused with EINVAL (and goes back to its
+   * own cache): take that one back. */
+  lock();
+  handle *h = find_handle(c, p);
+  for (handle *o = handles; !h && o; o = o->hh.next)
+    if (o->p == p) h = o;
+  const ccache *owner = h ? h->c : c;
+  unlock();
+  take_handle(owner, p, "compile handed the cache a program handle it had released (or never had)",
               func);
 }
 
