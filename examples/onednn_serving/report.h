@@ -26,6 +26,9 @@ typedef struct mode_result {
   uint64_t distinct_programs; /**< distinct program keys requested */
   int have_cache_stats;       /**< the rows below are ccache's */
   uint64_t closure_compiles, program_hits, programs_end, programs_peak, items_end;
+  /* From ccache's event hook: program compiles it reported, and per program
+   * key how many times it was compiled (evicted, then needed again). */
+  uint64_t event_compiles, programs_recompiled, most_compiles_of_one;
   uint64_t ev_capacity, ev_ttl, ev_cost;
   uint64_t fetch_hits; /**< requests served by ccache_fetch alone */
   uint64_t waits; /**< single-flight joins, both levels: a thread waited for another's compile */
