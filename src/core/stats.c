@@ -82,16 +82,46 @@ int ccache_stats_get(ccache *c, ccache_stats *out) {
 }
 
 /* Every field after size, in struct order, with its name. */
-#define CCACHE__STATS_FIELDS(X)                                                                   \
-  X(hits)                                                                                         \
-  X(misses) X(inserts) X(replaced) X(evicted_capacity) X(evicted_ttl) X(evicted_cost) X(removed)  \
-      X(cleared) X(items) X(programs) X(programs_destroyed) X(closures_destroyed) X(leases_out)   \
-          X(cost_bytes) X(program_hits) X(program_misses) X(compiles) X(program_compiles)         \
-              X(compile_failures) X(waits) X(compile_ns) X(sweeper_wakeups) X(tier_hits)          \
-                  X(tier_misses) X(tier_writes) X(tier_errors) X(tier_corrupt) X(tier_bytes_read) \
-                      X(tier_bytes_written) X(tier_lock_waits) X(tier_wait_ms_max) X(handles_out) \
-                          X(program_waits) X(program_compile_failures) X(program_compile_ns)      \
-                              X(misses_evicted)
+// clang-format off
+#define CCACHE__STATS_FIELDS(X) \
+  X(hits) \
+  X(misses) \
+  X(inserts) \
+  X(replaced) \
+  X(evicted_capacity) \
+  X(evicted_ttl) \
+  X(evicted_cost) \
+  X(removed) \
+  X(cleared) \
+  X(items) \
+  X(programs) \
+  X(programs_destroyed) \
+  X(closures_destroyed) \
+  X(leases_out) \
+  X(cost_bytes) \
+  X(program_hits) \
+  X(program_misses) \
+  X(compiles) \
+  X(program_compiles) \
+  X(compile_failures) \
+  X(waits) \
+  X(compile_ns) \
+  X(sweeper_wakeups) \
+  X(tier_hits) \
+  X(tier_misses) \
+  X(tier_writes) \
+  X(tier_errors) \
+  X(tier_corrupt) \
+  X(tier_bytes_read) \
+  X(tier_bytes_written) \
+  X(tier_lock_waits) \
+  X(tier_wait_ms_max) \
+  X(handles_out) \
+  X(program_waits) \
+  X(program_compile_failures) \
+  X(program_compile_ns) \
+  X(misses_evicted)
+// clang-format on
 
 int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
   if (!s || !size_ok(s) || (!buf && len)) return CCACHE_EINVAL;
