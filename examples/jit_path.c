@@ -211,7 +211,7 @@ static int compile_bad(void *ud, ccache *c, ccache_key key, void **closure_out,
                              N);
 }
 
-static void *ask_bad_layer(void *arg) {
+static void *ask_bad_layer(void *arg) { /* run by two threads at once */
   bad_layer *b = arg;
   ccache_lease lease;
   ccache_key key = {0xbad, 30};
