@@ -223,6 +223,8 @@ typedef struct ccache_key {
 
 /**
  * @brief Whether two keys are equal (both halves).
+ * @param a a key (by value).
+ * @param b another key (by value).
  * @return 1 if equal, 0 if not.  Thread-safe; no side effects.  Since 0.2.
  */
 CCACHE_API int ccache_key_eq(ccache_key a, ccache_key b);
