@@ -337,10 +337,11 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  *         still usable, while any lease or program handle is outstanding,
  *         while a compile is in flight, or when called from inside any
  *         callback of this cache: ccache_error_detail() then says which,
- *         with the counts ("ccache_close: busy: 1 lease, 0 program handles,
- *         0 compiles in flight out"), and the checked build also prints one
- *         line per outstanding lease and handle to stderr (its key and the
- *         thread that took it, and whether that thread has exited);
+ *         with the counts ("ccache_close: busy: 1 lease(s), 0 program
+ *         handle(s), 0 compile(s) in flight out"), and the checked build
+ *         also prints one line per outstanding lease and handle to stderr
+ *         (its key and the thread that took it, and whether that thread has
+ *         exited);
  *         CCACHE_EINVAL for the default instance (ccache_default()), which
  *         lives until the process exits; CCACHE_EFORKED in a child process.
  * Must not run concurrently with any other call on @p c, nor be followed
