@@ -10,12 +10,18 @@
  *
  * The first layer shows the explicit path (fetch -> miss -> compile ->
  * intern -> put -> lease -> release); the rest use ccache_get_or_compile,
- * which does the same with single-flight.  Exit status 0 when every check
- * holds, 1 otherwise.
+ * which does the same with single-flight.  An event hook counts the compiles
+ * per level, as a runtime would export them.  Last, a layer whose shape the
+ * "compiler" refuses is asked for by two threads at once: one compiles, the
+ * other waits, and both get the compiler's message.  Exit status 0 when
+ * every check holds, 1 otherwise.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ccache.h"
 
@@ -37,6 +43,15 @@ typedef struct closure {
 } closure;
 
 static int compiles, programs_freed, closures_freed;
+
+/* The event hook: what a runtime would log or export.  It runs on the
+ * thread the event happens on, with no cache lock held. */
+static _Atomic int compile_events[3], evictions;
+static void on_event(void *ctx, const ccache_event *ev) {
+  (void)ctx;
+  if (ev->kind == CCACHE_EVENT_COMPILE_END) compile_events[ev->level]++;
+  if (ev->kind == CCACHE_EVENT_EVICT) evictions++;
+}
 
 static void free_program(void *p, void *ctx) {
   (void)ctx;
@@ -83,14 +98,14 @@ static ccache_key graph_key(void) {
   return key;
 }
 
-/* Closure key = program key + call site. */
+/* Closure key = program key + call site (the key rule: a closure key that
+ * left out the program key would hand one program to another's calls). */
 static ccache_key site_key(ccache_key pkey, int layer) {
   ccache_fp fp;
   ccache_key k = {0, 0};
   ccache_fp_init(&fp);
   ccache_fp_str(&fp, "layer_affine", 12);
-  ccache_fp_u64(&fp, pkey.lo);
-  ccache_fp_u64(&fp, pkey.hi);
+  ccache_fp_key(&fp, pkey);
   ccache_fp_i64(&fp, layer);
   ccache_fp_final(&fp, &k);
   return k;
@@ -175,11 +190,42 @@ static int explicit_path(ccache *c, ccache_key pkey, const float *x, float *y) {
   return CCACHE_OK;
 }
 
+/* ---- an error that travels: two threads miss on a layer that cannot be
+ * compiled; one compiles, the other waits, both learn why. */
+typedef struct bad_layer {
+  ccache *c;
+  int rc;
+  char why[512];
+} bad_layer;
+
+static int compile_bad(void *ud, ccache *c, ccache_key key, void **closure_out,
+                       ccache_program **program_out) {
+  (void)ud, (void)key, (void)closure_out, (void)program_out;
+  /* Let the other thread join the flight first (bounded: 10 s), so it is a
+   * waiter; a real compile is simply slow. */
+  ccache_stats st;
+  ccache_stats_init(&st);
+  for (int i = 0; i < 10000 && ccache_stats_get(c, &st) == CCACHE_OK && st.waits == 0; i++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  return ccache_compile_fail(CCACHE_ECOMPILE, "jit: layer 30: dim %d is not a multiple of %d", 7,
+                             N);
+}
+
+static void *ask_bad_layer(void *arg) { /* run by two threads at once */
+  bad_layer *b = arg;
+  ccache_lease lease;
+  ccache_key key = {0xbad, 30};
+  b->rc = ccache_get_or_compile(b->c, key, compile_bad, NULL, &lease);
+  snprintf(b->why, sizeof b->why, "%s", ccache_error_detail()); /* read after a failure */
+  return NULL;
+}
+
 int main(void) {
   ccache_config cfg;
   ccache_config_init(&cfg);
   cfg.destroy_closure = free_closure;
   cfg.destroy_program = free_program;
+  cfg.on_event = on_event; /* NULL (the default) costs nothing */
   cfg.max_items = 64;
   ccache *c = NULL;
   int rc = ccache_open(&cfg, &c);
@@ -207,17 +253,37 @@ int main(void) {
     fprintf(stderr, "jit path failed: %s\n", ccache_strerror(rc));
     return 1;
   }
-  ccache_stats st = {.size = sizeof st};
+  ccache_stats st;
+  ccache_stats_init(&st);
   ccache_stats_get(c, &st);
   printf("ccache jit_path example: %d layers x 3 steps\n", LAYERS);
   printf("  closure lookups: %llu hits, %llu misses; closures cached: %llu\n",
          (unsigned long long)st.hits, (unsigned long long)st.misses, (unsigned long long)st.items);
   printf("  programs: %llu alive, %d compiled (30 layers share one structure)\n",
          (unsigned long long)st.programs, compiles);
+  printf("  events: %d closure compiles, %d program compiles (layer 0 compiled it by hand)\n",
+         compile_events[CCACHE_LEVEL_CLOSURE], compile_events[CCACHE_LEVEL_PROGRAM]);
   printf("  y[0] after the last step: %g\n", (double)y[0]);
+
+  bad_layer b[2] = {{c, 0, ""}, {c, 0, ""}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, ask_bad_layer, &b[i]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  ccache_stats_get(c, &st);
+  for (int i = 0; i < 2; i++)
+    printf("  bad layer, thread %d: %s: %s\n", i, ccache_strerror(b[i].rc), b[i].why);
+  printf("  (%llu compile, %llu waiter)\n", (unsigned long long)st.compile_failures,
+         (unsigned long long)st.waits);
+  int travelled = st.compile_failures == 1 && st.waits == 1;
+  for (int i = 0; i < 2; i++)
+    travelled = travelled && b[i].rc == CCACHE_ECOMPILE &&
+                strcmp(b[i].why, "jit: layer 30: dim 7 is not a multiple of 8") == 0;
+
   rc = ccache_close(c);
   int ok = rc == CCACHE_OK && compiles == 1 && st.programs == 1 && st.items == LAYERS &&
-           programs_freed == 1 && closures_freed == LAYERS;
+           programs_freed == 1 && closures_freed == LAYERS && travelled &&
+           compile_events[CCACHE_LEVEL_CLOSURE] == LAYERS - 1 + 1 &&
+           compile_events[CCACHE_LEVEL_PROGRAM] == 0 && evictions == LAYERS;
   printf("  closed: %d closures and %d program destroyed -> %s\n", closures_freed, programs_freed,
          ok ? "ok" : "FAILED");
   return ok ? 0 : 1;

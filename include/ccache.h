@@ -66,7 +66,9 @@
  * static int compile_native(void *ud, ccache *c, ccache_key pkey,
  *                           void **native_out, uint64_t *cost_out) {
  *   *native_out = my_compile(ud, cost_out); // *cost_out: bytes it holds
- *   return *native_out ? 0 : -1;            // 0: *native_out is the cache's
+ *   if (!*native_out)                       // the caller and every waiter
+ *     return ccache_compile_fail(CCACHE_ECOMPILE, "%s", my_compiler_log(ud));
+ *   return 0;                               // 0: *native_out is the cache's
  * }
  * static int compile_site(void *ud, ccache *c, ccache_key site,
  *                         void **closure_out, ccache_program **program_out) {
@@ -78,11 +80,13 @@
  *     ccache_program_release(c, *program_out); // failed: undo what you made
  *     return -1;
  *   }
- *   return 0;                               // both are the cache's now
+ *   return 0;    // both are the cache's now: do not release it on success
  * }
  *
  * ccache_config cfg;
  * ccache_config_init(&cfg);                 // always first (size, magic)
+ * // A closure key must include its program key (see ccache_key's key rule):
+ * //   ccache_fp_init(&fp); ccache_fp_key(&fp, pkey); ccache_fp_i64(&fp, layer);
  * cfg.max_items = 4096;                     // entries; oldest leave first
  * cfg.destroy_closure = drop_closure;
  * cfg.destroy_program = drop_native;
@@ -124,9 +128,11 @@
  *    owns @c closure even on error.
  *  - ccache_fetch(): OK, MISS, EINVAL, EBUSY, EFORKED.
  *  - ccache_get_or_compile() and ccache_program_get_or_compile(): OK, EINVAL,
- *    ECOMPILE (the callback returned non-zero), ENOMEM, EDEADLK (a compile
- *    asked for its own key), EBUSY, EFORKED.
- *  - ccache_close(): OK, EBUSY, EINVAL (the default instance), EFORKED.
+ *    ECOMPILE (the callback returned non-zero; ccache_error_detail() says
+ *    why, on every waiting thread too), ENOMEM, EDEADLK (a compile asked for
+ *    its own key), EBUSY, EFORKED.
+ *  - ccache_close(): OK, EBUSY (ccache_error_detail() counts what is out),
+ *    EINVAL (the default instance), EFORKED.
  *  - ccache_lease_release() and ccache_program_release() return nothing.
  *
  * The sections that follow, in order: Status codes; Checked build; Keys and

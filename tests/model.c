@@ -147,6 +147,9 @@ typedef struct m_world {
   m_prog progs[MAXPROG];
   ccache_stats exp;
   uint64_t last_compile_ns;
+  /* The key of the driver's last fetch miss since its last get-or-compile,
+   * +1 (0: none): a get-or-compile of it counts no lookup of its own. */
+  uint64_t fetch_missed;
 
   /* what the driver holds */
   m_held_lease leases[MAXLEASE];
@@ -590,7 +593,7 @@ static void do_pgoc(m_world *w, uint64_t pk) {
     return;
   }
   if (f.crc) {
-    w->exp.compile_failures++;
+    w->exp.program_compile_failures++;
     expect_rc(w, "program_get_or_compile (failing compile)", rc, CCACHE_ECOMPILE);
     if (h) mfail(w, "program_get_or_compile error left a handle");
     return;
@@ -691,6 +694,7 @@ static void do_fetch(m_world *w, uint64_t key) {
     return;
   }
   w->exp.misses++;
+  w->fetch_missed = key + 1;
   expect_rc(w, "fetch (miss)", rc, CCACHE_MISS);
   if (l.closure || l.native || l.internal_[0]) mfail(w, "fetch miss left a lease");
   if (rc == CCACHE_OK) ccache_lease_release(w->c, &l);
@@ -802,16 +806,19 @@ static void do_goc(m_world *w, uint64_t key) {
   trace(w, "get_or_compile K%llu", (unsigned long long)key);
   int ei = w->tab[key];
   int mode; /* 0 hit, 1 deadlock, 2 compile */
+  /* Right after a fetch miss of the same key, the lookup is counted already. */
+  int counted = w->fetch_missed == key + 1;
+  w->fetch_missed = 0;
   if (ei >= 0 && !m_expired(w->ents[ei].ins, now_of(w), w->ttl)) {
     mode = 0;
-    w->exp.hits++;
+    if (!counted) w->exp.hits++;
   } else {
     if (ei >= 0) { /* expired: removed before the compile runs */
       m_gy gy = {.n = 0};
       m_detach(w, ei, &w->exp.evicted_ttl, &gy);
       m_drain(w, &gy);
     }
-    w->exp.misses++;
+    if (!counted) w->exp.misses++;
     if (flight_active(w->flights, w->nflights, key)) {
       mode = 1;
     } else {
@@ -904,7 +911,7 @@ static int compile_program(m_world *w, ccache_program **h) {
     if (mode == 2) {
       m_flight f = w->pflights[--w->npflights];
       if (f.crc) {
-        w->exp.compile_failures++;
+        w->exp.program_compile_failures++;
         expect_rc(w, "program_get_or_compile (failing compile)", rc, CCACHE_ECOMPILE);
         return -1;
       }
@@ -1028,7 +1035,9 @@ static int compile_cb(void *ud, ccache *c, ccache_key key, void **closure_out,
   X(compiles) \
   X(program_compiles) \
   X(compile_failures) \
-  X(waits)
+  X(program_compile_failures) \
+  X(waits) \
+  X(program_waits)
 // clang-format on
 
 static int ev_cmp(const void *a, const void *b) {
@@ -1087,6 +1096,9 @@ static void compare(m_world *w) {
           (unsigned long long)w->exp.f);
   M_STATS(M_CMP)
 #undef M_CMP
+  if (s.handles_out != (uint64_t)w->nhandles)
+    mfail(w, "stats.handles_out = %llu, the driver holds %d", (unsigned long long)s.handles_out,
+          w->nhandles);
   if (s.compile_ns < w->last_compile_ns) mfail(w, "compile_ns went down");
   w->last_compile_ns = s.compile_ns;
   if (w->o->check_every && w->step % w->o->check_every == 0 && ccache__check(w->c, now_of(w)) != 0)

@@ -10,6 +10,7 @@
  * they are undefined behaviour, as documented).
  */
 #include <signal.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,93 @@ static void checked_allows_the_legal_cases(void **state) {
 }
 #endif
 
+#ifdef CCACHE_CHECKED
+/* Program handles (issue 29): tracked like leases. */
+static int compile_releasing_handle(void *ud, ccache *c, ccache_key key, void **closure_out,
+                                    ccache_program **program_out) {
+  (void)ud;
+  if (ccache_program_intern(c, PK(7), t_native(7), 1, program_out) != CCACHE_OK) return -1;
+  ccache_program_release(c, *program_out); /* the mistake: it is the cache's on success */
+  *closure_out = t_closure((int)key.hi);
+  return 0;
+}
+
+static void do_compile_releases_its_handle(void) {
+  t_ctx t = {0};
+  ccache *c = child_cache(&t);
+  ccache_lease l;
+  ccache_get_or_compile(c, K(1), compile_releasing_handle, NULL, &l);
+}
+
+static void checked_compile_releases_its_handle(void **state) {
+  (void)state;
+  aborts_with(do_compile_releases_its_handle,
+              "ccache: compile handed the cache a program handle it had released (or never "
+              "had) (ccache_get_or_compile)\n");
+}
+
+static void do_handle_released_twice(void) {
+  t_ctx t = {0};
+  ccache *c = child_cache(&t);
+  ccache_program *p = child_program(c, 1, 100);
+  ccache_program *again = NULL;
+  ccache_program_fetch(c, PK(1), &again);
+  ccache_program_release(c, p);
+  ccache_program_release(c, again);
+  ccache_program_release(c, p);
+}
+
+static void checked_program_handle_released_twice(void **state) {
+  (void)state;
+  aborts_with(do_handle_released_twice,
+              "ccache: program handle released twice, or never handed out "
+              "(ccache_program_release)\n");
+}
+
+/* A refused close lists what is out: each lease and handle, its key, the
+ * thread that took it and whether that thread has exited. */
+static ccache *lister;
+static ccache_lease lost_lease;
+static void *take_and_exit(void *arg) {
+  (void)arg;
+  ccache_fetch(lister, K(1), &lost_lease);
+  return NULL;
+}
+
+static void do_close_lists_what_is_out(void) {
+  t_ctx t = {0};
+  lister = child_cache(&t);
+  ccache_program *p = child_program(lister, 1, 100);
+  ccache_put(lister, K(1), t_closure(1), p);
+  pthread_t th;
+  pthread_create(&th, NULL, take_and_exit, NULL);
+  pthread_join(th, NULL);
+  if (ccache_close(lister) != CCACHE_EBUSY) _exit(5);
+  ccache_program_release(lister, p);
+  if (ccache_close_ex(lister, CCACHE_CLOSE_ABANDON) != CCACHE_OK) _exit(6);
+}
+
+static void checked_close_lists_what_is_out(void **state) {
+  (void)state;
+  char err[1024], hex1[CCACHE_KEY_HEX_LEN], hexp[CCACHE_KEY_HEX_LEN], want[256];
+  int aborted = 1;
+  t_run_child(do_close_lists_what_is_out, err, sizeof err, &aborted);
+  assert_false(aborted);
+  /* Two lines, the lease's then the handle's; the thread ids vary. */
+  snprintf(want, sizeof want, "ccache: close refused: lease on key %s taken by thread ",
+           ccache_key_hex(K(1), hex1));
+  assert_true(strncmp(err, want, strlen(want)) == 0);
+  char *nl = strchr(err, '\n');
+  assert_non_null(nl);
+  assert_true(strncmp(nl - strlen(" (exited)"), " (exited)", strlen(" (exited)")) == 0);
+  snprintf(want, sizeof want, "ccache: close refused: program handle for key %s taken by thread ",
+           ccache_key_hex(PK(1), hexp));
+  assert_true(strncmp(nl + 1, want, strlen(want)) == 0);
+  assert_null(strstr(nl + 1, "(exited)")); /* the main thread holds it */
+  assert_int_equal(strchr(nl + 1, '\n')[1], '\0');
+}
+#endif
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(garbage_config_refused),
@@ -239,6 +327,9 @@ int main(void) {
       cmocka_unit_test(checked_closure_put_under_two_keys),
       cmocka_unit_test(checked_native_interned_under_two_keys),
       cmocka_unit_test(checked_allows_the_legal_cases),
+      cmocka_unit_test(checked_compile_releases_its_handle),
+      cmocka_unit_test(checked_program_handle_released_twice),
+      cmocka_unit_test(checked_close_lists_what_is_out),
 #endif
   };
 #ifndef CCACHE_CHECKED

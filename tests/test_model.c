@@ -95,6 +95,7 @@ static void model_random_sequences(void **state) {
     SUM(compiles);
     SUM(program_compiles);
     SUM(compile_failures);
+    SUM(program_compile_failures);
     SUM(program_hits);
     SUM(program_misses);
 #undef SUM
@@ -112,7 +113,7 @@ static void model_random_sequences(void **state) {
       (unsigned long long)sum.evicted_ttl, (unsigned long long)sum.evicted_cost,
       (unsigned long long)sum.removed, (unsigned long long)sum.cleared,
       (unsigned long long)sum.compiles, (unsigned long long)sum.program_compiles,
-      (unsigned long long)sum.compile_failures, deadlocks);
+      (unsigned long long)(sum.compile_failures + sum.program_compile_failures), deadlocks);
   assert_true(steps >= (size_t)SEEDS * STEPS / 2);
 }
 

@@ -728,7 +728,7 @@ static void locks_taken_in_tier_order_released_in_reverse(void **state) {
   assert_int_equal(t_goc(r.c, PK(6), &r.comp, CCACHE_ECOMPILE), -1);
   assert_string_equal(op_log, "g0 g1 g2 L0 g0 L1 g1 L2 g2 U2 U1 U0");
   s = t_stats(r.c);
-  assert_int_equal(s.compile_failures, 1);
+  assert_int_equal(s.program_compile_failures, 1);
   assert_int_equal(s.program_compiles, 2);
   rig_close(&r);
 }
@@ -913,7 +913,7 @@ static void wait_for_joiners(t_compiler *comp, ccache *c, ccache_key pkey) {
   (void)comp;
   (void)pkey;
   for (int i = 0; i < 30000; i++) {
-    if (t_stats(c).waits >= 7) return;
+    if (t_stats(c).program_waits >= 7) return;
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
   }
@@ -942,7 +942,7 @@ static void one_flight_asks_the_tiers_once(void **state) {
   assert_int_equal(r.m[0]->puts, 1);
   ccache_stats s = t_stats(r.c);
   assert_int_equal(s.tier_misses, 1);
-  assert_int_equal(s.waits, 7);
+  assert_int_equal(s.program_waits, 7);
   rig_close(&r);
 }
 
@@ -1311,8 +1311,8 @@ static void tier_health_reports_each_tier(void **state) {
   r.m[1]->pending = NULL;
   rig_close(&r);
 
-  /* The directory tier names its directory; a cache without a codec never
-   * uses its tiers. */
+  /* The directory tier names its directory (a cache without a codec is
+   * refused at open: test_first_use). */
   char *dir = t_tempdir("health");
   ccache_disk_options d;
   ccache_disk_options_init(&d);
@@ -1322,6 +1322,9 @@ static void tier_health_reports_each_tier(void **state) {
   t_ctx ctx = {0};
   ccache_config cfg;
   t_config(&cfg, &ctx);
+  t_codec tc = {0};
+  ccache_codec k = t_codec_make(&tc, 64);
+  cfg.codec = &k;
   cfg.tiers = &t;
   cfg.n_tiers = 1;
   ccache *c = NULL;
@@ -1329,7 +1332,7 @@ static void tier_health_reports_each_tier(void **state) {
   assert_int_equal(ccache_tier_health_get(c, 0, 0, &h), CCACHE_OK);
   assert_string_equal(h.kind, "disk");
   assert_string_equal(h.where, dir);
-  assert_int_equal(h.status, CCACHE_TIER_DISABLED);
+  assert_int_equal(h.status, CCACHE_TIER_UP);
   t_close(c);
   t_rmrf(dir);
   free(dir);

@@ -80,6 +80,7 @@ void hj_report_json(FILE *f, hj_report *r) {
            {"program_hits", s->program_hits},
            {"program_misses", s->program_misses},
            {"waits", s->waits},
+           {"program_waits", s->program_waits},
            {"evicted", s->evicted_capacity},
            {"unloaded", r->unloads},
            {"tier_hits", s->tier_hits},
@@ -157,14 +158,15 @@ void hj_report_human(FILE *f, hj_report *r) {
           "call-site visits", w->site_visits, s->hits, s->misses);
   fprintf(f, "%-34s %" PRIu64 " of %d distinct\n", "pipelines compiled here", s->program_compiles,
           HJ_N_KINDS);
-  fprintf(f, "%-34s %" PRIu64 "\n", "call sites given one already made", s->program_hits);
+  fprintf(f, "%-34s %" PRIu64 "\n", "call sites given one already made",
+          s->program_hits + s->program_waits);
   fprintf(f, "%-34s %" PRIu64 "\n", "pipelines loaded from a tier", s->tier_hits);
   fprintf(f, "%-34s %" PRIu64 " (%" PRIu64 " bytes)\n", "written to a tier", s->tier_writes,
           s->tier_bytes_written);
   fprintf(f, "%-34s %" PRIu64 " errors, %" PRIu64 " corrupt\n", "tier faults", s->tier_errors,
           s->tier_corrupt);
   fprintf(f, "%-34s %" PRIu64 " (single-flight), %" PRIu64 " (tier locks)\n",
-          "waits for another thread", s->waits, s->tier_lock_waits);
+          "waits for another thread", s->waits + s->program_waits, s->tier_lock_waits);
   fprintf(f, "%-34s %" PRIu64 " closures evicted, %" PRIu64 " pipelines unloaded\n", "bounds",
           s->evicted_capacity, r->unloads);
   fprintf(f, "%-34s %.3f ms\n",

@@ -31,6 +31,40 @@ struct ptr_entry {
   UT_hash_handle hh;
 };
 
+struct key_count {
+  ccache_key key;
+  uint64_t n;
+  UT_hash_handle hh;
+};
+
+/* How a runtime counts compiles per program with the event hook: one
+ * COMPILE_END at the program level per compile that ran (a tier hit or a
+ * shared program is none). */
+void prims_on_event(void *arg, const ccache_event *ev) {
+  prim_ctx *ctx = arg;
+  if (ev->kind != CCACHE_EVENT_COMPILE_END || ev->level != CCACHE_LEVEL_PROGRAM) return;
+  struct key_count *e;
+  pthread_mutex_lock(&ctx->lock);
+  HASH_FIND(hh, ctx->compiled, &ev->key, sizeof ev->key, e);
+  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
+    e->key = ev->key;
+    HASH_ADD(hh, ctx->compiled, key, sizeof e->key, e);
+  }
+  if (e) e->n++;
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+void prims_compile_counts(prim_ctx *ctx, uint64_t *total, uint64_t *recompiled, uint64_t *most) {
+  *total = *recompiled = *most = 0;
+  pthread_mutex_lock(&ctx->lock);
+  for (struct key_count *e = ctx->compiled; e; e = e->hh.next) {
+    *total += e->n;
+    *recompiled += e->n > 1;
+    if (e->n > *most) *most = e->n;
+  }
+  pthread_mutex_unlock(&ctx->lock);
+}
+
 /* What the cache stores per call site.  The primitive is borrowed from the
  * program the entry references, so it lives at least as long as the closure. */
 typedef struct closure {
@@ -296,6 +330,11 @@ void prims_fini(prim_ctx *ctx) {
   HASH_ITER(hh, ctx->keys, k, kt) {
     HASH_DEL(ctx->keys, k);
     free(k);
+  }
+  struct key_count *q, *qt;
+  HASH_ITER(hh, ctx->compiled, q, qt) {
+    HASH_DEL(ctx->compiled, q);
+    free(q);
   }
   struct ptr_entry *p, *pt;
   HASH_ITER(hh, ctx->live, p, pt) {

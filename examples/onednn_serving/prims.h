@@ -139,7 +139,17 @@ typedef struct prim_ctx {
   struct key_entry *keys;
   uint64_t n_keys;
   struct ptr_entry *live;
+  /* Compiles per program key, counted by the event hook (MODE_CCACHE). */
+  struct key_count *compiled;
 } prim_ctx;
+
+/** ccache's event hook (ccache_config::on_event, ctx = the prim_ctx): counts
+ *  each successful program compile under its program key.  Runs on the
+ *  compiling serving thread, no cache lock held; takes ctx->lock. */
+void prims_on_event(void *ctx, const ccache_event *ev);
+/** Sum, number of keys compiled more than once, and the most compiles of one
+ *  key, over what prims_on_event() counted. */
+void prims_compile_counts(prim_ctx *ctx, uint64_t *total, uint64_t *recompiled, uint64_t *most);
 
 /** Set up @p ctx for @p mode (the engine is borrowed). */
 int prims_init(prim_ctx *ctx, acquire_mode mode, dnnl_engine_t engine);

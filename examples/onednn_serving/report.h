@@ -26,10 +26,14 @@ typedef struct mode_result {
   uint64_t distinct_programs; /**< distinct program keys requested */
   int have_cache_stats;       /**< the rows below are ccache's */
   uint64_t closure_compiles, program_hits, programs_end, programs_peak, items_end;
+  /* From ccache's event hook: program compiles it reported, and per program
+   * key how many times it was compiled (evicted, then needed again). */
+  uint64_t event_compiles, programs_recompiled, most_compiles_of_one;
   uint64_t ev_capacity, ev_ttl, ev_cost;
   uint64_t fetch_hits; /**< requests served by ccache_fetch alone */
-  uint64_t waits;      /**< single-flight joins: a thread waited for another's compile */
-  int have_tl_stats;   /**< the per-thread table rows below are set */
+  uint64_t waits; /**< single-flight joins, both levels: a thread waited for another's compile */
+  uint64_t closure_waits; /**< the closure-level ones (ccache_stats::waits) */
+  int have_tl_stats;      /**< the per-thread table rows below are set */
   uint64_t tl_hits, tl_misses, tl_clears, tl_entries_cleared;
   uint64_t scratch_bytes_max; /**< largest worker scratchpad */
   /** Summed over serving threads: getting primitives (acquire), of which on

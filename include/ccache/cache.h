@@ -22,6 +22,96 @@ extern "C" {
 /** @name Configuration
  * @{ */
 
+/* ---- First use (issue 29): the event hook ---- */
+
+/** What a ccache_event reports (ccache_event::kind).  Pinned values. */
+typedef enum ccache_event_kind {
+  /** A compile callback is about to run (level, key). */
+  CCACHE_EVENT_COMPILE_START = 1,
+  /** It has returned (level, key, status: what the call and its waiters
+   *  get, duration_ns: the callback's wall time, nested compiles included). */
+  CCACHE_EVENT_COMPILE_END = 2,
+  /** A tier had a usable entry for the key (tier, tier_name, op "get"). */
+  CCACHE_EVENT_TIER_HIT = 3,
+  /** A tier had no entry (tier, tier_name, op "get"). */
+  CCACHE_EVENT_TIER_MISS = 4,
+  /** An entry was written to a tier (op "put"; reason "fill" when copied from
+   *  a lower tier's hit, "store" for a fresh compile). */
+  CCACHE_EVENT_TIER_WRITE = 5,
+  /** A tier op or a codec call failed (op: "attach", "get", "put", "remove",
+   *  "lock", "renew", "encode", "decode"; status; err: errno as the op left
+   *  it, 0 when it set none; reason: a static text or NULL).  Never fails a
+   *  fetch: the program compiles. */
+  CCACHE_EVENT_TIER_ERROR = 6,
+  /** An entry failed verification and was removed (op "get", reason). */
+  CCACHE_EVENT_TIER_CORRUPT = 7,
+  /** An intact entry was not used: another runtime tag's (reason "foreign
+   *  runtime tag"), or one the codec refused to store (reason). */
+  CCACHE_EVENT_TIER_REJECTED = 8,
+  /** A closure entry left the table (key, cause: a ccache_cause). */
+  CCACHE_EVENT_EVICT = 9
+} ccache_event_kind;
+
+/** Which table an event is about (ccache_event::level). */
+typedef enum ccache_level {
+  CCACHE_LEVEL_CLOSURE = 1, /**< the closure table (ccache_get_or_compile()) */
+  CCACHE_LEVEL_PROGRAM = 2  /**< the program table (ccache_program_get_or_compile(), tiers) */
+} ccache_level;
+
+/** Why a closure entry left the table (ccache_event::cause).  Pinned. */
+typedef enum ccache_cause {
+  CCACHE_CAUSE_CAPACITY = 1, /**< max_items (counted in evicted_capacity) */
+  CCACHE_CAUSE_TTL = 2,      /**< expired (evicted_ttl) */
+  CCACHE_CAUSE_COST = 3,     /**< max_cost_bytes (evicted_cost) */
+  CCACHE_CAUSE_REMOVED = 4,  /**< ccache_remove() (removed) */
+  CCACHE_CAUSE_CLEARED = 5,  /**< ccache_clear() (cleared) */
+  CCACHE_CAUSE_REPLACED = 6, /**< a later insert under the same key (replaced) */
+  CCACHE_CAUSE_CLOSED = 7    /**< ccache_close() */
+} ccache_cause;
+
+/**
+ * One event, passed to ccache_config::on_event.  Fields that do not apply to
+ * the kind are 0 / NULL.  The struct and every string in it are valid only
+ * during the callback (the strings are static texts: copy them to keep
+ * them); later versions may add fields at the end (`size` says how many
+ * this library filled).
+ */
+typedef struct ccache_event {
+  uint32_t size;         /**< sizeof(ccache_event) as the library was built */
+  int kind;              /**< a ccache_event_kind */
+  int level;             /**< a ccache_level: compile events; tier events are PROGRAM,
+                              EVICT is CLOSURE */
+  ccache_key key;        /**< the closure key (closure level) or program key */
+  int status;            /**< COMPILE_END: the status the call returns (CCACHE_OK, or
+                              the failure); TIER_ERROR: the op's status */
+  int err;               /**< TIER_ERROR: errno right after the op failed (0: none) */
+  int cause;             /**< EVICT: a ccache_cause */
+  uint32_t tier;         /**< tier events: the tier's index in ccache_config::tiers
+                              (n_tiers for the codec's "encode", no one tier's) */
+  const char *tier_name; /**< tier events: ccache_tier_ops::name ("disk", "redis", ...) */
+  const char *op;        /**< tier events: the op ("get", "put", ...) */
+  const char *reason;    /**< a short static text, or NULL */
+  uint64_t duration_ns;  /**< COMPILE_END: wall time of the callback, nanoseconds */
+} ccache_event;
+
+/**
+ * The event hook (ccache_config::on_event).
+ * @param ctx ccache_config::event_ctx.
+ * @param ev the event (see ccache_event for its lifetime).
+ * Runs synchronously, with no internal lock held, on the thread the event
+ * happens on: compile events on the thread that runs the compile (the
+ * single-flight owner); tier events on the owner of the program miss (a
+ * TIER_ERROR of op "renew" on the cache's lease-renewal thread, "attach" on
+ * the thread calling ccache_open()); EVICT events on the thread whose call
+ * made the entry leave, after its locks are released (the sweeper thread for
+ * the entries it expires, the closing thread for CCACHE_CAUSE_CLOSED).  It
+ * may call into the cache (except ccache_close() on it; a call that adds to
+ * the cache returns CCACHE_EBUSY during ccache_close()).  Several threads
+ * may run it at once: make it thread-safe.  Keep it short: a compile or a
+ * writer's call waits for it.
+ */
+typedef void (*ccache_event_fn)(void *ctx, const ccache_event *ev);
+
 /** Bound value meaning "no bound" (for max_items, ttl_ms, max_cost_bytes). */
 #define CCACHE_UNBOUNDED UINT64_MAX
 
@@ -167,11 +257,14 @@ typedef struct ccache_config {
   /* ---- Persistent tiers (0.2; see "Persistent tiers").  A config whose
    * size ends before these fields (a 0.1 caller's) gets their defaults. ---- */
   /** Serialisation callbacks, copied at open (the struct need not outlive
-   *  ccache_open()); NULL (default): the tiers are never used (they are
-   *  still owned and closed by the cache). */
+   *  ccache_open()); NULL (default): no tiers (n_tiers > 0 without a codec
+   *  is CCACHE_EINVAL: tiers store programs as bytes). */
   const ccache_codec *codec;
-  /** The runtime's identity (its version, target, compile flags): entries
-   *  made under another tag are never loaded.  Read (hashed) at open, not
+  /** The runtime's identity: everything a program depends on that its key
+   *  does not hold - the compiler and its version, the flags it was given,
+   *  the target (CPU features, GPU architecture), the runtime's own codegen
+   *  version - e.g. "myrt 3.1 codegen 7; gcc 12.2 -O2 -march=x86-64-v3":
+   *  entries made under another tag are never loaded.  Read (hashed) at open, not
    *  kept; NULL (default) is the same as "".  Any length. */
   const char *runtime_tag;
   /** Programs whose compile callback ran for less than this many
@@ -184,8 +277,16 @@ typedef struct ccache_config {
    *  owns them all.  The array itself is not retained.  NULL only when
    *  n_tiers is 0. */
   ccache_tier *const *tiers;
-  /** Number of tiers, 0 (default) .. CCACHE_MAX_TIERS. */
+  /** Number of tiers, 0 (default) .. CCACHE_MAX_TIERS.  Tiers need a codec:
+   *  n_tiers > 0 with a NULL codec is CCACHE_EINVAL. */
   uint32_t n_tiers;
+  /* ---- First use (0.2): a config whose size ends before these fields gets
+   * their defaults. ---- */
+  /** The event hook (see ccache_event_fn); NULL (default): no events, and
+   *  nothing is spent on them. */
+  ccache_event_fn on_event;
+  /** Passed to on_event; never dereferenced by the cache. */
+  void *event_ctx;
 } ccache_config;
 
 /** Most tiers one cache may have (ccache_config::n_tiers). */
@@ -214,7 +315,8 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *         used; a bound of 0; alloc without free or free without alloc;
  *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
  *         tier, a tier listed twice or already owned by another cache, a
- *         codec with a NULL callback); CCACHE_ENOMEM; CCACHE_ETHREAD (the
+ *         codec with a NULL callback, n_tiers > 0 without a codec: each with
+ *         a ccache_error_detail() line); CCACHE_ENOMEM; CCACHE_ETHREAD (the
  *         sweeper thread, or a lock, could not be created; pthread's ENOMEM
  *         there is CCACHE_ENOMEM).  On every error the caller keeps its
  *         tiers and nothing is left running.
@@ -234,9 +336,14 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  * @return CCACHE_OK (c is freed); CCACHE_EBUSY, nothing changed and the cache
  *         still usable, while any lease or program handle is outstanding,
  *         while a compile is in flight, or when called from inside any
- *         callback of this cache; CCACHE_EINVAL for the default instance
- *         (ccache_default()), which lives until the process exits;
- *         CCACHE_EFORKED in a child process.
+ *         callback of this cache: ccache_error_detail() then says which,
+ *         with the counts ("ccache_close: busy: 1 lease(s), 0 program
+ *         handle(s), 0 compile(s) in flight out"), and the checked build
+ *         also prints one line per outstanding lease and handle to stderr
+ *         (its key and the thread that took it, and whether that thread has
+ *         exited);
+ *         CCACHE_EINVAL for the default instance (ccache_default()), which
+ *         lives until the process exits; CCACHE_EFORKED in a child process.
  * Must not run concurrently with any other call on @p c, nor be followed
  * by one (caller error: undefined behaviour in the default build; the
  * checked build aborts on a later call, this one included, see "Checked
@@ -247,6 +354,36 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  * were given), so nothing outlives the cache.
  */
 CCACHE_API int ccache_close(ccache *c);
+
+/** ccache_close_ex() flag: close even while leases or program handles are
+ *  out, abandoning them. */
+#define CCACHE_CLOSE_ABANDON 1u
+
+/**
+ * @brief ccache_close(), with flags.
+ *
+ * A lease or handle whose holder can no longer release it (the thread that
+ * held it exited, was cancelled, or unwound past its release) keeps
+ * ccache_close() at CCACHE_EBUSY for ever.  Leases live in the caller's
+ * memory and may be handed between threads, so the cache cannot tell a lost
+ * one from one still in use: finding them is the checked build's job (its
+ * EBUSY lists each with its key and taking thread, and marks the threads
+ * that have exited), giving them up is the caller's decision.  With
+ * CCACHE_CLOSE_ABANDON the caller declares that no lease or handle of @p c
+ * will be used or released again: close then proceeds as if they had been
+ * released, destroying every closure and program still held (each exactly
+ * once, closures first) and freeing everything.  Releasing an abandoned
+ * lease or handle afterwards is a use after free (the checked build aborts:
+ * the cache is closed).
+ * @param c the cache; NULL is a no-op returning CCACHE_OK.
+ * @param flags 0 (exactly ccache_close()) or CCACHE_CLOSE_ABANDON; other bits
+ *        are CCACHE_EINVAL.
+ * @return as ccache_close(), except that with CCACHE_CLOSE_ABANDON
+ *         outstanding leases and handles no longer make it CCACHE_EBUSY; a
+ *         compile in flight, or a call from inside a callback, still does.
+ * Same threading rules as ccache_close().  Since 0.2.
+ */
+CCACHE_API int ccache_close_ex(ccache *c, unsigned flags);
 
 /**
  * @brief Change the bounds at runtime.
@@ -365,10 +502,12 @@ CCACHE_API void *ccache_program_native(const ccache_program *p);
  * held, before this returns.
  * @param c the cache the handle came from; NULL is a no-op.
  * @param p the handle; NULL is a no-op.  Using it afterwards, or releasing
- *        it twice, is a caller error (undefined behaviour in every build:
- *        handles are not tracked by the checked build).
+ *        it twice, is a caller error (undefined behaviour in the default
+ *        build; the checked build aborts, see "Checked build").  A handle a
+ *        compile callback hands to the cache (*program_out on success) is
+ *        the cache's: releasing it too is the same error.
  * In a fork child this does nothing.  Thread-safe (takes the program table's
- * lock).  Checked build: aborts on a closed cache.
+ * lock).  Checked build: aborts on a closed cache, or on a handle not out.
  */
 CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 
@@ -554,7 +693,15 @@ CCACHE_API int64_t ccache_sweep(ccache *c);
  *        ccache_program_get_or_compile()).  Valid only during the call.
  * @return 0 on success; non-zero on failure, in which case the cache takes
  *         nothing from the out-pointers: the callback cleans up what it made
- *         (releases the handle, frees the closure).
+ *         (releases the handle, frees the closure).  To say why, return
+ *         ccache_compile_fail(status, fmt, ...): the caller and every
+ *         waiter get that status and message.  A failure keeps its own
+ *         status only when it is the negative ccache status of a failure
+ *         recorded while the compile ran (by ccache_compile_fail(), or by a
+ *         nested ccache call whose status the compile returns as it is);
+ *         anything else non-zero is CCACHE_ECOMPILE, with the detail of the
+ *         last failure recorded during the compile, or a line naming the key
+ *         and the value returned.
  */
 typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **closure_out,
                                  ccache_program **program_out);
@@ -570,9 +717,14 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  * clear during the compile does not cancel it; then items over max_items
  * and cost over max_cost_bytes evict the oldest entries, never this one)
  * and the caller and every waiter get a lease on that entry, even if it is
- * evicted or expires before they wake.  Counts: the compiling caller one
- * miss and one `compiles`; each waiter one `waits` and a hit (lease) or a
- * miss (error); `compile_ns` adds the time spent in @p compile.
+ * evicted or expires before they wake.  Counts: a hit one `hits`; the
+ * compiling caller one miss and one `compiles`; each waiter one miss and
+ * one `waits`, whatever the result (a waiter's lease is not a hit); no
+ * lookup at all when this thread's last ccache_fetch() on @p c missed
+ * @p key and no get-or-compile ran on the thread since (the fetch counted
+ * it); `compile_ns` adds the compile's own time (see ccache_stats).  With
+ * ccache_config::on_event set, the owner reports COMPILE_START and
+ * COMPILE_END around the compile.
  *
  * On success the closure and the program handle the compile returned belong
  * to the cache: the entry takes its own program reference and the cache
@@ -593,8 +745,10 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  *         that returned 0 without a program handle of this cache: its
  *         closure is destroyed and its handle released, nothing is cached,
  *         and every waiter gets CCACHE_EINVAL too);
- *         CCACHE_ECOMPILE (the compile returned non-zero: to the caller and
- *         every waiter; nothing cached; `compile_failures` +1);
+ *         CCACHE_ECOMPILE, or the compile's own status (see
+ *         ccache_compile_fn: the compile returned non-zero; to the caller
+ *         and every waiter, with the same ccache_error_detail(); nothing
+ *         cached; `compile_failures` +1);
  *         CCACHE_ENOMEM (before the compile: no compile ran and a miss is
  *         counted; or inserting failed, to the caller and every waiter: the
  *         compiled closure is destroyed unless the entry in the table holds
@@ -634,15 +788,16 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  * Hit (@p pkey is interned): a handle, no callback, no tier asked; counts
  * program_hits +1.  Miss: counts program_misses +1, and exactly one caller
  * owns it (the single-flight owner); every other caller for @p pkey waits
- * (counts `waits` +1) and then gets the owner's result: a handle (counted
- * program_hits +1) or the owner's error (counted program_misses +1).  The
+ * (counts program_misses +1 and program_waits +1) and then gets the
+ * owner's result: a handle, or the owner's status and error detail.  The
  * owner, with no cache lock held:
  *  - with usable tiers and a codec (see "Persistent tiers"), first asks them
  *    (taking their compile locks in turn); a tier hit decodes the program
  *    (counts tier_hits +1, never program_compiles) and @p compile is not
  *    called;
  *  - otherwise runs @p compile on its own thread (program_compiles +1
- *    whether it succeeds or not; `compile_ns` adds its time; with tiers, a
+ *    whether it succeeds or not; `program_compile_ns` adds its own time;
+ *    COMPILE_START and COMPILE_END events; with tiers, a
  *    successful result is written to them when the compile took at least
  *    tier_min_compile_us);
  *  - then interns the native program under @p pkey with the cost from
@@ -667,8 +822,10 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  *        ccache_program_release() (or to hand to the cache from a closure
  *        compile); NULL otherwise.  Caller-owned.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out);
- *         CCACHE_ECOMPILE (the compile returned non-zero: to the owner and
- *         every waiter; nothing interned; `compile_failures` +1);
+ *         CCACHE_ECOMPILE, or the compile's own status (as for
+ *         ccache_compile_fn: to the owner and every waiter, with the same
+ *         ccache_error_detail(); nothing interned;
+ *         `program_compile_failures` +1);
  *         CCACHE_ENOMEM (no memory for the single-flight record, before any
  *         compile; or interning failed, to the owner and every waiter: the
  *         native program was destroyed); CCACHE_EDEADLK (this thread is
@@ -710,10 +867,17 @@ CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
 typedef struct ccache_stats {
   uint32_t size;               /**< set to sizeof(ccache_stats) by the caller;
                                     ccache_stats_get() leaves it as set */
-  uint64_t hits;               /**< closure lookups that returned a lease */
-  uint64_t misses;             /**< closure lookups that did not (expired included; the
-                                    owner of a get-or-compile miss counts one, a waiter
-                                    one if it gets an error) */
+  uint64_t hits;               /**< closure lookups that found a live entry and returned a
+                                    lease (ccache_fetch(), ccache_get_or_compile()); a
+                                    single-flight waiter's lease is not a hit.  Changed
+                                    in 0.2 */
+  uint64_t misses;             /**< closure lookups that found no live entry (expired
+                                    included): every ccache_fetch() that misses, every
+                                    get-or-compile that compiles or waits.  A
+                                    ccache_get_or_compile() right after a ccache_fetch()
+                                    of the same key that missed on the same thread
+                                    counts nothing more (the README's pattern: one miss
+                                    per miss).  hits + misses = lookups.  Changed in 0.2 */
   uint64_t inserts;            /**< puts/compiles that stored an entry, replacements included */
   uint64_t replaced;           /**< inserts that replaced an entry under the same key */
   uint64_t evicted_capacity;   /**< entries evicted by max_items */
@@ -735,17 +899,24 @@ typedef struct ccache_stats {
   uint64_t cost_bytes;         /**< gauge: charged cost, bytes (each program referenced by
                                     an entry in the table once); UINT64_MAX when the sum
                                     is at or past 2^64 - 1 */
-  uint64_t program_hits;       /**< program lookups that found the program */
-  uint64_t program_misses;     /**< program lookups that did not (the owner of a
-                                    get-or-compile miss counts one even if it then makes
-                                    the program; a waiter, one if it gets an error) */
+  uint64_t program_hits;       /**< program lookups that found the program interned
+                                    (intern, fetch, get-or-compile); a waiter's handle is
+                                    not a hit.  Changed in 0.2 */
+  uint64_t program_misses;     /**< program lookups that did not: the owner of a
+                                    get-or-compile miss (even if it then makes the
+                                    program) and each waiter.  Changed in 0.2 */
   uint64_t compiles;           /**< closure compile callbacks that ran (failed ones included) */
   uint64_t program_compiles;   /**< program compile callbacks that ran (failed ones included;
                                     a tier hit is not one) */
-  uint64_t compile_failures;   /**< compile callbacks (both levels) that failed */
-  uint64_t waits;              /**< single-flight joins (both levels) */
-  uint64_t compile_ns;         /**< nanoseconds spent in compile callbacks (both levels; a
-                                  program compile nested in a closure compile counts in both) */
+  uint64_t compile_failures;   /**< closure compile callbacks that failed (program ones:
+                                    program_compile_failures).  Changed in 0.2 */
+  uint64_t waits;              /**< closure-level single-flight joins (program level:
+                                    program_waits).  Changed in 0.2 */
+  uint64_t compile_ns;         /**< nanoseconds in closure compile callbacks, without the
+                                    time of the get-or-compile calls nested in them that
+                                    compiled or waited (counted at their own level, or
+                                    not at all for a wait): the closure level's own
+                                    work.  Changed in 0.2 */
   uint64_t sweeper_wakeups;    /**< waits of the sweeper thread that ended at their deadline
                                   (the oldest entry's insert time + ttl_ms, or a day when that
                                   is further; see ccache_config::sweeper_thread); a wake-up by
@@ -770,24 +941,64 @@ typedef struct ccache_stats {
                                     answer in time, or the lease had lapsed and another
                                     process took it): no more renewals for it; each also
                                     counts in tier_errors.  Since 0.2 (issue 20). */
+  /* ---- First use (0.2; one block: fields move together) ---- */
+  uint64_t handles_out;              /**< gauge: program handles not yet released */
+  uint64_t program_waits;            /**< program-level single-flight joins */
+  uint64_t program_compile_failures; /**< program compile callbacks that failed */
+  uint64_t program_compile_ns;       /**< nanoseconds in program compile callbacks,
+                                          without nested get-or-compile calls that
+                                          compiled or waited, and without tier I/O */
+  uint64_t misses_evicted;           /**< misses (counted in misses) on a key that is
+                                          among the last 64 keys evicted for capacity
+                                          or cost: a bound that thrashes.  A few in
+                                          misses is normal; a large share means
+                                          max_items (or max_cost_bytes) is below the
+                                          working set (see the README's sizing note) */
 } ccache_stats;
 
 /**
+ * @brief Prepare a stats struct: zero it and set its size (sizeof *s).
+ * @param s caller-owned; NULL is a no-op.  Thread-safe.  Since 0.2.
+ */
+CCACHE_API void ccache_stats_init(ccache_stats *s);
+
+/**
  * @brief Snapshot the statistics.
- * @param c the cache; NULL (or a cache created before fork(), in the child)
- *        zeroes the fields.
- * @param out caller-owned; set out->size = sizeof *out first: only the first
- *        out->size bytes are written (a later, larger library never writes
- *        past an older caller's struct; out->size itself is kept), and
- *        nothing at all if out->size is above CCACHE_STRUCT_SIZE_MAX (taken
- *        for a struct that was never set up).  NULL is a no-op.
+ * @param c the cache; NULL zeroes the fields (returns CCACHE_EINVAL); a cache
+ *        created before fork(), in the child, zeroes them too
+ *        (CCACHE_EFORKED).
+ * @param out caller-owned, from ccache_stats_init() (or with out->size =
+ *        sizeof *out set by hand): only the first out->size bytes are
+ *        written (a later, larger library never writes past an older
+ *        caller's struct; out->size itself is kept).
+ * @return CCACHE_OK; CCACHE_EINVAL, nothing written, with a detail line, for
+ *         NULL out or an out->size that was never set: below
+ *         offsetof(ccache_stats, hits) + 8 (a zeroed struct, size 0) or above
+ *         CCACHE_STRUCT_SIZE_MAX; CCACHE_EINVAL with zeroes for NULL c;
+ *         CCACHE_EFORKED with zeroes.  (Returned void before 0.2.)
  * Thread-safe (takes the writer lock, then the program table's lock); each
  * field is exact, the set is a near-simultaneous snapshot (the closure and
  * program counters under those locks, the destroy counts, sweeper_wakeups
  * and the tier counters just after).  Checked build: aborts on a closed
  * cache.
  */
-CCACHE_API void ccache_stats_get(ccache *c, ccache_stats *out);
+CCACHE_API int ccache_stats_get(ccache *c, ccache_stats *out);
+
+/**
+ * @brief Format a stats snapshot as one line of `name=value` pairs (every
+ * field within s->size, in struct order, space-separated, no newline), for
+ * logs.
+ * @param s a snapshot from ccache_stats_get() (read only).
+ * @param buf caller-owned, receives the line, NUL-terminated and truncated
+ *        to @p len - 1 bytes; may be NULL when @p len is 0 (to ask for the
+ *        length).
+ * @param len bytes at @p buf.
+ * @return the line's length without the NUL (as snprintf: a return >= len
+ *         means it was truncated), or CCACHE_EINVAL (NULL s, a size as
+ *         ccache_stats_get() refuses, NULL buf with len > 0).  Thread-safe.
+ *         Since 0.2.
+ */
+CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len);
 
 /** @} */
 

@@ -97,21 +97,57 @@ CCACHE_API const char *ccache_strerror(int status);
  * @brief One line of detail about the most recent failed call on this
  * thread that records one.
  *
- * Calls whose failure is worth a name (the path of a refused tier
- * directory, a bad server list, a refused environment variable) record a
- * line of text in thread-local storage before returning their status:
- * ccache_tier_disk() (for CCACHE_EPERM, CCACHE_EIO and CCACHE_ENOTSUP, not
- * for CCACHE_EINVAL or CCACHE_ENOMEM), ccache_tier_redis() (for a refused
- * option or server list, and for CCACHE_ENOTSUP) and ccache_default() (for
- * a refused CLOSURE_CACHE_* variable, naming it and its value) do.  The
- * library never prints it.  Calls that record nothing leave it unchanged,
- * and a later success does not clear it; compare with the status you got.
+ * **Read it only after a call failed**, and only for the calls below: a
+ * success neither clears nor sets it (clearing it would cost every hit), so
+ * after a success it may still hold an older failure's text.  The calls
+ * that record one, before returning their status, in thread-local storage:
+ *  - ccache_open() and ccache_default_init(): every CCACHE_EINVAL for a bad
+ *    config (size or magic, a bound of 0, alloc without free, the tier
+ *    fields, tiers without a codec);
+ *  - ccache_get_or_compile() and ccache_program_get_or_compile(): every
+ *    failure; for a failed compile, the message the compile gave
+ *    ccache_compile_fail() (or a nested call's detail), on the owner's
+ *    thread and on every single-flight waiter's;
+ *  - ccache_close() / ccache_close_ex(): CCACHE_EBUSY, with what is out;
+ *  - ccache_stats_get(): CCACHE_EINVAL for a struct never set up;
+ *  - ccache_tier_disk(): CCACHE_EPERM, CCACHE_EIO and CCACHE_ENOTSUP (not
+ *    CCACHE_EINVAL or CCACHE_ENOMEM);
+ *  - ccache_tier_redis(): a refused option or server list, CCACHE_ENOTSUP;
+ *  - ccache_default(): a refused CLOSURE_CACHE_* variable, naming it and its
+ *    value; a bad CLOSURE_CACHE_REDIS.
+ * The library never prints it.  Calls that record nothing leave it
+ * unchanged.
  * @return a NUL-terminated string owned by the library ("" if nothing was
  *         recorded on this thread; at most 511 bytes); never NULL.  Valid
  *         until the next ccache call on this thread; never free it.
  *         Thread-safe: each thread has its own.
  */
 CCACHE_API const char *ccache_error_detail(void);
+
+/**
+ * @brief Record why a compile failed, for its caller and every single-flight
+ * waiter of its key, and return the status they get.
+ *
+ * Call it from a compile callback (either level) as its return value:
+ * `return ccache_compile_fail(CCACHE_ECOMPILE, "cc: %s", first_error_line);`.
+ * The message becomes this thread's ccache_error_detail() at once, and the
+ * owner's ccache_get_or_compile() / ccache_program_get_or_compile() copies it
+ * to each thread waiting on that compile, whose call then returns the same
+ * status with the same detail.  @p status is what they return: a negative
+ * ccache status (CCACHE_ENOMEM, CCACHE_EIO, ...) is kept as it is; 0, a
+ * positive value or an unknown code becomes CCACHE_ECOMPILE.
+ * @param status the status to report (see above).
+ * @param fmt printf format of the message (one line, truncated at 511
+ *        bytes), or NULL for the status's text.
+ * @return the status the compile's callers get (never 0): return it.
+ * Thread-safe (it writes only this thread's detail).  Outside a compile it
+ * just records the detail.
+ */
+CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -142,9 +178,16 @@ CCACHE_API const char *ccache_error_detail(void);
  * would have with none set), so an address the allocator reuses is new.
  * The registries sit behind one process-wide mutex, and ccache_fetch() and
  * ccache_lease_release() always take their general (slower) paths: a build
- * for tests and debugging.  Program handles are not tracked: releasing one
- * twice is undefined behaviour in both builds.  Nothing of it is compiled
- * into the default build.
+ * for tests and debugging.  It also tracks program handles (each handle
+ * out, with its key and taking thread): a handle released twice aborts with
+ * `ccache: program handle released twice, or never handed out
+ * (ccache_program_release)`, and a compile that released the handle it
+ * then hands to the cache with `ccache: compile handed the cache a program
+ * handle it had released (or never had) (ccache_get_or_compile)` (the
+ * default build crashes later, inside the cache).  A refused ccache_close()
+ * prints one line per lease and handle still out, `ccache: close refused:
+ * lease on key <hex> taken by thread <tid>[ (exited)]`, without aborting.
+ * Nothing of it is compiled into the default build.
  *
  * The header, the ABI, the target and file names (ccache::ccache,
  * libccache.a, libccache.so) are the same in both builds: an application
@@ -160,11 +203,42 @@ CCACHE_API const char *ccache_error_detail(void);
 /**
  * A 128-bit fingerprint.  The cache never interprets it: equal keys are the
  * same entry, whatever produced them (see the fingerprint builder, ccache/fp.h).
+ *
+ * **The key rule.**  A closure entry hands out its closure *and* the program
+ * it was stored with, so a closure key must determine the program: build it
+ * from the program key plus what tells the call sites apart (layer, weights
+ * bound), e.g. ccache_fp_key(&fp, program_key) then the site's fields.  A
+ * closure key that leaves out something the program key holds (a shape, a
+ * dtype, a target) makes two programs meet under one closure key, and the
+ * cache then serves one of them to the other's calls: wrong results, no
+ * error.
  */
 typedef struct ccache_key {
   uint64_t lo; /**< low 64 bits */
   uint64_t hi; /**< high 64 bits */
 } ccache_key;
+
+/** Bytes ccache_key_hex() writes: 32 hex digits and a NUL. */
+#define CCACHE_KEY_HEX_LEN 33
+
+/**
+ * @brief Whether two keys are equal (both halves).
+ * @param a a key (by value).
+ * @param b another key (by value).
+ * @return 1 if equal, 0 if not.  Thread-safe; no side effects.  Since 0.2.
+ */
+CCACHE_API int ccache_key_eq(ccache_key a, ccache_key b);
+
+/**
+ * @brief A key as 32 lowercase hex digits, key.hi then key.lo, most
+ * significant digit first: the form the directory tier uses in its file
+ * names and the Redis tier in its keys.
+ * @param key the key.
+ * @param out caller-owned buffer of CCACHE_KEY_HEX_LEN bytes; receives the
+ *        digits and a NUL.  NULL writes nothing.
+ * @return @p out (NULL when @p out is NULL).  Thread-safe.  Since 0.2.
+ */
+CCACHE_API char *ccache_key_hex(ccache_key key, char out[CCACHE_KEY_HEX_LEN]);
 
 /** An open cache.  Opaque; create with ccache_open(). */
 typedef struct ccache ccache;

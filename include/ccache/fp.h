@@ -40,6 +40,7 @@ extern "C" {
  *  - bytes: 0x04, u64 length, the bytes
  *  - str:   0x05, u64 length, the bytes
  *  - shape: 0x06, i32 dtype, u32 rank, rank x i64 dims
+ *  - key:   0x07, u64 key.lo, u64 key.hi
  *
  * How the stream is fed to XXH3 (batched, direct) never changes the key.
  * ccache_fp_graph() uses the same conventions; its streams are described
@@ -135,6 +136,13 @@ CCACHE_API int ccache_fp_str(ccache_fp *fp, const char *s, size_t len);
  *          nothing appended; rank too large or NULL dims with rank > 0: the
  *          builder is poisoned).  One builder per thread. */
 CCACHE_API int ccache_fp_shape(ccache_fp *fp, int32_t dtype, uint32_t rank, const int64_t *dims);
+/** @brief Append a key (tag 0x07, u64 key.lo, u64 key.hi), e.g. the
+ *  program key a closure key must include (see ccache_key's key rule).
+ *  @param fp an initialised builder (caller-owned).
+ *  @param key the key (by value).
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp;
+ *          nothing appended).  One builder per thread.  Since 0.2. */
+CCACHE_API int ccache_fp_key(ccache_fp *fp, ccache_key key);
 /** @brief Finish: the key of everything appended so far.  The builder is
  *  unchanged and may take more fields (appending after a final continues
  *  the same stream).

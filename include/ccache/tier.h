@@ -122,8 +122,11 @@ struct ccache_codec {
    * @param pkey its program key.
    * @param native the native program the compile callback returned, not yet
    *        interned: read it, do not keep or free it.
-   * @param bytes set to the serialised bytes (any allocation of yours;
-   *        given back once through free_bytes after they are framed).
+   * @param bytes set to the serialised bytes: any allocation of yours, or
+   *        bytes lent from inside @p native (e.g. a shared object's image
+   *        it keeps), which must then stay valid until free_bytes is called
+   *        for them (it is, before the program can be destroyed); given
+   *        back once through free_bytes after they are framed.
    * @param len set to their length in bytes, at most 2^40 (a longer one, or
    *        NULL bytes with a non-zero length, is not stored: tier_errors
    *        +1).

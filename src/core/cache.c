@@ -7,6 +7,10 @@
 #include "core/readers.h"
 #include "tier/tier.h"
 
+/* Whether a caller's config is long enough to hold a field (fields were
+ * appended over versions: tiers, then the event hook). */
+#define CFG_HAS(cfg, field) ((cfg)->size >= offsetof(ccache_config, field) + sizeof((cfg)->field))
+
 bool ccache__config_valid(const ccache_config *cfg) {
   /* The size bound and the marker catch a struct that never went through
    * ccache_config_init(): its allocator fields would be garbage.  Fields
@@ -19,6 +23,15 @@ bool ccache__config_valid(const ccache_config *cfg) {
     return 0;
   }
   if (ccache__tiers_check(cfg) != CCACHE_OK) return 0; /* it says why */
+  if (CFG_HAS(cfg, n_tiers) && cfg->n_tiers > 0 && !cfg->codec) {
+    /* Without a codec no tier is ever asked or written: refuse rather than
+     * open a cache whose tiers silently do nothing. */
+    ccache__detail(
+        "ccache_config: %u tier(s) but no codec: tiers store programs as bytes, so "
+        "they need cfg.codec (encode, free_bytes, decode)",
+        (unsigned)cfg->n_tiers);
+    return 0;
+  }
   if (cfg->max_items == 0 || cfg->ttl_ms == 0 || cfg->max_cost_bytes == 0) {
     ccache__detail("ccache_config: a bound of 0 (use CCACHE_UNBOUNDED for none)");
     return 0;
@@ -51,7 +64,10 @@ static int init_sync(ccache *c) {
   if ((rc = ccache__cond_init(&c->flight_cv, false)) != CCACHE_OK) goto fail_pmu;
   if ((rc = ccache__cond_init(&c->pflight_cv, false)) != CCACHE_OK) goto fail_fcv;
   if ((rc = ccache__alarm_init(c)) != CCACHE_OK) goto fail_pcv;
+  if ((rc = ccache__mutex_init(&c->limbo_mu)) != CCACHE_OK) goto fail_alarm;
   return CCACHE_OK;
+fail_alarm:
+  ccache__alarm_destroy(c);
 fail_pcv:
   ccache__cond_destroy(&c->pflight_cv);
 fail_fcv:
@@ -64,6 +80,7 @@ fail_wlock:
 }
 
 static void destroy_sync(ccache *c) {
+  ccache__mutex_destroy(&c->limbo_mu);
   ccache__alarm_destroy(c);
   ccache__cond_destroy(&c->pflight_cv);
   ccache__cond_destroy(&c->flight_cv);
@@ -91,6 +108,10 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   c->clock_ms = cfg->clock_ms;
   c->ctx = cfg->ctx;
   c->sweeper_enabled = cfg->sweeper_thread != 0;
+  if (CFG_HAS(cfg, event_ctx)) {
+    c->on_event = cfg->on_event;
+    c->event_ctx = cfg->event_ctx;
+  }
   c->next_idx = 1;
   c->fork_gen = atomic_load(&ccache__fork_generation);
   atomic_init(&c->gate, c->fork_gen);
@@ -115,23 +136,43 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   return CCACHE_OK;
 }
 
-static bool busy(ccache *c) {
+/* Whether close must refuse: compiles in flight always; leases and
+ * handles unless they are abandoned.  Says which in the detail. */
+static bool busy(ccache *c, bool abandon) {
   uint64_t hits, misses, leases;
   ccache__lock(&c->wlock);
   ccache__readers_sum(c, &hits, &misses, &leases);
   ccache__lock(&c->pmu);
-  bool b = c->handles_out > 0;
+  uint64_t handles = c->handles_out;
   ccache__unlock(&c->pmu);
   ccache__unlock(&c->wlock);
-  return b || leases > 0 || atomic_load(&c->inflight) > 0;
+  uint32_t inflight = atomic_load(&c->inflight);
+  if (leases > INT64_MAX) leases = 0; /* as the gauge: never a wrapped value */
+  bool b = inflight > 0 || (!abandon && (leases > 0 || handles > 0));
+  if (b) {
+    ccache__detail_for(CCACHE_EBUSY,
+                       "ccache_close: busy: %llu lease(s), %llu program handle(s), %u compile(s) "
+                       "in flight out",
+                       (unsigned long long)leases, (unsigned long long)handles, (unsigned)inflight);
+    CCACHE__MISUSE(ccache__misuse_list_out(c));
+  }
+  return b;
 }
 
-int ccache_close(ccache *c) {
+int ccache_close(ccache *c) { return ccache_close_ex(c, 0); }
+
+int ccache_close_ex(ccache *c, unsigned flags) {
   if (!c) return CCACHE_OK;
   CCACHE__CHECK_CACHE(c);
   if (ccache__forked(c)) return CCACHE_EFORKED;
   if (c->is_default) return CCACHE_EINVAL;
-  if (ccache__in_callback(c) || busy(c)) return CCACHE_EBUSY;
+  if (flags & ~CCACHE_CLOSE_ABANDON) return CCACHE_EINVAL;
+  bool abandon = flags & CCACHE_CLOSE_ABANDON;
+  if (ccache__in_callback(c)) {
+    ccache__detail_for(CCACHE_EBUSY, "ccache_close: called from inside a callback of this cache");
+    return CCACHE_EBUSY;
+  }
+  if (busy(c, abandon)) return CCACHE_EBUSY;
   /* From here on, calls that would add to the cache are refused (EBUSY), so
    * destroy callbacks run by the last sweep or by the teardown below cannot
    * leave anything behind, nor start a new sweeper. */
@@ -140,7 +181,7 @@ int ccache_close(ccache *c) {
   ccache__sweeper_stop(c);
   /* A destroy run by the last sweep may itself have taken a lease before
    * the gate closed. */
-  if (busy(c)) {
+  if (busy(c, abandon)) {
     atomic_store(&c->gate, c->fork_gen);
     ccache__sweeper_kick(c, atomic_load(&c->ttl_ms));
     return CCACHE_EBUSY;
@@ -149,6 +190,11 @@ int ccache_close(ccache *c) {
   ccache__wsec_begin(c, &w);
   ccache__clear_locked(c, &w, NULL);
   ccache__wsec_end(c, &w);
+  if (abandon) {
+    /* What only abandoned leases and handles still hold. */
+    ccache__abandon_entries(c);
+    ccache__abandon_programs(c);
+  }
   ccache__assert(c->programs == NULL && c->items == 0);
   ccache__readers_destroy(c);
   ccache__tiers_close(&c->tiers);

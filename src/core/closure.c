@@ -6,6 +6,28 @@
 
 #include "core/table_inline.h"
 
+/* The README's pattern is a fetch, then on a miss a get-or-compile of the
+ * same key: one miss, so the get-or-compile must not count it again.  The
+ * thread remembers its last fetch miss (cache id and key) until its next
+ * get-or-compile, which does not count a lookup when it is for that key. */
+static _Thread_local struct {
+  uint64_t id;
+  ccache_key key;
+} last_miss;
+
+static void fetch_missed(ccache *c, ccache_key key) {
+  last_miss.id = atomic_load_explicit(&c->id, memory_order_relaxed);
+  last_miss.key = key;
+  ccache__count_miss_evicted(c, key);
+}
+
+bool ccache__took_fetch_miss(ccache *c, ccache_key key) {
+  bool same = last_miss.id == atomic_load_explicit(&c->id, memory_order_relaxed) &&
+              last_miss.key.lo == key.lo && last_miss.key.hi == key.hi;
+  last_miss.id = 0; /* any get-or-compile ends the pattern */
+  return same;
+}
+
 /* Every fetch that is not the common case: a TTL (the clock is read), no
  * reader yet, a writer at work, a miss, an expired entry, a closed gate, bad
  * arguments.  Out of line so the common case below needs no stack frame. */
@@ -21,15 +43,17 @@ __attribute__((noinline)) static int fetch_general(ccache *c, ccache_key key, cc
     /* The clock is a user callback: read it before any lock, and only when a
      * TTL makes it matter. */
     uint64_t now = ttl == CCACHE_UNBOUNDED ? 0 : ccache__now_ms(c);
-    rc = ccache__hit_lookup(c, key, now, ttl, true, out); /* fills out on a hit */
+    rc = ccache__hit_lookup(c, key, now, ttl, CCACHE__COUNT_HIT | CCACHE__COUNT_MISS,
+                            out); /* fills out on a hit */
     if (CCACHE__LIKELY(rc == CCACHE_OK)) {
-      CCACHE__MISUSE(ccache__misuse_lease_out(c, out, "ccache_fetch"));
+      CCACHE__MISUSE(ccache__misuse_lease_out(c, out, key, "ccache_fetch"));
       return rc;
     }
     if (rc == CCACHE__EXPIRED) {
       ccache__expire_key(c, key, now);
       rc = CCACHE_MISS;
     }
+    if (rc == CCACHE_MISS) fetch_missed(c, key);
   }
   memset(out, 0, sizeof *out);
   return rc;

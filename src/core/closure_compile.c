@@ -5,44 +5,77 @@
  * runs the compile with no lock held; callers for the same key meanwhile
  * join the flight (flight.c) and get a lease the owner takes for each of
  * them before waking them, so they get the entry even if it is evicted or
- * expires before they run.
+ * expires before they run.  A failure reaches every waiter with the owner's
+ * status and error detail.
+ *
+ * Counting: the lookup is a hit or a miss (one per call, none when the call
+ * follows this thread's fetch miss of the same key, which counted it); the
+ * owner counts `compiles`, a waiter `waits`; compile_ns is the callback's own
+ * time (flight.c's ccache__run).
  */
 #include <string.h>
 
 #include "core/internal.h"
 #include "core/readers.h"
 
+#define API "ccache_get_or_compile"
+
 /* A waiter's lease was granted by the owner before it woke us. */
 static int join(ccache *c, ccache__wsec *w, ccache__flight *f, ccache_lease *out) {
   ccache__wsec_unblock(c, w); /* readers must not wait for the compile */
-  int rc = ccache__flight_wait_locked(c, f, &c->flight_cv, &c->wlock);
-  if (rc == CCACHE_OK) ccache__lease_fill(out, f->entry, NULL);
+  int rc = ccache__flight_wait_locked(&c->waits, f, &c->flight_cv, &c->wlock);
+  if (rc == CCACHE_OK)
+    ccache__lease_fill(out, f->entry, NULL);
+  else
+    ccache__flight_take_detail(f);
   ccache__flight_leave_locked(&c->wlock, &c->mem, f);
   ccache__wsec_end(c, w);
-  ccache__reader_count(c, rc == CCACHE_OK);
   return rc;
 }
 
-/* What the compile returned: validated, inserted, and published to the
- * waiters.  Returns the status for the owner and the waiters. */
-static int publish(ccache *c, ccache__flight *f, ccache__entry *e, int crc, void *closure,
+/* A compile that returned 0 must have set a handle of this cache. */
+static int check_program(ccache *c, ccache_key key, const ccache_program *prog) {
+  char hex[CCACHE_KEY_HEX_LEN];
+  if (!prog)
+    ccache__detail_for(CCACHE_EINVAL,
+                       API
+                       ": the compile callback for key %s returned 0 without setting "
+                       "*program_out (nothing cached)",
+                       ccache_key_hex(key, hex));
+  else if (prog->owner != c)
+    ccache__detail_for(CCACHE_EINVAL,
+                       API
+                       ": the compile callback for key %s returned a program handle of "
+                       "another cache (nothing cached)",
+                       ccache_key_hex(key, hex));
+  else
+    return CCACHE_OK;
+  return CCACHE_EINVAL;
+}
+
+/* What the compile returned (st: its status, from ccache__run_status):
+ * validated, inserted, and published to the waiters.  Returns the status for
+ * the owner and the waiters. */
+static int publish(ccache *c, ccache__flight *f, ccache__entry *e, int st, void *closure,
                    ccache_program *prog, ccache_lease *out, bool *in_use) {
   uint64_t now = ccache__now_ms(c);
   ccache__wsec w;
-  int rc;
-  ccache__wsec_begin_(c, &w, "ccache_get_or_compile");
-  if (crc != 0)
-    rc = CCACHE_ECOMPILE;
-  else if (!prog || prog->owner != c)
-    rc = CCACHE_EINVAL; /* a compile must return a handle of this cache */
-  else
-    rc = ccache__insert_locked(c, &w, e, f->key, closure, prog, now);
+  int rc = st != CCACHE_OK ? st : check_program(c, f->key, prog);
+  ccache__wsec_begin_(c, &w, API);
+  bool tried = rc == CCACHE_OK;
+  if (tried) rc = ccache__insert_locked(c, &w, e, f->key, closure, prog, now);
   /* As in ccache_put(): if the insert failed (ENOMEM) while the entry in the
    * table (put meanwhile, e.g. by the compile itself) holds this very
    * closure, the closure is that entry's, not ours to destroy. */
-  *in_use = rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, f->key, closure);
+  *in_use = tried && rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, f->key, closure);
+  if (tried && rc == CCACHE_ENOMEM) {
+    char hex[CCACHE_KEY_HEX_LEN];
+    ccache__detail_for(rc, API ": out of memory inserting the compiled entry for key %s",
+                       ccache_key_hex(f->key, hex));
+  }
   if (rc == CCACHE_OK) ccache__lease_locked(c, e, 1 + f->waiters, out);
   f->entry = rc == CCACHE_OK ? e : NULL;
+  if (rc != CCACHE_OK) ccache__flight_keep_detail(&c->mem, f);
   bool free_f =
       ccache__flight_publish_locked(&c->wlock, &c->mem, &c->flights, f, rc, &c->flight_cv);
   atomic_fetch_sub(&c->inflight, 1);
@@ -56,15 +89,19 @@ static int run_compile(ccache *c, ccache__flight *f, ccache__entry *e, ccache_co
                        void *ud, ccache_lease *out) {
   void *closure = NULL;
   ccache_program *prog = NULL;
-  ccache__frame fr;
-  uint64_t t0 = ccache__mono_ns();
-  ccache__frame_push(&fr, c);
-  int crc = compile(ud, c, f->key, &closure, &prog);
-  ccache__frame_pop(&fr);
-  atomic_fetch_add_explicit(&c->compile_ns, ccache__mono_ns() - t0, memory_order_relaxed);
+  ccache__run run;
+  uint64_t wall_ns;
+  ccache_key key = f->key;
+  ccache__run_begin(c, &run, CCACHE_LEVEL_CLOSURE, key);
+  int crc = compile(ud, c, key, &closure, &prog);
+  atomic_fetch_add_explicit(&c->compile_ns, ccache__run_end(&run, &wall_ns), memory_order_relaxed);
+  int st = ccache__run_status(&run, crc, API, key);
+  /* The handle passes to the cache: the checked build checks it is still
+   * one (not released by the compile) before anything reads it. */
+  if (crc == 0 && prog) CCACHE__MISUSE(ccache__misuse_handle_in(c, prog, API));
 
   bool in_use;
-  int rc = publish(c, f, e, crc, closure, prog, out, &in_use);
+  int rc = publish(c, f, e, st, closure, prog, out, &in_use);
   if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
   if (rc != CCACHE_OK) ccache__entry_free(c, e);
   if (crc == 0) {
@@ -76,13 +113,16 @@ static int run_compile(ccache *c, ccache__flight *f, ccache__entry *e, ccache_co
      * error, reported as EINVAL) goes back to the cache it came from. */
     if (prog) ccache__program_unref(prog->owner, prog, true);
   }
+  if (c->on_event)
+    ccache__event_compile(c, CCACHE_EVENT_COMPILE_END, CCACHE_LEVEL_CLOSURE, key, rc, wall_ns);
   return rc;
 }
 
 /* The checked build gives every lease a token (misuse.h). */
-static int lease_out(ccache *c, ccache_lease *out, int rc) {
-  if (rc == CCACHE_OK) CCACHE__MISUSE(ccache__misuse_lease_out(c, out, "ccache_get_or_compile"));
+static int lease_out(ccache *c, ccache_key key, ccache_lease *out, int rc) {
+  if (rc == CCACHE_OK) CCACHE__MISUSE(ccache__misuse_lease_out(c, out, key, API));
   (void)c;
+  (void)key;
   (void)out;
   return rc;
 }
@@ -93,8 +133,20 @@ static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
 int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
                           ccache_lease *out) {
   CCACHE__CHECK_CACHE(c);
-  return lease_out(c, out, get_or_compile(c, key, compile, ud, out));
+  uint64_t seq0 = ccache__detail_seq();
+  int rc = get_or_compile(c, key, compile, ud, out);
+  return lease_out(c, key, out, ccache__goc_finish(rc, seq0, API, key));
 }
+
+/* A lookup that missed: counted here unless the fetch before it was. */
+static void count_miss(ccache *c, ccache_key key, bool counted) {
+  if (counted) return;
+  ccache__reader_count(c, false);
+  ccache__count_miss_evicted(c, key);
+}
+
+static int slow_path(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
+                     ccache_lease *out, uint64_t now, bool counted);
 
 static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
                           ccache_lease *out) {
@@ -102,21 +154,31 @@ static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
   if (!c || !compile || !out) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
+  bool counted = ccache__took_fetch_miss(c, key);
   uint64_t ttl = atomic_load_explicit(&c->ttl_ms, memory_order_relaxed);
   uint64_t now = ttl == CCACHE_UNBOUNDED ? 0 : ccache__now_ms(c);
-  if (ccache__lookup(c, key, now, ttl, false, out) == CCACHE_OK) return CCACHE_OK;
+  if (ccache__lookup(c, key, now, ttl, counted ? 0 : CCACHE__COUNT_HIT, out) == CCACHE_OK)
+    return CCACHE_OK;
+  /* Inside another compile, this call's time is not that compile's. */
+  uint64_t nested = ccache__nested_start();
+  int rc = slow_path(c, key, compile, ud, out, now, counted);
+  ccache__nested_end(nested);
+  return rc;
+}
 
-  /* Slow path.  Allocate before locking; a waiter simply frees it. */
+static int slow_path(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
+                     ccache_lease *out, uint64_t now, bool counted) {
+  /* Allocate before locking; a waiter simply frees it. */
   ccache__entry *e = ccache__entry_new(c);
   ccache__wsec w;
-  ccache__wsec_begin_(c, &w, "ccache_get_or_compile");
-  ttl = atomic_load(&c->ttl_ms);
+  ccache__wsec_begin_(c, &w, API);
+  uint64_t ttl = atomic_load(&c->ttl_ms);
   ccache__entry *found = ccache__find_locked(c, key);
   if (found && !ccache__expired(found->ins_ms, now, ttl)) { /* inserted meanwhile */
     ccache__lease_locked(c, found, 1, out);
     ccache__wsec_end(c, &w);
     ccache__entry_free(c, e);
-    ccache__reader_count(c, true);
+    if (!counted) ccache__reader_count(c, true);
     return CCACHE_OK;
   }
   if (found) ccache__detach_locked(c, &w, found, &c->n.evicted_ttl);
@@ -127,7 +189,9 @@ static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
     rc = CCACHE_EDEADLK;
   } else if (f) {
     ccache__entry_free(c, e);
-    return join(c, &w, f, out); /* ends the section */
+    rc = join(c, &w, f, out); /* ends the section */
+    count_miss(c, key, counted);
+    return rc;
   } else {
     f = e ? ccache__flight_start_locked(&c->wlock, &c->mem, &c->flights, key) : NULL;
     if (!f) rc = CCACHE_ENOMEM;
@@ -137,7 +201,7 @@ static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, 
     c->n.compiles++;
   }
   ccache__wsec_end(c, &w);
-  ccache__reader_count(c, false);
+  count_miss(c, key, counted);
   if (rc != CCACHE_OK) {
     ccache__entry_free(c, e);
     return rc;

@@ -29,7 +29,9 @@
 #include "core/misuse.h"
 #include "base/sync.h"
 
-#define CCACHE__CACHELINE 64
+#define CCACHE__CACHELINE  64
+/* Evicted keys remembered for ccache_stats::misses_evicted. */
+#define CCACHE__EVICT_RING 64u
 
 /* ------------------------------------------------------------- structures */
 
@@ -48,8 +50,10 @@ struct ccache_program {
 };
 
 /* Entry flags. */
-#define CCACHE__E_BORROWED 1u /* closure field holds the owning entry, see table.c */
-#define CCACHE__E_DETACHED 2u /* left the table: refs is exact, releases count there */
+#define CCACHE__E_BORROWED    1u /* closure field holds the owning entry, see table.c */
+#define CCACHE__E_DETACHED    2u /* left the table: refs is exact, releases count there */
+/* Why it left (a ccache_cause), for the eviction event: bits 8..15. */
+#define CCACHE__E_CAUSE_SHIFT 8u
 
 /* A closure entry.  Its references: 1 while it is in the table, 1 per
  * lease, 1 per entry that borrows its closure.  While it is in the table,
@@ -83,6 +87,7 @@ typedef struct ccache__flight {
   int status;
   ccache__entry *entry;    /* closure level: the entry (one ref per waiter) */
   ccache_program *program; /* program level: the program (one ref per waiter) */
+  char *detail;            /* on failure: the owner's error detail, copied to each waiter */
 } ccache__flight;
 
 /* Global counters under c->wlock. */
@@ -126,8 +131,22 @@ struct ccache {
   uint64_t max_items, max_cost; /* bounds, under wlock */
   ccache__counters n;
   _Atomic uint32_t inflight; /* compiles in progress, both levels */
-  /* Counted by both levels, so under neither level's lock. */
+  /* Per level, counted outside the levels' locks. */
   _Atomic uint64_t waits, compile_failures, compile_ns;
+  _Atomic uint64_t program_waits, program_compile_failures, program_compile_ns;
+  /* Misses on keys among the last CCACHE__EVICT_RING evicted for capacity or
+   * cost (table.c): written under wlock, read by misses without it. */
+  _Atomic uint64_t misses_evicted;
+  _Atomic uint64_t evict_ring[CCACHE__EVICT_RING];
+  uint32_t evict_next; /* under wlock */
+  /* Entries that left the table and are not yet destroyed (held by leases):
+   * what ccache_close_ex(CCACHE_CLOSE_ABANDON) destroys.  Linked through
+   * their bucket-chain pointers, free once an entry is out of the table. */
+  ccache__mutex limbo_mu;
+  ccache__entry *limbo;
+  /* The event hook (ccache_config::on_event), NULL when unset. */
+  ccache_event_fn on_event;
+  void *event_ctx;
 
   ccache__mutex pmu;
   pthread_cond_t pflight_cv; /* program flights finished (with pmu) */
@@ -217,6 +236,11 @@ static inline uint64_t ccache__cost_bytes(const ccache *c) {
 uint64_t ccache__now_ms(ccache *c);
 void ccache__destroy_closure(ccache *c, void *closure);
 void ccache__destroy_program(ccache *c, void *native);
+/* The event hook, with no lock held; callers test c->on_event first, so an
+ * unset hook costs one test off the hit path. */
+void ccache__event_emit(ccache *c, ccache_event *ev);
+void ccache__event_compile(ccache *c, int kind, int level, ccache_key key, int status,
+                           uint64_t duration_ns);
 
 /* ---------------------------------------------------------------- alarm.c */
 int ccache__alarm_init(ccache *c);
@@ -235,7 +259,8 @@ ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem
 bool ccache__flight_mine(const ccache__flight *f);
 /* Join: count the wait and sleep until the owner publishes; returns the
  * flight's status with mu held.  Take the result, then flight_leave. */
-int ccache__flight_wait_locked(ccache *c, ccache__flight *f, pthread_cond_t *cv, ccache__mutex *mu);
+int ccache__flight_wait_locked(_Atomic uint64_t *waits, ccache__flight *f, pthread_cond_t *cv,
+                               ccache__mutex *mu);
 /* The last waiter to take its result frees the flight. */
 void ccache__flight_leave_locked(ccache__mutex *mu, const ccache__mem *mem, ccache__flight *f);
 /* The owner's side, results for the waiters already in place: end the
@@ -245,12 +270,45 @@ bool ccache__flight_publish_locked(ccache__mutex *mu, const ccache__mem *mem,
                                    ccache__flight **table, ccache__flight *f, int status,
                                    pthread_cond_t *cv);
 void ccache__flight_free(const ccache__mem *mem, ccache__flight *f);
+/* The owner: keep a copy of this thread's detail for the waiters (before
+ * publishing a failure; without memory they get a shorter line). */
+void ccache__flight_keep_detail(const ccache__mem *mem, ccache__flight *f);
+/* A waiter that got a failure: the owner's detail becomes this thread's. */
+void ccache__flight_take_detail(const ccache__flight *f);
+
+/* One compile callback run, either level: its frame (ccache_close() from
+ * inside is refused), its time without the nested get-or-compile calls that
+ * compiled or waited (so no time counts at two levels, nor a wait as a
+ * compile), and whether it recorded an error detail. */
+typedef struct ccache__run {
+  ccache__frame fr;
+  struct ccache__run *prev; /* the compile this one is nested in */
+  uint64_t t0, nested_ns, seq0;
+} ccache__run;
+/* Emits COMPILE_START when the hook is set. */
+void ccache__run_begin(ccache *c, ccache__run *r, int level, ccache_key key);
+/* Returns the callback's own time in ns; *wall_ns gets its wall time. */
+uint64_t ccache__run_end(ccache__run *r, uint64_t *wall_ns);
+/* The time of a get-or-compile slow path that may run inside a compile:
+ * start returns 0 when no compile runs on this thread (nothing to charge). */
+uint64_t ccache__nested_start(void);
+void ccache__nested_end(uint64_t start);
+/* What a failed compile's callers get: its own status when it returned the
+ * status of a failure recorded while it ran (a nested ccache call's, or
+ * ccache_compile_fail()'s), else CCACHE_ECOMPILE; and a detail line saying
+ * why in every case. */
+int ccache__run_status(const ccache__run *r, int crc, const char *api, ccache_key key);
+/* At the end of a public get-or-compile: a failure without a detail
+ * recorded since `seq0` gets one; the detail stands for rc either way. */
+int ccache__goc_finish(int rc, uint64_t seq0, const char *api, ccache_key key);
 
 /* ================================================================ floor 2 */
 
 /* -------------------------------------------------------------- program.c */
 /* Drop one reference; destroys the program (no lock held) if it was the last. */
 void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle);
+/* An abandoning close: destroys every program still interned. */
+void ccache__abandon_programs(ccache *c);
 /* Take one more entry reference (not a handle).  Caller holds no pmu. */
 void ccache__program_ref(ccache *c, ccache_program *p);
 
@@ -293,11 +351,14 @@ static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void 
 /* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
  * MISS, or CCACHE__EXPIRED.  The hit path proper is table_inline.h's, inlined into
  * ccache_fetch(); these are its out-of-line forms and slow paths. */
-#define CCACHE__EXPIRED 2
-int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
+#define CCACHE__EXPIRED    2
+/* What a lookup counts: a hit, a miss (either, both or neither). */
+#define CCACHE__COUNT_HIT  1u
+#define CCACHE__COUNT_MISS 2u
+int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, unsigned count,
                    ccache_lease *out);
 int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
-                        uint64_t ttl, bool count_miss, ccache_lease *out);
+                        uint64_t ttl, unsigned count, ccache_lease *out);
 /* A release that is not its own reader's slot, or met a writer: destroys run
  * here if it was the last reference of an entry that has left the table. */
 void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *slot);
@@ -312,6 +373,10 @@ void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease 
 int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_key key,
                           void *closure, ccache_program *p, uint64_t now);
 void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause);
+/* A miss on key: counts misses_evicted if a bound evicted it recently. */
+void ccache__count_miss_evicted(ccache *c, ccache_key key);
+/* An abandoning close: destroys the entries only abandoned leases hold. */
+uint64_t ccache__abandon_entries(ccache *c);
 void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause);
 /* New bounds: evicts what no longer fits (capacity, then cost). */
 void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, uint64_t max_cost);
@@ -331,6 +396,11 @@ extern void (*ccache__after_write_hook)(ccache *c);
 /* -------------------------------------------------------------- sweeper.c */
 int ccache__sweeper_kick(ccache *c, uint64_t ttl); /* start if needed, and ring */
 void ccache__sweeper_stop(ccache *c);
+
+/* -------------------------------------------------------------- closure.c */
+/* Whether this thread's last fetch on c missed key (and forget it): a
+ * get-or-compile right after it does not count the miss again. */
+bool ccache__took_fetch_miss(ccache *c, ccache_key key);
 
 /* ================================================================ floor 7 */
 

@@ -3,8 +3,11 @@
  * invoked from here, with no internal lock held, each under a callback
  * frame keyed by its cache (base/callback.h), so ccache_close() from inside
  * one is refused.  Compile callbacks push the same frame (closure_compile.c,
- * program.c); tier ops and codec calls push theirs in the tier stack.
+ * program.c); tier ops and codec calls push theirs in the tier stack.  The
+ * event hook runs from here too.
  */
+#include <string.h>
+
 #include "core/internal.h"
 
 uint64_t ccache__now_ms(ccache *c) {
@@ -36,4 +39,24 @@ void ccache__destroy_program(ccache *c, void *native) {
     ccache__frame_pop(&f);
   }
   atomic_fetch_add_explicit(&c->programs_destroyed, 1, memory_order_relaxed);
+}
+
+void ccache__event_emit(ccache *c, ccache_event *ev) {
+  ev->size = sizeof *ev;
+  ccache__frame f;
+  ccache__frame_push(&f, c);
+  c->on_event(c->event_ctx, ev);
+  ccache__frame_pop(&f);
+}
+
+void ccache__event_compile(ccache *c, int kind, int level, ccache_key key, int status,
+                           uint64_t duration_ns) {
+  ccache_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = kind;
+  ev.level = level;
+  ev.key = key;
+  ev.status = status;
+  ev.duration_ns = duration_ns;
+  ccache__event_emit(c, &ev);
 }

@@ -26,9 +26,10 @@ void ccache__misuse_cache_opened(const ccache *c);
 void ccache__misuse_cache_closed(const ccache *c);
 /* Aborts unless c is an open cache. */
 void ccache__misuse_cache(const ccache *c, const char *func);
-/* After a call handed out *l: the lease gets a token (in internal_[1]; the
- * real word is kept aside). */
-void ccache__misuse_lease_out(const ccache *c, ccache_lease *l, const char *func);
+/* After a call handed out *l (a lease on key): the lease gets a token (in
+ * internal_[1]; the real word is kept aside), which remembers the key and
+ * the taking thread. */
+void ccache__misuse_lease_out(const ccache *c, ccache_lease *l, ccache_key key, const char *func);
 /* Before a release: aborts if *l is not a lease out of c; else puts the real
  * word back. */
 void ccache__misuse_lease_back(const ccache *c, ccache_lease *l, const char *func);
@@ -41,6 +42,15 @@ void ccache__misuse_closure_in(const ccache *c, const void *closure, bool reput,
 void ccache__misuse_native_in(const ccache *c, const void *native, const char *func);
 /* A closure or native the cache destroys (or gives up): forgotten. */
 void ccache__misuse_gone(const ccache *c, const void *obj, char kind);
+/* Program handles: one record per handle out (program, key, taking
+ * thread).  A release, or a compile handing a handle to the cache, takes one
+ * back and aborts when there is none (released twice, or released and then
+ * handed over). */
+void ccache__misuse_handle_out(const ccache *c, const void *p, ccache_key pkey, const char *func);
+void ccache__misuse_handle_back(const ccache *c, const void *p, const char *func);
+void ccache__misuse_handle_in(const ccache *c, const void *p, const char *func);
+/* ccache_close() refused: one stderr line per lease and handle still out. */
+void ccache__misuse_list_out(const ccache *c);
 
 #define CCACHE__MISUSE(call) call
 #else

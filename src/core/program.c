@@ -92,6 +92,28 @@ static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccach
   return CCACHE_OK;
 }
 
+/* The checked build registers every handle it hands out (misuse.h). */
+static int handle_out(ccache *c, ccache_key pkey, ccache_program **out, int rc, const char *api) {
+  if (rc == CCACHE_OK) CCACHE__MISUSE(ccache__misuse_handle_out(c, *out, pkey, api));
+  (void)c;
+  (void)pkey;
+  (void)out;
+  (void)api;
+  return rc;
+}
+
+void ccache__abandon_programs(ccache *c) {
+  CCACHE__UTHASH_SCOPE(&c->mem);
+  ccache_program *p, *tmp;
+  HASH_ITER(hh, c->programs, p, tmp) {
+    HASH_DELETE(hh, c->programs, p);
+    c->nprograms--;
+    ccache__destroy_program(c, p->native);
+    ccache__free(&c->mem, p);
+  }
+  c->handles_out = 0;
+}
+
 int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
                           ccache_program **out) {
   if (!c) return CCACHE_EINVAL;
@@ -103,7 +125,8 @@ int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cos
     return gate;
   }
   *out = NULL;
-  return intern(c, pkey, native, cost_bytes, out, true, __func__);
+  return handle_out(c, pkey, out, intern(c, pkey, native, cost_bytes, out, true, __func__),
+                    __func__);
 }
 
 int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
@@ -120,7 +143,7 @@ int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
     c->program_misses++;
   ccache__unlock(&c->pmu);
   *out = p;
-  return p ? CCACHE_OK : CCACHE_MISS;
+  return handle_out(c, pkey, out, p ? CCACHE_OK : CCACHE_MISS, __func__);
 }
 
 void *ccache_program_native(const ccache_program *p) { return p ? p->native : NULL; }
@@ -128,39 +151,49 @@ void *ccache_program_native(const ccache_program *p) { return p ? p->native : NU
 void ccache_program_release(ccache *c, ccache_program *p) {
   CCACHE__CHECK_CACHE(c);
   if (!c || !p || ccache__forked(c)) return;
+  CCACHE__MISUSE(ccache__misuse_handle_back(c, p, __func__));
   ccache__program_unref(c, p, true);
 }
 
 /* ------------------------------------------------------- get-or-compile */
 
+#define API "ccache_program_get_or_compile"
+
 static int join_flight(ccache *c, ccache__flight *f, ccache_program **out) {
-  int rc = ccache__flight_wait_locked(c, f, &c->pflight_cv, &c->pmu);
-  if (rc == CCACHE_OK) {
+  int rc = ccache__flight_wait_locked(&c->program_waits, f, &c->pflight_cv, &c->pmu);
+  if (rc == CCACHE_OK)
     *out = f->program; /* the handle was taken for us before we woke */
-    c->program_hits++;
-  } else {
-    c->program_misses++;
-  }
+  else
+    ccache__flight_take_detail(f);
+  c->program_misses++; /* it missed: waiting is not a hit */
   ccache__flight_leave_locked(&c->pmu, &c->mem, f);
   ccache__unlock(&c->pmu);
   return rc;
 }
 
-/* The user's compile callback, as the tier stack runs it: under a callback
- * frame keyed by the cache, so ccache_close() from inside it is refused. */
+/* The user's compile as the tier stack runs it (only when no tier has the
+ * program): its own time, events and status (flight.c's ccache__run), under
+ * a callback frame keyed by the cache (ccache_close() from inside it is
+ * refused). */
 typedef struct user_compile {
   ccache *c;
   ccache_key pkey;
-  ccache_program_compile_fn compile;
+  ccache_program_compile_fn fn;
   void *ud;
+  uint64_t wall_ns;
+  int status;
+  bool ran;
 } user_compile;
 
-static int call_compile(void *arg, void **native, uint64_t *cost) {
+static int call_compile(void *arg, void **native_out, uint64_t *cost_out) {
   user_compile *u = arg;
-  ccache__frame fr;
-  ccache__frame_push(&fr, u->c);
-  int crc = u->compile(u->ud, u->c, u->pkey, native, cost);
-  ccache__frame_pop(&fr);
+  ccache__run run;
+  ccache__run_begin(u->c, &run, CCACHE_LEVEL_PROGRAM, u->pkey);
+  int crc = u->fn(u->ud, u->c, u->pkey, native_out, cost_out);
+  atomic_fetch_add_explicit(&u->c->program_compile_ns, ccache__run_end(&run, &u->wall_ns),
+                            memory_order_relaxed);
+  u->status = ccache__run_status(&run, crc, API, u->pkey);
+  u->ran = true;
   return crc;
 }
 
@@ -172,28 +205,68 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
   void *native = NULL;
   uint64_t cost = 0, took_ns = 0;
   bool compiled = false;
-  user_compile u = {c, f->key, compile, ud};
+  user_compile u = {c, f->key, compile, ud, 0, CCACHE_OK, false};
   int crc =
       ccache__tier_obtain(c->tiers, f->key, call_compile, &u, &native, &cost, &compiled, &took_ns);
-  if (compiled) atomic_fetch_add_explicit(&c->compile_ns, took_ns, memory_order_relaxed);
+  (void)took_ns; /* the tiers' own threshold; compile time is counted in call_compile */
   ccache_program *p = NULL;
-  int rc = crc != 0 ? CCACHE_ECOMPILE
-                    : intern(c, f->key, native, cost, &p, false, "ccache_program_get_or_compile");
-  if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
+  int rc = crc != 0 ? (u.ran ? u.status : CCACHE_ECOMPILE)
+                    : intern(c, f->key, native, cost, &p, false, API);
+  if (crc != 0) atomic_fetch_add(&c->program_compile_failures, 1);
+  if (crc == 0 && rc != CCACHE_OK) {
+    char hex[CCACHE_KEY_HEX_LEN];
+    ccache__detail_for(rc, API ": out of memory interning the program for key %s",
+                       ccache_key_hex(f->key, hex));
+  }
 
   ccache__lock(&c->pmu);
   if (compiled) c->program_compiles++; /* a tier hit is not a compile */
   if (rc == CCACHE_OK) {               /* one handle per waiter, before anyone wakes */
     p->refs += f->waiters;
     c->handles_out += f->waiters;
+  } else {
+    ccache__flight_keep_detail(&c->mem, f);
   }
   f->program = p;
+  ccache_key key = f->key;
   bool free_f =
       ccache__flight_publish_locked(&c->pmu, &c->mem, &c->pflights, f, rc, &c->pflight_cv);
   atomic_fetch_sub(&c->inflight, 1);
   ccache__unlock(&c->pmu);
   if (free_f) ccache__flight_free(&c->mem, f);
+  if (u.ran && c->on_event)
+    ccache__event_compile(c, CCACHE_EVENT_COMPILE_END, CCACHE_LEVEL_PROGRAM, key, rc, u.wall_ns);
   *out = p;
+  return rc;
+}
+
+static int get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile, void *ud,
+                          ccache_program **out) {
+  ccache__lock(&c->pmu);
+  ccache_program *p = find_locked(c, pkey);
+  if (p) {
+    c->program_hits++;
+    ccache__unlock(&c->pmu);
+    *out = p;
+    return CCACHE_OK;
+  }
+  /* Inside another compile, this call's time is not that compile's. */
+  uint64_t nested = ccache__nested_start();
+  ccache__flight *f = ccache__flight_find_locked(&c->pmu, c->pflights, pkey);
+  int rc = CCACHE_EDEADLK;
+  if (f && !ccache__flight_mine(f)) {
+    rc = join_flight(c, f, out); /* unlocks */
+  } else {
+    if (!f) {
+      f = ccache__flight_start_locked(&c->pmu, &c->mem, &c->pflights, pkey);
+      rc = f ? CCACHE_OK : CCACHE_ENOMEM;
+    }
+    c->program_misses++;
+    if (rc == CCACHE_OK) atomic_fetch_add(&c->inflight, 1);
+    ccache__unlock(&c->pmu);
+    if (rc == CCACHE_OK) rc = run_compile(c, f, compile, ud, out);
+  }
+  ccache__nested_end(nested);
   return rc;
 }
 
@@ -204,23 +277,7 @@ int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_com
   if (!c || !compile || !out) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
-  ccache__lock(&c->pmu);
-  ccache_program *p = find_locked(c, pkey);
-  if (p) {
-    c->program_hits++;
-    ccache__unlock(&c->pmu);
-    *out = p;
-    return CCACHE_OK;
-  }
-  ccache__flight *f = ccache__flight_find_locked(&c->pmu, c->pflights, pkey);
-  if (f && !ccache__flight_mine(f)) return join_flight(c, f, out); /* unlocks */
-  int rc = CCACHE_EDEADLK;
-  if (!f) {
-    f = ccache__flight_start_locked(&c->pmu, &c->mem, &c->pflights, pkey);
-    rc = f ? CCACHE_OK : CCACHE_ENOMEM;
-  }
-  c->program_misses++;
-  if (rc == CCACHE_OK) atomic_fetch_add(&c->inflight, 1);
-  ccache__unlock(&c->pmu);
-  return rc == CCACHE_OK ? run_compile(c, f, compile, ud, out) : rc;
+  uint64_t seq0 = ccache__detail_seq();
+  int rc = get_or_compile(c, pkey, compile, ud, out);
+  return handle_out(c, pkey, out, ccache__goc_finish(rc, seq0, API, pkey), API);
 }

@@ -44,8 +44,38 @@ static ccache__entry *owner_of(ccache__entry *e) {
 
 static void entry_unref(ccache *c, ccache__entry *e);
 
+/* ---------------------------------------------------------------- limbo */
+
+/* Entries out of the table but not yet destroyed, for an abandoning close
+ * (ccache_close_ex()).  Linked through the bucket-chain pointers of their
+ * uthash handle, which nothing reads once an entry has left the table (the
+ * graveyard uses hh.next).  limbo_mu is a leaf lock: taken under wlock at
+ * detach, alone at destroy. */
+static ccache__entry *limbo_next(const ccache__entry *e) { return (ccache__entry *)e->hh.hh_next; }
+
+static void limbo_link_locked(ccache *c, ccache__entry *e) {
+  ccache__lock(&c->limbo_mu);
+  e->hh.hh_prev = NULL;
+  e->hh.hh_next = c->limbo ? &c->limbo->hh : NULL;
+  if (c->limbo) c->limbo->hh.hh_prev = &e->hh;
+  c->limbo = e;
+  ccache__unlock(&c->limbo_mu);
+}
+
+static void limbo_unlink(ccache *c, ccache__entry *e) {
+  ccache__lock(&c->limbo_mu);
+  ccache__entry *prev = (ccache__entry *)e->hh.hh_prev, *next = limbo_next(e);
+  if (prev)
+    prev->hh.hh_next = e->hh.hh_next;
+  else
+    c->limbo = next;
+  if (next) next->hh.hh_prev = e->hh.hh_prev;
+  ccache__unlock(&c->limbo_mu);
+}
+
 /* The last reference is gone: closure first, then the program it runs. */
 static void entry_destroy(ccache *c, ccache__entry *e) {
+  limbo_unlink(c, e);
   if (e->flags & CCACHE__E_BORROWED)
     entry_unref(c, (ccache__entry *)e->closure);
   else
@@ -58,13 +88,31 @@ static void entry_unref(ccache *c, ccache__entry *e) {
   if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) entry_destroy(c, e);
 }
 
+/* ccache_close_ex(CCACHE_CLOSE_ABANDON), after the table is cleared and its
+ * graveyard drained: what is left in limbo is held only by abandoned leases
+ * (and the borrowers of a closure).  Each closure once, then the program
+ * references; returns how many entries it destroyed. */
+uint64_t ccache__abandon_entries(ccache *c) {
+  uint64_t n = 0;
+  for (ccache__entry *e = c->limbo; e; e = limbo_next(e))
+    if (!(e->flags & CCACHE__E_BORROWED)) ccache__destroy_closure(c, e->closure);
+  while (c->limbo) {
+    ccache__entry *e = c->limbo;
+    c->limbo = limbo_next(e);
+    ccache__program_unref(c, e->program, false);
+    ccache__entry_free(c, e);
+    n++;
+  }
+  return n;
+}
+
 /* ------------------------------------------------------------ the hit path */
 
 /* The slow path of a lookup: a writer holds (or wants) the table, or this
  * thread has no reader.  The same lookup under wlock; counts on the reader,
  * or in the retired counts. */
 int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
-                        uint64_t ttl, bool count_miss, ccache_lease *out) {
+                        uint64_t ttl, unsigned count, ccache_lease *out) {
   ccache__entry *e;
   ccache__lock(&c->wlock);
   HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
@@ -73,7 +121,7 @@ int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned h
     ccache__take_lease(r, e, out);
     if (!r && !out->internal_[1]) c->leases_retired++;
   }
-  if (hit || count_miss) {
+  if (count & (hit ? CCACHE__COUNT_HIT : CCACHE__COUNT_MISS)) {
     if (r)
       ccache__bump(hit ? &r->hits : &r->misses, 1);
     else if (hit)
@@ -85,9 +133,9 @@ int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned h
   return hit ? CCACHE_OK : e ? CCACHE__EXPIRED : CCACHE_MISS;
 }
 
-int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, bool count_miss,
+int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, unsigned count,
                    ccache_lease *out) {
-  return ccache__hit_lookup(c, key, now, ttl, count_miss, out);
+  return ccache__hit_lookup(c, key, now, ttl, count, out);
 }
 
 /* Inside a read-side section or under wlock, for a lease that is not in
@@ -154,6 +202,15 @@ static void graveyard_drain(ccache *c, ccache__graveyard *gy) {
   gy->head = gy->tail = NULL;
   while (e) {
     ccache__entry *next = e->hh.next;
+    if (c->on_event) { /* before the unref: the entry may go with it */
+      ccache_event ev;
+      memset(&ev, 0, sizeof ev);
+      ev.kind = CCACHE_EVENT_EVICT;
+      ev.level = CCACHE_LEVEL_CLOSURE;
+      ev.key = e->key;
+      ev.cause = (int)(e->flags >> CCACHE__E_CAUSE_SHIFT);
+      ccache__event_emit(c, &ev);
+    }
     entry_unref(c, e);
     e = next;
   }
@@ -226,15 +283,58 @@ static void graveyard_push(ccache__graveyard *gy, ccache__entry *e) {
   gy->tail = e;
 }
 
+/* The cause, from the counter it is counted in (NULL: a replacement, or
+ * close's teardown). */
+static unsigned cause_of(ccache *c, const uint64_t *counter) {
+  if (counter == &c->n.evicted_capacity) return CCACHE_CAUSE_CAPACITY;
+  if (counter == &c->n.evicted_ttl) return CCACHE_CAUSE_TTL;
+  if (counter == &c->n.evicted_cost) return CCACHE_CAUSE_COST;
+  if (counter == &c->n.removed) return CCACHE_CAUSE_REMOVED;
+  if (counter == &c->n.cleared) return CCACHE_CAUSE_CLEARED;
+  return ccache__closing(c) ? CCACHE_CAUSE_CLOSED : CCACHE_CAUSE_REPLACED;
+}
+
+/* A key evicted by a bound: remembered so a miss on it soon after counts in
+ * misses_evicted.  A small ring of key hashes (64-bit, so a false match
+ * needs a 64-bit collision), written under wlock, read by misses without. */
+static uint64_t ring_hash(ccache_key k) {
+  /* Both halves through odd multipliers and a murmur3 finaliser: keys that
+   * are not fingerprints (sequential, or with related halves) still differ.
+   * Never 0, the ring's empty slot. */
+  uint64_t x = k.lo * 0x9E3779B97F4A7C15ull ^ k.hi * 0xC2B2AE3D27D4EB4Full;
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDull;
+  x ^= x >> 33;
+  return x | 1u;
+}
+
+static void ring_push_locked(ccache *c, ccache_key key) {
+  atomic_store_explicit(&c->evict_ring[c->evict_next++ % CCACHE__EVICT_RING], ring_hash(key),
+                        memory_order_relaxed);
+}
+
+void ccache__count_miss_evicted(ccache *c, ccache_key key) {
+  uint64_t h = ring_hash(key);
+  for (unsigned i = 0; i < CCACHE__EVICT_RING; i++)
+    if (atomic_load_explicit(&c->evict_ring[i], memory_order_relaxed) == h) {
+      atomic_fetch_add_explicit(&c->misses_evicted, 1, memory_order_relaxed);
+      return;
+    }
+}
+
 void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause) {
   CCACHE__UTHASH_SCOPE(&c->mem);
   ccache__assert_held(&c->wlock);
   block_readers(c, w);
   HASH_DELETE(hh, c->table, e);
-  e->flags |= CCACHE__E_DETACHED; /* once; releases read it in their sections */
+  unsigned why = cause_of(c, cause);
+  /* Once; releases read DETACHED in their sections. */
+  e->flags |= CCACHE__E_DETACHED | why << CCACHE__E_CAUSE_SHIFT;
   c->items--;
   uncharge_locked(c, e->program);
   if (cause) (*cause)++;
+  if (why == CCACHE_CAUSE_CAPACITY || why == CCACHE_CAUSE_COST) ring_push_locked(c, e->key);
+  limbo_link_locked(c, e);
   graveyard_push(&w->gy, e);
 }
 

@@ -41,20 +41,20 @@ static inline void ccache__take_lease(ccache__reader *r, ccache__entry *e, ccach
 }
 
 static inline int ccache__hit_lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl,
-                                     bool count_miss, ccache_lease *out) {
+                                     unsigned count, ccache_lease *out) {
   unsigned hv = ccache__key_hash(key);
   ccache__reader *r = ccache__reader_get(c);
   if (CCACHE__UNLIKELY(!r || !ccache__reader_enter(c, r)))
-    return ccache__lookup_slow(c, r, key, hv, now, ttl, count_miss, out);
+    return ccache__lookup_slow(c, r, key, hv, now, ttl, count, out);
   ccache__entry *e;
   HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
   if (CCACHE__LIKELY(e != NULL) && !ccache__expired(e->ins_ms, now, ttl)) {
     ccache__take_lease(r, e, out);
-    ccache__bump(&r->hits, 1);
+    if (count & CCACHE__COUNT_HIT) ccache__bump(&r->hits, 1);
     ccache__reader_exit(r);
     return CCACHE_OK;
   }
-  if (count_miss) ccache__bump(&r->misses, 1);
+  if (count & CCACHE__COUNT_MISS) ccache__bump(&r->misses, 1);
   ccache__reader_exit(r);
   return e ? CCACHE__EXPIRED : CCACHE_MISS;
 }

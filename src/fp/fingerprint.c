@@ -44,6 +44,7 @@ enum {
   FP_TAG_BYTES = 0x04, /* u64 LE length, bytes */
   FP_TAG_STR = 0x05,   /* u64 LE length, bytes */
   FP_TAG_SHAPE = 0x06, /* i32 LE dtype, u32 LE rank, rank x i64 LE dims */
+  FP_TAG_KEY = 0x07,   /* u64 LE lo, u64 LE hi */
 };
 
 /* Stream prefix: magic + version (13 bytes). */
@@ -294,6 +295,31 @@ CCACHE_API int ccache_fp_shape(ccache_fp *fp, int32_t dtype, uint32_t rank, cons
 #endif
   fp_commit(b, p);
   return CCACHE_OK;
+}
+
+CCACHE_API int ccache_fp_key(ccache_fp *fp, ccache_key key) {
+  fp_impl *b = fp_usable(fp);
+  if (!b) return CCACHE_EINVAL;
+  unsigned char *p = fp_reserve(b, 17);
+  *p++ = FP_TAG_KEY;
+  p = put_u64(p, key.lo);
+  fp_commit(b, put_u64(p, key.hi));
+  return CCACHE_OK;
+}
+
+CCACHE_API int ccache_key_eq(ccache_key a, ccache_key b) { return a.lo == b.lo && a.hi == b.hi; }
+
+CCACHE_API char *ccache_key_hex(ccache_key key, char out[CCACHE_KEY_HEX_LEN]) {
+  static const char digits[] = "0123456789abcdef";
+  if (!out) return NULL;
+  /* hi then lo, most significant digit first: the directory tier's file
+   * names and the Redis tier's keys. */
+  for (int i = 0; i < 16; i++) {
+    out[i] = digits[(key.hi >> (60 - 4 * i)) & 0xf];
+    out[16 + i] = digits[(key.lo >> (60 - 4 * i)) & 0xf];
+  }
+  out[32] = '\0';
+  return out;
 }
 
 CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out) {

@@ -38,20 +38,46 @@ static void count_bytes(_Atomic uint64_t *counter, size_t n) {
   atomic_fetch_add_explicit(counter, (uint64_t)n, memory_order_relaxed);
 }
 
-/* Write a verified entry to tiers [0, upto): the tiers above a hit. */
+void ccache__tier_event(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key,
+                        const char *op, int status, int err, const char *reason) {
+  ccache_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.size = sizeof ev;
+  ev.kind = kind;
+  ev.level = CCACHE_LEVEL_PROGRAM;
+  ev.key = key;
+  ev.status = status;
+  ev.err = err;
+  ev.tier = i;
+  ev.tier_name = i < ts->n ? ts->t[i]->ops.name : NULL;
+  ev.op = op;
+  ev.reason = reason;
+  CCACHE__IN_FRAME(ts, ts->on_event(ts->event_ctx, &ev));
+}
+
+/* An event that is not a failure (the hook is optional). */
+static void note(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key, const char *op,
+                 const char *reason) {
+  if (ts->on_event) ccache__tier_event(ts, kind, i, key, op, CCACHE_OK, 0, reason);
+}
+
+/* Write a verified entry to tiers [0, upto): the tiers above a hit, or every
+ * tier for a fresh compile (why: "fill" or "store"). */
 static void fill(struct ccache__tiers *ts, ccache_key key, const void *blob, size_t len,
-                 uint32_t upto) {
+                 uint32_t upto, const char *why) {
   for (uint32_t j = 0; j < upto; j++) {
     if (!ts->usable[j]) continue;
     ccache_tier *t = ts->t[j];
     int rc;
+    errno = 0;
     CCACHE__IN_FRAME(ts, rc = t->ops.put(t->state, key, blob, len));
     if (rc == CCACHE_OK) {
       atomic_fetch_add(&ts->writes, 1);
       count_bytes(&ts->bytes_written, len);
       ccache__tier_ok(ts, j);
+      note(ts, CCACHE_EVENT_TIER_WRITE, j, key, "put", why);
     } else {
-      ccache__tier_fail(ts, j, "put", rc);
+      ccache__tier_fail(ts, j, key, "put", rc, errno, why);
     }
   }
 }
@@ -63,11 +89,12 @@ static void remove_bad(struct ccache__tiers *ts, uint32_t i, ccache_key key, con
                        size_t len) {
   ccache_tier *t = ts->t[i];
   int rc = CCACHE_OK;
+  errno = 0;
   if (t->ops.remove_if)
     CCACHE__IN_FRAME(ts, rc = t->ops.remove_if(t->state, key, blob, len));
   else if (t->ops.remove)
     CCACHE__IN_FRAME(ts, rc = t->ops.remove(t->state, key));
-  if (rc < 0) ccache__tier_fail(ts, i, "remove", rc);
+  if (rc < 0) ccache__tier_fail(ts, i, key, "remove", rc, errno, NULL);
 }
 
 /* Ask tier i for key: T_HIT with a decoded native program (and the tiers
@@ -79,13 +106,15 @@ static int load(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **nat
   void *blob = NULL;
   size_t len = 0;
   int rc;
+  errno = 0;
   CCACHE__IN_FRAME(ts, rc = t->ops.get(t->state, key, &blob, &len));
   if (rc == CCACHE_MISS) {
     ccache__tier_ok(ts, i);
+    note(ts, CCACHE_EVENT_TIER_MISS, i, key, "get", NULL);
     return T_MISS;
   }
   if (rc != CCACHE_OK) {
-    ccache__tier_fail(ts, i, "get", rc);
+    ccache__tier_fail(ts, i, key, "get", rc, errno, NULL);
     return T_MISS;
   }
   ccache__tier_ok(ts, i);
@@ -96,21 +125,25 @@ static int load(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **nat
   switch (ccache__tier_verify(blob, len, key, ts->tag_hash, &payload, &plen)) {
     case CCACHE__ENTRY_CORRUPT:
       atomic_fetch_add(&ts->corrupt, 1);
+      note(ts, CCACHE_EVENT_TIER_CORRUPT, i, key, "get",
+           "the entry failed verification (torn, truncated or altered): removed");
       remove_bad(ts, i, key, blob, len);
       break;
     case CCACHE__ENTRY_FOREIGN: /* another runtime's: never loaded, not corrupt */
+      note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "get", "foreign runtime tag");
       break;
     case CCACHE__ENTRY_OK: {
       void *nat = NULL;
       uint64_t cst = 0;
       CCACHE__IN_FRAME(ts, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
       if (rc != 0) {
-        ccache__tier_error(ts);
+        ccache__tier_fail(ts, i, key, "decode", rc, 0, "the codec could not decode the entry");
         break;
       }
       *native = nat;
       *cost = cst;
-      fill(ts, key, blob, len, i);
+      note(ts, CCACHE_EVENT_TIER_HIT, i, key, "get", NULL);
+      fill(ts, key, blob, len, i, "fill");
       found = T_HIT;
       break;
     }
@@ -154,17 +187,18 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, ccache_key key, held_l
   for (;;) {
     void *lk = NULL;
     int rc;
+    errno = 0;
     CCACHE__IN_FRAME(ts, rc = t->ops.lock(t->state, key, &lk));
     if (rc == CCACHE_OK) {
       ccache__tier_ok(ts, i);
       h->held[i] = true;
       h->lock[i] = lk;
       atomic_fetch_add_explicit(&ts->per[i].leases_held, 1, memory_order_relaxed);
-      if (t->ops.lease_ms) ccache__tier_lease_add(ts, &h->lease[i], i, lk);
+      if (t->ops.lease_ms) ccache__tier_lease_add(ts, &h->lease[i], i, lk, key);
       break;
     }
     if (rc != CCACHE_EBUSY) { /* a broken lock: go on without it */
-      ccache__tier_fail(ts, i, "lock", rc);
+      ccache__tier_fail(ts, i, key, "lock", rc, errno, "compiling without this tier's lock");
       break;
     }
     ccache__tier_ok(ts, i);
@@ -245,9 +279,13 @@ static void store(struct ccache__tiers *ts, ccache_key key, void *native) {
   size_t len = 0;
   int rc;
   CCACHE__IN_FRAME(ts, rc = ts->codec.encode(ts->codec.ctx, key, native, &bytes, &len));
-  if (rc == CCACHE_CODEC_SKIP) return;
+  if (rc == CCACHE_CODEC_SKIP) {
+    note(ts, CCACHE_EVENT_TIER_REJECTED, ts->n, key, "encode",
+         "the codec answered CCACHE_CODEC_SKIP");
+    return;
+  }
   if (rc != 0) {
-    ccache__tier_error(ts);
+    ccache__tier_fail(ts, ts->n, key, "encode", rc, 0, "the codec could not encode the program");
     return;
   }
   unsigned char *blob = NULL;
@@ -259,10 +297,12 @@ static void store(struct ccache__tiers *ts, ccache_key key, void *native) {
   if (blob) ccache__tier_frame(blob, key, ts->tag_hash, realtime_ms(), bytes, len);
   CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
   if (!blob) { /* too large, NULL bytes, or no memory: not stored */
-    ccache__tier_error(ts);
+    ccache__tier_fail(ts, ts->n, key, "encode", blen ? CCACHE_ENOMEM : CCACHE_EINVAL, 0,
+                      blen ? "out of memory framing the entry"
+                           : "encoded bytes NULL, or longer than 2^40: not stored");
     return;
   }
-  fill(ts, key, blob, blen, ts->n);
+  fill(ts, key, blob, blen, ts->n, "store");
   ccache__free(&ts->mem, blob);
 }
 

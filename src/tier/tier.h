@@ -70,6 +70,7 @@ typedef struct ccache__lease_rec {
   ccache_tier *t;
   uint32_t tier; /* its index */
   void *lock;
+  ccache_key key;  /* for the event of a failed renew */
   uint64_t due_ns; /* next renewal, CLOCK_MONOTONIC */
   int busy;        /* renew() is running on it (r_mu released) */
   int lost;        /* a renew failed: no more renewals */
@@ -113,6 +114,10 @@ struct ccache__tiers {
   _Atomic uint64_t lock_waits, wait_ms_max, leases_lost;
   ccache__tier_counts per[CCACHE_MAX_TIERS];
 
+  /* The owner's event hook (ccache_config::on_event), NULL when unset. */
+  ccache_event_fn on_event;
+  void *event_ctx;
+
   /* r_mu guards the renewal lanes, their lease lists, r_stop and the
    * last_error lines; a leaf, never held across a tier op or callback. */
   ccache__mutex r_mu;
@@ -121,14 +126,17 @@ struct ccache__tiers {
   char last_error[CCACHE_MAX_TIERS][CCACHE__TIER_ERROR_LINE];
 };
 
-/* A failure that belongs to no one tier (a codec call, a blob not stored). */
-static inline void ccache__tier_error(struct ccache__tiers *ts) {
-  atomic_fetch_add(&ts->errors, 1);
-}
-
-/* Tier i's op failed with rc: tier_errors, its own count and last error
- * line (tier_health.c). */
-void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, const char *op, int rc);
+/* Tier i's op or codec call failed with status rc (err: errno as the op
+ * left it; reason: a line for the event, or NULL): tier_errors and, for a
+ * tier (i < n; i == n is a codec call, which belongs to no tier), its own
+ * count and last error line (tier_health.c); then the TIER_ERROR event when
+ * the owner set a hook.  No lock held by the caller. */
+void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, ccache_key key, const char *op, int rc,
+                       int err, const char *reason);
+/* A tier event (ccache_event) for tier i, when the owner set a hook: run
+ * under a callback frame, no lock held (tier.c). */
+void ccache__tier_event(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key,
+                        const char *op, int status, int err, const char *reason);
 /* Tier i's op succeeded (or answered a miss / busy): it is up. */
 static inline void ccache__tier_ok(struct ccache__tiers *ts, uint32_t i) {
   if (atomic_load_explicit(&ts->per[i].failing, memory_order_relaxed))
@@ -154,9 +162,10 @@ int ccache__tier_renewal_init(struct ccache__tiers *ts);
 void ccache__tier_renewal_stop(struct ccache__tiers *ts);
 void ccache__tier_renewal_destroy(struct ccache__tiers *ts);
 /* Register a lease of tier i taken by this thread (r: a record the caller
- * keeps until ccache__tier_lease_remove); starts the thread of its renewal
- * group on first use. */
-void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint32_t i, void *lock);
+ * keeps until ccache__tier_lease_remove; key: for the event of a failed
+ * renew); starts the thread of its renewal group on first use. */
+void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint32_t i, void *lock,
+                            ccache_key key);
 /* Unregister, waiting out a renew() in progress on it. */
 void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r);
 

@@ -9,15 +9,19 @@
 
 #include "tier/tier.h"
 
-void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, const char *op, int rc) {
+void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, ccache_key key, const char *op, int rc,
+                       int err, const char *reason) {
   atomic_fetch_add(&ts->errors, 1);
-  atomic_fetch_add_explicit(&ts->per[i].errors, 1, memory_order_relaxed);
-  atomic_store_explicit(&ts->per[i].failing, 1, memory_order_relaxed);
-  char line[CCACHE__TIER_ERROR_LINE];
-  snprintf(line, sizeof line, "%s: %s (%d)", op, ccache_strerror(rc), rc);
-  ccache__lock(&ts->r_mu);
-  memcpy(ts->last_error[i], line, sizeof line);
-  ccache__unlock(&ts->r_mu);
+  if (i < ts->n) {
+    atomic_fetch_add_explicit(&ts->per[i].errors, 1, memory_order_relaxed);
+    atomic_store_explicit(&ts->per[i].failing, 1, memory_order_relaxed);
+    char line[CCACHE__TIER_ERROR_LINE];
+    snprintf(line, sizeof line, "%s: %s (%d)", op, ccache_strerror(rc), rc);
+    ccache__lock(&ts->r_mu);
+    memcpy(ts->last_error[i], line, sizeof line);
+    ccache__unlock(&ts->r_mu);
+  }
+  if (ts->on_event) ccache__tier_event(ts, CCACHE_EVENT_TIER_ERROR, i, key, op, rc, err, reason);
 }
 
 int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,

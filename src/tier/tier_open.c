@@ -3,6 +3,7 @@
  * checks of a config's tier fields, and a cache's tiers at open and close:
  * ownership, the codec and runtime tag, attach, close, and their counts.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +106,10 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
   }
   ts->tag_hash = ccache__tier_tag_hash(cfg->runtime_tag);
   ts->min_compile_us = cfg->tier_min_compile_us;
+  if (CFG_HAS(cfg, event_ctx)) {
+    ts->on_event = cfg->on_event;
+    ts->event_ctx = cfg->event_ctx;
+  }
   *out = ts;
   /* Without a codec the tiers are only owned (and closed at close). */
   if (!ts->has_codec) return CCACHE_OK;
@@ -113,9 +118,12 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
   for (uint32_t i = 0; i < ts->n; i++) {
     ccache_tier *t = ts->t[i];
     rc = CCACHE_OK;
+    errno = 0;
     if (t->ops.attach) CCACHE__IN_FRAME(ts, rc = t->ops.attach(t->state, ns));
     ts->usable[i] = rc >= 0;
-    if (rc < 0) ccache__tier_fail(ts, i, "attach", rc);
+    if (rc < 0)
+      ccache__tier_fail(ts, i, (ccache_key){0, 0}, "attach", rc, errno,
+                        "this tier is disabled for this cache");
   }
   return CCACHE_OK;
 }

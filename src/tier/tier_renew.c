@@ -73,7 +73,7 @@ static void *renewal_main(void *arg) {
     int rc = CCACHE_OK;
     CCACHE__IN_FRAME(ts, rc = r->t->ops.renew(r->t->state, r->lock));
     if (rc != CCACHE_OK) {
-      ccache__tier_fail(ts, r->tier, "renew", rc);
+      ccache__tier_fail(ts, r->tier, r->key, "renew", rc, 0, "the compile lease was lost");
       atomic_fetch_add(&ts->leases_lost, 1);
       atomic_fetch_add(&ts->per[r->tier].leases_lost, 1);
     } else {
@@ -126,13 +126,14 @@ static uint32_t group_of(const ccache_tier *t, const void *lock) {
 /* Register a lease taken by this thread; starts its lane's thread on first
  * use.  If that cannot start, the lease is not renewed (counted) and may
  * lapse: at worst another process compiles the same program too. */
-void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint32_t i,
-                            void *lock) {
+void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint32_t i, void *lock,
+                            ccache_key key) {
   ccache_tier *t = ts->t[i];
   memset(r, 0, sizeof *r);
   r->t = t;
   r->tier = i;
   r->lock = lock;
+  r->key = key;
   r->due_ns = ccache__mono_ns() + renew_period_ns(t);
   uint32_t g = 0;
   CCACHE__IN_FRAME(ts, g = group_of(t, lock));
@@ -146,7 +147,9 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint
     ccache__cond_broadcast(&ln->cv);
   }
   ccache__unlock(&ts->r_mu);
-  if (!ln) ccache__tier_fail(ts, i, "starting a renewal thread", CCACHE_ETHREAD);
+  if (!ln)
+    ccache__tier_fail(ts, i, key, "renew", CCACHE_ETHREAD, 0,
+                      "the lease-renewal thread could not start");
 }
 
 /* Unregister, waiting out a renew() in progress on it. */
