@@ -34,7 +34,8 @@ cmake --install "$work/lib" --prefix "$prefix" >>"$work/lib.log" 2>&1 || { cat "
 
 step "installed files"
 libdir=$prefix/lib
-for f in include/ccache.h lib/libccache.a lib/libccache.so lib/libccache.so.0 \
+for f in include/ccache.h include/ccache/common.h include/ccache/cache.h include/ccache/tier.h \
+         include/ccache/fp.h lib/libccache.a lib/libccache.so lib/libccache.so.0 \
          lib/cmake/ccache/ccacheConfig.cmake lib/cmake/ccache/ccacheConfigVersion.cmake \
          lib/cmake/ccache/ccacheTargets.cmake lib/pkgconfig/ccache.pc; do
   [[ -e $prefix/$f ]] || fail "missing $f"
@@ -57,6 +58,24 @@ needed() {
   fi
 }
 
+step "each installed header compiles alone (C11, C++11, C++17; -Wall -Wextra -Wpedantic -Werror)"
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+n_hdr=0
+while IFS= read -r h; do
+  printf '#include <%s>\n#include <%s>\n' "$h" "$h" >"$work/alone.c"
+  cp "$work/alone.c" "$work/alone.cpp"
+  "$CC" -std=c11 -Wall -Wextra -Wpedantic -Werror -I"$prefix/include" -fsyntax-only "$work/alone.c" ||
+    fail "$h alone as C11"
+  for std in 11 17; do
+    "$CXX" -std=c++$std -Wall -Wextra -Wpedantic -Werror -I"$prefix/include" -fsyntax-only \
+      "$work/alone.cpp" || fail "$h alone as C++$std"
+  done
+  n_hdr=$((n_hdr + 1))
+done < <(cd "$prefix/include" && find . -name '*.h' | sed 's/^\.\///' | sort)
+[[ $n_hdr == 5 ]] || fail "$n_hdr installed headers, want 5 (ccache.h and ccache/{common,cache,tier,fp}.h)"
+echo "  $n_hdr headers: ok"
+
 step "C consumer via find_package(ccache CONFIG) (a decoy Findccache.cmake is on CMAKE_MODULE_PATH)"
 cmake -S "$src/tests/consumers/find_package_c" -B "$work/find_package_c" \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >"$work/fp.log" 2>&1 ||
@@ -73,10 +92,9 @@ step "C++ consumer via pkg-config"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pc_version=$(pkg-config --modversion ccache)
 echo "  pkg-config ccache: $pc_version; cflags: $(pkg-config --cflags ccache); libs: $(pkg-config --libs ccache); static: $(pkg-config --static --libs ccache)"
-hdr_version=$(sed -n 's/^#define CCACHE_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' "$prefix/include/ccache.h" | paste -sd.)
+hdr_version=$(sed -n 's/^#define CCACHE_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' "$prefix/include/ccache/common.h" | paste -sd.)
 [[ $pc_version == "$hdr_version" ]] || fail "ccache.pc Version $pc_version != header $hdr_version"
 pkg-config --atleast-version=0.1 ccache || fail "pkg-config --atleast-version=0.1"
-CXX=${CXX:-c++}
 pc_libdir=$(pkg-config --variable=libdir ccache)
 # shellcheck disable=SC2046  # word splitting of pkg-config output is intended
 for std in 11 17; do

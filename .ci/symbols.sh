@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Exported-symbol check (issue 8): the dynamic symbols libccache.so defines
-# must be exactly the functions ccache.h declares with CCACHE_API: none
-# missing, nothing extra (no uthash/xxHash code, no internal helpers).
+# must be exactly the functions the public headers (ccache.h and the
+# ccache/*.h it includes) declare with CCACHE_API: none missing, nothing
+# extra (no uthash/xxHash code, no internal helpers).
 # Usage: .ci/symbols.sh [path/to/libccache.so]
 #   (default: build the shared library into a fresh temporary directory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 header=include/ccache.h
+headers=(include/ccache.h include/ccache/*.h)
 fail() { printf 'symbols.sh: FAIL: %s\n' "$*" >&2; exit 1; }
 
 if [[ $# -ge 1 ]]; then
@@ -23,19 +25,20 @@ else
 fi
 [[ -f $lib ]] || fail "no shared library at $lib"
 
-# What the header declares: preprocess it as the library build does (so
+# What the headers declare: preprocess the umbrella as the library build does (so
 # CCACHE_API expands to visibility("default"), comments and macros are gone),
 # one declaration per line, and take the identifier before the first '('.
-want=$(${CC:-cc} -E -P -DCCACHE_BUILDING -x c "$header" |
+want=$(${CC:-cc} -E -P -DCCACHE_BUILDING -Iinclude -x c "$header" |
   tr '\n' ' ' | tr ';' '\n' |
   grep -F '__attribute__((visibility("default")))' |
   sed -e 's/.*__attribute__((visibility("default")))//' -e 's/(.*//' |
   awk '{ name = $NF; sub(/^\**/, "", name); print name }' | sort)
 [[ -n $want ]] || fail "no CCACHE_API declarations found in $header"
 # Cross-check the preprocessor's view against the source text.
-n_text=$(grep -c '^CCACHE_API ' "$header")
+# (every header, so one the umbrella forgot to include is caught).
+n_text=$(cat "${headers[@]}" | grep -c '^CCACHE_API ')
 n_want=$(wc -l <<<"$want")
-[[ $n_text == "$n_want" ]] || fail "$n_text lines start with CCACHE_API but $n_want declarations parsed"
+[[ $n_text == "$n_want" ]] || fail "$n_text lines of ${headers[*]} start with CCACHE_API but $n_want declarations parsed from $header"
 
 # What the library exports: defined dynamic symbols (nm -D --defined-only).
 have=$(nm -D --defined-only "$lib" | awk 'NF >= 3 { sub(/@.*/, "", $3); print $3 }' | sort -u)
@@ -44,7 +47,7 @@ missing=$(comm -23 <(echo "$want") <(echo "$have"))
 extra=$(comm -13 <(echo "$want") <(echo "$have"))
 leaks=$(grep -Ei '^(XXH|_XXH|xxh|uthash|HASH_|ut[a-z]*_)' <<<"$have" || true)
 
-echo "libccache: $(basename "$(readlink -f "$lib")"), $(wc -l <<<"$have") exported symbols; $header: $n_want CCACHE_API functions"
+echo "libccache: $(basename "$(readlink -f "$lib")"), $(wc -l <<<"$have") exported symbols; $header and ccache/*.h: $n_want CCACHE_API functions"
 list() { local line; while IFS= read -r line; do printf '  %s: %s\n' "$1" "$line"; done; }
 [[ -z $leaks ]] || list "from uthash/xxHash" <<<"$leaks"
 [[ -z $missing ]] || list "declared but not exported" <<<"$missing"

@@ -1,0 +1,866 @@
+/**
+ * @file ccache/cache.h
+ * @brief The cache: configuration, the program and closure tables,
+ * single-flight get-or-compile, statistics, the default instance.
+ *
+ * Part of the public API: `#include <ccache.h>` includes it with the rest;
+ * it may also be included alone.
+ */
+#ifndef CCACHE_CCACHE_CACHE_H
+#define CCACHE_CCACHE_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/** @name Configuration
+ * @{ */
+
+/** Bound value meaning "no bound" (for max_items, ttl_ms, max_cost_bytes). */
+#define CCACHE_UNBOUNDED UINT64_MAX
+
+/** Largest `size` a ccache_config or ccache_stats may claim: a larger one
+ *  is taken for a struct that was never set up (ccache_open() and
+ *  ccache_default_init() refuse the config with CCACHE_EINVAL;
+ *  ccache_stats_get() writes nothing).  The option structs
+ *  (ccache_tier_ops, ccache_disk_options, ccache_redis_options) are checked
+ *  only for a minimum size. */
+#define CCACHE_STRUCT_SIZE_MAX 4096u
+
+/** What ccache_config_init() writes in ccache_config::magic ("ccfg"). */
+#define CCACHE_CONFIG_MAGIC 0x63636667u
+
+/**
+ * Destroy callback for a closure or a native program.
+ * @param obj the closure (destroy_closure) or native program (destroy_program)
+ *            pointer exactly as given to the cache; never NULL (a NULL
+ *            closure or native is counted as destroyed but not passed here).
+ *            It is yours again: free it.
+ * @param ctx ccache_config::ctx.
+ * Runs exactly once per object the cache owned, with no internal lock held,
+ * on the thread whose call caused it (the sweeper thread for entries it
+ * expires), before that call returns; a closure before the program it runs.
+ * It may call any ccache function except ccache_close() on the same cache
+ * (CCACHE_EBUSY); while ccache_close() runs it, calls that would add to the
+ * cache return CCACHE_EBUSY.
+ */
+typedef void (*ccache_destroy_fn)(void *obj, void *ctx);
+
+/**
+ * Clock callback: current time in milliseconds of a monotonic clock.
+ * @param ctx ccache_config::ctx.
+ * @return the time, in milliseconds.
+ * Called with no internal lock held, from any thread (the sweeper included).
+ * Inserts (ccache_put(), a closure compile's result) always read it;
+ * lookups (ccache_fetch(), ccache_get_or_compile()) and sweeps read it only
+ * while ttl_ms is finite.  It may step back; the cache clamps insert times so
+ * they never decrease.  It may call into the cache, except ccache_close() on
+ * it.
+ */
+typedef uint64_t (*ccache_clock_fn)(void *ctx);
+
+/**
+ * Allocator hook, allocation half (set both alloc and free, or neither).
+ * @param alloc_ctx ccache_config::alloc_ctx.
+ * @param size bytes wanted.
+ * @return at least @p size bytes aligned for any object type, or NULL (the
+ *         call that needed them then fails with CCACHE_ENOMEM, or, for a
+ *         thread's reader, takes the locked path).
+ * Called from any thread, the sweeper's included, and possibly while the
+ * cache holds an internal lock: it must never call into the cache.
+ */
+typedef void *(*ccache_alloc_fn)(void *alloc_ctx, size_t size);
+/**
+ * Allocator hook, release half.
+ * @param alloc_ctx ccache_config::alloc_ctx.
+ * @param ptr what alloc returned (never NULL), given back once.
+ * Called from any thread, possibly while the cache holds an internal lock:
+ * it must never call into the cache.  The cache keeps errno across it.
+ */
+typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
+
+/**
+ * Options for ccache_open() (and ccache_default_init()).  Initialise with
+ * ccache_config_init(), then set the fields you need.  The cache copies the
+ * struct; it need not outlive ccache_open().  The pointers it copies (the
+ * callbacks, ctx, alloc_ctx) must stay valid until ccache_close() returns
+ * CCACHE_OK (for the default instance: until the process exits).
+ */
+typedef struct ccache_config {
+  /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
+   *  grow the struct.  Below the fields up to alloc_ctx (a struct without the
+   *  tier fields gets their defaults) or above CCACHE_STRUCT_SIZE_MAX is
+   *  EINVAL. */
+  uint32_t size;
+  /** CCACHE_CONFIG_MAGIC, set by ccache_config_init(): a config that never
+   *  went through it (stack garbage) is refused with EINVAL, never used.
+   *  Since 0.2. */
+  uint32_t magic;
+  /** Whether a background sweeper thread removes expired entries.
+   *
+   *  Non-zero (default 1): the thread starts the first time ttl_ms is
+   *  finite (at ccache_open(), or later at ccache_set_limits()) and runs
+   *  until ccache_close().  Its wake-up rule: insert times never decrease
+   *  along the FIFO, so the oldest entry always expires first, and the
+   *  thread sleeps until that entry's deadline, its insert time + ttl_ms on
+   *  the configured clock (saturated at UINT64_MAX, which means no
+   *  deadline; a single wait lasts at most a day, then it looks again).  It
+   *  then removes the expired prefix in one writer section (cause ttl; the
+   *  destroys run on the sweeper thread, outside every lock) and sleeps
+   *  until the new oldest entry's deadline.  With no entry, or an unbounded
+   *  ttl_ms, it sleeps with no deadline until an insert into an empty table
+   *  or a ccache_set_limits() call wakes it; each wake-up sweeps and
+   *  computes the deadline again.  ccache_stats::sweeper_wakeups counts the
+   *  waits that ended at their deadline.
+   *
+   *  0: no thread is ever started.  Expired entries then leave when
+   *  ccache_sweep() runs or when a lookup finds them; a lookup never returns
+   *  an expired entry either way. */
+  int sweeper_thread;
+  /** Most closure entries kept, in items: CCACHE_UNBOUNDED (default) or
+   *  >= 1.  Past it the oldest inserts leave first (FIFO in insertion order;
+   *  a hit does not refresh an entry), as EMLX's CompileCache (PR #140).
+   *  Changeable with ccache_set_limits(). */
+  uint64_t max_items;
+  /** Time to live in milliseconds, from insert time (a hit never refreshes
+   *  it): CCACHE_UNBOUNDED (default) or >= 1.  An entry inserted at t is
+   *  expired from now >= t + ttl_ms on.  Changeable with
+   *  ccache_set_limits(). */
+  uint64_t ttl_ms;
+  /** Cap in bytes on the summed cost of the programs referenced by closure
+   *  entries in the table (each program counted once, however many entries
+   *  share it): CCACHE_UNBOUNDED (default) or >= 1.  The sum is kept in 128
+   *  bits, so it never wraps, and CCACHE_UNBOUNDED never evicts for cost
+   *  whatever the sum.  Changeable with ccache_set_limits(). */
+  uint64_t max_cost_bytes;
+  /** Called once for every closure the cache owned, when it is destroyed
+   *  (see ccache_destroy_fn); NULL: none. */
+  ccache_destroy_fn destroy_closure;
+  /** Called once for every native program the cache owned, when it is
+   *  destroyed (see ccache_destroy_fn); NULL: none. */
+  ccache_destroy_fn destroy_program;
+  /** Passed to destroy_closure, destroy_program and clock_ms; never
+   *  dereferenced by the cache. */
+  void *ctx;
+  /** Monotonic milliseconds; NULL (default) means CLOCK_MONOTONIC.  Tests
+   *  inject a fake clock here.  The sweeper thread still *waits* on real
+   *  CLOCK_MONOTONIC time (for the time left until its deadline, as read on
+   *  this clock) but judges expiry with this clock. */
+  ccache_clock_fn clock_ms;
+  /** Allocator hook, allocation half: set both alloc and free, or neither
+   *  (else CCACHE_EINVAL); NULL: malloc.  Everything the cache allocates
+   *  goes through it (tables, entries, programs, flights, the threads'
+   *  readers, tier entry buffers); the tier objects made by
+   *  ccache_tier_custom(), ccache_tier_disk() and ccache_tier_redis() and
+   *  their backends use malloc. */
+  ccache_alloc_fn alloc;
+  /** Allocator hook, release half (see alloc); NULL: free. */
+  ccache_free_fn free;
+  /** Passed to alloc and free; never dereferenced by the cache. */
+  void *alloc_ctx;
+  /* ---- Persistent tiers (0.2; see "Persistent tiers").  A config whose
+   * size ends before these fields (a 0.1 caller's) gets their defaults. ---- */
+  /** Serialisation callbacks, copied at open (the struct need not outlive
+   *  ccache_open()); NULL (default): the tiers are never used (they are
+   *  still owned and closed by the cache). */
+  const ccache_codec *codec;
+  /** The runtime's identity (its version, target, compile flags): entries
+   *  made under another tag are never loaded.  Read (hashed) at open, not
+   *  kept; NULL (default) is the same as "".  Any length. */
+  const char *runtime_tag;
+  /** Programs whose compile callback ran for less than this many
+   *  microseconds are not written to the tiers (writing costs more than
+   *  compiling them again).  Default 1000 (1 ms); 0 stores every program. */
+  uint64_t tier_min_compile_us;
+  /** @p n_tiers tiers, the one asked first (the fastest, e.g. the disk) at
+   *  index 0.  On CCACHE_OK from ccache_open() the cache owns every one of
+   *  them and closes them in ccache_close(); on any error the caller still
+   *  owns them all.  The array itself is not retained.  NULL only when
+   *  n_tiers is 0. */
+  ccache_tier *const *tiers;
+  /** Number of tiers, 0 (default) .. CCACHE_MAX_TIERS. */
+  uint32_t n_tiers;
+} ccache_config;
+
+/** Most tiers one cache may have (ccache_config::n_tiers). */
+#define CCACHE_MAX_TIERS 8u
+
+/**
+ * @brief Fill @p cfg with the defaults: size = sizeof *cfg, magic =
+ * CCACHE_CONFIG_MAGIC, every bound CCACHE_UNBOUNDED, sweeper_thread 1, no
+ * callbacks, no allocator hook, CLOCK_MONOTONIC, no codec, no tiers,
+ * tier_min_compile_us 1000.
+ * @param cfg caller-owned; NULL is a no-op.  Thread-safe.
+ */
+CCACHE_API void ccache_config_init(ccache_config *cfg);
+
+/**
+ * @brief Create a cache.
+ * @param cfg options, copied (see ccache_config for the pointers it keeps);
+ *            must come from ccache_config_init().
+ * @param out receives the new cache, owned by the caller until
+ *            ccache_close() returns CCACHE_OK.  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below the
+ *         struct up to alloc_ctx (the fields before the tiers, which then
+ *         take their defaults) or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic
+ *         not CCACHE_CONFIG_MAGIC: a config that never went through
+ *         ccache_config_init() is refused before any of its other fields is
+ *         used; a bound of 0; alloc without free or free without alloc;
+ *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
+ *         tier, a tier listed twice or already owned by another cache, a
+ *         codec with a NULL callback); CCACHE_ENOMEM; CCACHE_ETHREAD (the
+ *         sweeper thread, or a lock, could not be created; pthread's ENOMEM
+ *         there is CCACHE_ENOMEM).  On every error the caller keeps its
+ *         tiers and nothing is left running.
+ * Thread-safe.  If ttl_ms is finite and sweeper_thread is non-zero, the
+ * sweeper thread starts here.  With a codec, each tier's attach op runs here
+ * (its failure disables that tier for this cache and counts in tier_errors;
+ * it is not an error of the open).
+ */
+CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
+
+/**
+ * @brief Close a cache: stop and join its sweeper thread (at once, whatever
+ * the TTL) and its lease-renewal thread, destroy every closure and program
+ * it still holds (closures first), close its tiers (each tier's close op,
+ * in tier order), and free it.
+ * @param c the cache; NULL is a no-op returning CCACHE_OK.
+ * @return CCACHE_OK (c is freed); CCACHE_EBUSY, nothing changed and the cache
+ *         still usable, while any lease or program handle is outstanding,
+ *         while a compile is in flight, or when called from inside any
+ *         callback of this cache; CCACHE_EINVAL for the default instance
+ *         (ccache_default()), which lives until the process exits;
+ *         CCACHE_EFORKED in a child process.
+ * Must not run concurrently with any other call on @p c, nor be followed
+ * by one (caller error: undefined behaviour in the default build; the
+ * checked build aborts on a later call, this one included, see "Checked
+ * build").  The threads' readers of @p c are freed here.  The destroy
+ * callbacks it runs may still call in, but every call that would add to the
+ * cache (fetch, put, program intern/fetch, get-or-compile at both levels,
+ * set_limits) returns CCACHE_EBUSY (put and intern still destroy what they
+ * were given), so nothing outlives the cache.
+ */
+CCACHE_API int ccache_close(ccache *c);
+
+/**
+ * @brief Change the bounds at runtime.
+ *
+ * All three are validated first: any value of 0 returns CCACHE_EINVAL with
+ * nothing changed.  If ttl_ms is finite and the config allowed a sweeper
+ * thread, the thread is started now if it was not yet running.  Then, in one
+ * writer section: the new ttl_ms applies at once to entries already present
+ * (counted from their insert times: fetch never returns one expired under
+ * it); shrinking max_items evicts the oldest entries (FIFO, cause capacity);
+ * if the charged cost exceeds max_cost_bytes the oldest entries leave (cause
+ * cost).  Destroys caused by these evictions run on this thread before it
+ * returns.  Then the sweeper is woken: it removes the entries already
+ * expired under the new ttl_ms and sleeps until the new oldest deadline, or
+ * with no deadline if ttl_ms is unbounded (see
+ * ccache_config::sweeper_thread).  Without a sweeper thread, entries expired
+ * under the new ttl_ms stay until ccache_sweep() or a lookup finds them.
+ * @param c the cache.
+ * @param max_items items, CCACHE_UNBOUNDED or >= 1.
+ * @param ttl_ms milliseconds, CCACHE_UNBOUNDED or >= 1.
+ * @param max_cost_bytes bytes, CCACHE_UNBOUNDED or >= 1.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c or a bound of 0);
+ *         CCACHE_ETHREAD or CCACHE_ENOMEM (the sweeper thread could not be
+ *         started: nothing changed); CCACHE_EBUSY (from a destroy callback
+ *         run by ccache_close()); CCACHE_EFORKED.  Thread-safe.  Checked
+ *         build: aborts on a closed cache.
+ */
+CCACHE_API int ccache_set_limits(ccache *c, uint64_t max_items, uint64_t ttl_ms,
+                                 uint64_t max_cost_bytes);
+
+/**
+ * @brief Read the current bounds (one consistent set, read under the
+ * writer lock).
+ * @param c the cache.
+ * @param max_items receives the item bound (CCACHE_UNBOUNDED for none); may
+ *        be NULL.  Caller-owned.
+ * @param ttl_ms receives the TTL in milliseconds (CCACHE_UNBOUNDED for
+ *        none); may be NULL.  Caller-owned.
+ * @param max_cost_bytes receives the cost cap in bytes (CCACHE_UNBOUNDED
+ *        for none); may be NULL.  Caller-owned.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c; nothing written);
+ *         CCACHE_EFORKED (nothing written).  Thread-safe.  Checked build:
+ *         aborts on a closed cache.
+ */
+CCACHE_API int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_ms,
+                                 uint64_t *max_cost_bytes);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Program table
+ * Programs are interned under their own structural key (the "dispatch" key:
+ * op, shapes, dtypes, attributes, target; never a call site), as EMLX's
+ * native dispatch cache, so many closure entries share one program.
+ * @{ */
+
+/**
+ * @brief Intern a native program under @p pkey and return a handle (+1).
+ *
+ * Ownership of @p native passes to the cache whenever @p c is not NULL, on
+ * error too.  If @p pkey is already interned, the existing program is
+ * returned (+1) and @p native is destroyed once with destroy_program, unless
+ * it is the very pointer already interned.  Interning one native pointer
+ * under two pkeys is a caller error (it would be destroyed twice: undefined
+ * behaviour in the default build; the checked build aborts, see "Checked
+ * build").  A new program counts as a program_miss, an existing one as a
+ * program_hit.  The program stays interned while any handle, closure entry
+ * or lease refers to it; destroy_program runs when the last one lets go.
+ * @param c the cache.
+ * @param pkey the program's structural key (by value).
+ * @param native the native program (may be NULL; then nothing is destroyed).
+ * @param cost_bytes caller's estimate of the native memory the program holds,
+ *        in bytes; charged against max_cost_bytes once, while at least one
+ *        closure entry in the table refers to it.  Ignored when @p pkey
+ *        exists.
+ * @param out receives the handle on CCACHE_OK (NULL on CCACHE_ENOMEM,
+ *        untouched on the other errors); give it back with
+ *        ccache_program_release().  Caller-owned.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c or out: @p native is destroyed if
+ *         c is non-NULL); CCACHE_ENOMEM (native destroyed, cache unchanged);
+ *         CCACHE_EBUSY (from a destroy callback run by ccache_close(): native
+ *         destroyed); CCACHE_EFORKED (native destroyed).  Thread-safe (takes
+ *         the program table's lock).  Checked build: aborts on a closed cache
+ *         or a native the cache already owns under another key.
+ */
+CCACHE_API int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
+                                     ccache_program **out);
+
+/**
+ * @brief Look up a program by key (never asks the tiers, never compiles).
+ * @param c the cache.
+ * @param pkey the program's key (by value).
+ * @param out receives a handle (+1) on CCACHE_OK, to give back with
+ *        ccache_program_release(); NULL on every other status when @p c is
+ *        not NULL.  Caller-owned.
+ * @return CCACHE_OK; CCACHE_MISS; CCACHE_EINVAL (NULL c or out);
+ *         CCACHE_EBUSY (from a destroy callback run by ccache_close());
+ *         CCACHE_EFORKED.  Counts program_hits / program_misses.  Thread-safe
+ *         (takes the program table's lock).  Checked build: aborts on a
+ *         closed cache.
+ */
+CCACHE_API int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out);
+
+/**
+ * @brief The native program behind a handle.
+ * @param p a live handle; NULL returns NULL.
+ * @return the native pointer (still the cache's: never free it), valid while
+ *         @p p is held.  Thread-safe; touches no cache state.
+ */
+CCACHE_API void *ccache_program_native(const ccache_program *p);
+
+/**
+ * @brief Give back one program handle.  If it was the last reference (no
+ * other handle, closure entry or lease refers to the program), the program
+ * leaves the table and destroy_program runs on this thread, with no lock
+ * held, before this returns.
+ * @param c the cache the handle came from; NULL is a no-op.
+ * @param p the handle; NULL is a no-op.  Using it afterwards, or releasing
+ *        it twice, is a caller error (undefined behaviour in every build:
+ *        handles are not tracked by the checked build).
+ * In a fork child this does nothing.  Thread-safe (takes the program table's
+ * lock).  Checked build: aborts on a closed cache.
+ */
+CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Closure table
+ * @{ */
+
+/**
+ * @brief Store @p closure under @p key, running @p p.
+ *
+ * The entry takes its own reference on @p p; the caller keeps its handle.
+ * The entry gets the next 64-bit insert index (it wraps past 2^64 - 1 with
+ * no effect: the FIFO is the insertion order) and the insert time
+ * max(clock now, previous insert time).  If @p key is present the entry is
+ * replaced (the later insert wins; counts as an insert and as `replaced`; no
+ * capacity eviction; leases on the old entry stay valid).  Putting the very
+ * closure pointer the entry already holds does not destroy it.  Then, while
+ * items > max_items the oldest entry leaves (cause capacity), and while the
+ * charged cost > max_cost_bytes the oldest entries leave (cause cost), never
+ * the entry just inserted (so when this entry's program alone costs more
+ * than the cap, every other entry leaves).  An insert into an empty table
+ * wakes the sweeper.  Destroys caused by this call run on this thread before
+ * it returns.
+ *
+ * Ownership of @p closure passes to the cache in every case where @p c is not
+ * NULL: on error it is destroyed once with destroy_closure.  The one pointer
+ * the cache already owns that may be put again is the closure of the entry
+ * now in the table under @p key.  Putting any other pointer the cache still
+ * owns (one stored under another key, or one whose entry has left the table
+ * but is still held by a lease, e.g. taken from a lease) is a caller error:
+ * it would be destroyed twice (undefined behaviour in the default build; the
+ * checked build aborts, see "Checked build").  The same holds for what a
+ * compile returns.
+ * @param c the cache.
+ * @param key the closure key (call site fingerprint; by value).
+ * @param closure the runtime's callable (may be NULL: stored as is, never
+ *        passed to destroy_closure).
+ * @param p a live handle of this cache (not consumed: release it when done).
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c: @p closure is not destroyed; NULL
+ *         p or a handle of another cache: @p closure is destroyed);
+ *         CCACHE_ENOMEM (cache unchanged; @p closure destroyed unless the
+ *         entry under @p key holds that very pointer); CCACHE_EBUSY (from a
+ *         destroy callback run by ccache_close(): @p closure destroyed);
+ *         CCACHE_EFORKED (@p closure destroyed).  Thread-safe; takes the
+ *         writer lock, and briefly holds off the threads' hits while the
+ *         table changes.  Checked build: aborts on a closed cache or a
+ *         closure the cache already owns (other than the closure of the
+ *         entry now under @p key).
+ */
+CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p);
+
+/**
+ * @brief Look up a closure.  On a hit, @p out holds a lease on the entry.
+ *
+ * Never returns an expired entry (now >= insert time + ttl_ms), whether or not
+ * a sweep has run; an expired entry found here counts a miss and is removed
+ * (cause ttl; its destroys, unless a lease holds it, run on this thread
+ * before this returns).  A hit does not refresh the entry's TTL or FIFO
+ * place and does not touch the program's reference count.  The clock is
+ * read only while ttl_ms is finite.
+ * @param c the cache.
+ * @param key the closure key (by value).
+ * @param out caller-owned lease; set on CCACHE_OK (release it with
+ *        ccache_lease_release()), zeroed otherwise.
+ * @return CCACHE_OK (counts a hit); CCACHE_MISS (counts a miss); CCACHE_EINVAL
+ *         (NULL c or out); CCACHE_EBUSY (from a destroy callback run by
+ *         ccache_close()); CCACHE_EFORKED.
+ *
+ * Thread-safe, and hits scale with threads: each thread has one reader per
+ * cache it uses, made on the thread's first ccache_fetch(),
+ * ccache_get_or_compile() or ccache_lease_release() on that cache (about 512
+ * bytes from the allocator hook, plus room in the cache's array of readers;
+ * if that fails, the thread's calls take a locked path instead, still
+ * correct) and freed when the thread exits or the cache closes.  A hit writes
+ * only memory its own thread owns: its reader's flag, a lease slot, its hit
+ * count.  It takes no lock and does no atomic read-modify-write on shared
+ * memory, so hits from any number of threads, on the same key or different
+ * keys, share no written cache line.  A lease counts on the entry's shared
+ * reference count instead (still correct, just one shared write) when it is
+ * taken while the thread already holds 32 leases in its reader's slots on
+ * this cache, when it is released on another thread than the one that took it
+ * or after its entry left the table, and when ccache_get_or_compile() hands
+ * it out after a miss (to the compiling caller and to each single-flight
+ * waiter).  A hit that meets a writer changing the table (an insert, a
+ * removal, an eviction, a sweep) waits for it on the writer lock.  Checked
+ * build: aborts on a closed cache, and always takes the general (slower)
+ * path.
+ */
+CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
+
+/**
+ * @brief Release a lease.  If the entry has left the table and this was its
+ * last lease, destroy_closure then (if it was the program's last reference)
+ * destroy_program run on this thread, with no lock held, before this returns.
+ * @param c the cache the lease came from; NULL is a no-op (the lease is left
+ *        as it is).
+ * @param lease the caller's lease, zeroed on return; NULL or an
+ *        already-zeroed lease is a no-op.  A copy of a lease already
+ *        released, a lease no call filled, or a lease of another cache is a
+ *        caller error (undefined behaviour in the default build; the checked
+ *        build aborts with "lease released twice" or "lease not taken from
+ *        this cache", see "Checked build"; it also aborts on a closed
+ *        cache).
+ * In a fork child this does nothing.  Thread-safe, on any thread: a lease
+ * in a slot of this thread's reader whose entry is still in the table frees
+ * the slot and writes nothing shared (see ccache_fetch()); any other lease
+ * counts on the entry's shared reference count.
+ */
+CCACHE_API void ccache_lease_release(ccache *c, ccache_lease *lease);
+
+/**
+ * @brief Remove the entry for @p key (counts `removed`; an expired entry
+ * still in the table is removed too).  Leases on it stay valid; its destroys
+ * (once no lease holds it) run on this thread before this returns.
+ * @param c the cache.
+ * @param key the closure key (by value).
+ * @return CCACHE_OK; CCACHE_MISS (no such key); CCACHE_EINVAL (NULL c);
+ *         CCACHE_EFORKED.  Thread-safe (takes the writer lock).  Checked
+ *         build: aborts on a closed cache.
+ */
+CCACHE_API int ccache_remove(ccache *c, ccache_key key);
+
+/**
+ * @brief Remove every closure entry (counts `cleared`, one per entry).
+ * Leases on them stay valid.  Programs held by caller handles stay interned;
+ * the others are destroyed once no entry or lease refers to them.  Destroys
+ * run on this thread before return.
+ * @param c the cache.
+ * @return CCACHE_OK (also when the table was already empty); CCACHE_EINVAL
+ *         (NULL c); CCACHE_EFORKED.  Thread-safe (takes the writer lock).
+ *         Checked build: aborts on a closed cache.  (Returned void before
+ *         0.2.)
+ */
+CCACHE_API int ccache_clear(ccache *c);
+
+/**
+ * @brief Remove every entry that has expired by now on the configured clock
+ * (cause ttl), in one writer section.  Costs O(expired): expired entries are
+ * always a prefix of the FIFO.  With an unbounded ttl_ms it does nothing and
+ * returns 0 (the clock is not read).
+ * @param c the cache.
+ * @return how many entries this call removed (>= 0, items), or CCACHE_EINVAL
+ *         (NULL c) / CCACHE_EFORKED.  Destroys run on this thread before
+ *         return.
+ * Thread-safe (takes the writer lock).  The sweeper thread runs the same
+ * sweep at each deadline (see ccache_config::sweeper_thread for when it
+ * wakes); call this yourself when sweeper_thread is 0.  Checked build:
+ * aborts on a closed cache.
+ */
+CCACHE_API int64_t ccache_sweep(ccache *c);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Single-flight get-or-compile
+ * Concurrent misses on one key compile once: one caller runs the compile
+ * callback with no lock held, every other caller for that key waits and then
+ * gets the same result (oneDNN's primitive cache does this with a shared
+ * future, JAX with a notification).  Errors are never cached.
+ *
+ * A compile callback may call any ccache function, get-or-compile for other
+ * keys included.  Asking for its own key, directly or through a cycle of
+ * compiles on the same thread, returns CCACHE_EDEADLK.  A cycle *across*
+ * threads (A's compile waits for B while B's compile waits for A) is a
+ * caller bug that no cache can resolve: it blocks both threads forever.
+ * @{ */
+
+/**
+ * Closure compile callback, run by ccache_get_or_compile() on the thread that
+ * owns the miss, once per miss, with no cache lock held.
+ * @param ud the caller's pointer given to ccache_get_or_compile() (never
+ *        dereferenced by the cache).
+ * @param c the cache.
+ * @param key the closure key being compiled.
+ * @param closure_out points to NULL on entry; set it to the new closure
+ *        (ownership passes to the cache on success, see
+ *        ccache_get_or_compile()).  Valid only during the call.
+ * @param program_out points to NULL on entry; set it to a program handle of
+ *        @p c (the reference passes to the cache on success: do not release
+ *        it; usually from ccache_program_intern() or
+ *        ccache_program_get_or_compile()).  Valid only during the call.
+ * @return 0 on success; non-zero on failure, in which case the cache takes
+ *         nothing from the out-pointers: the callback cleans up what it made
+ *         (releases the handle, frees the closure).
+ */
+typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **closure_out,
+                                 ccache_program **program_out);
+
+/**
+ * @brief Fetch @p key, or compile it once whatever the number of concurrent
+ * callers.
+ *
+ * Hit (a live entry, as ccache_fetch() would return): a lease, no callback;
+ * counts a hit.  Miss: an expired entry found is removed (cause ttl), and
+ * exactly one caller runs @p compile on its own thread with no lock held;
+ * the entry is inserted like ccache_put() (later inserts win; a remove or
+ * clear during the compile does not cancel it; then items over max_items
+ * and cost over max_cost_bytes evict the oldest entries, never this one)
+ * and the caller and every waiter get a lease on that entry, even if it is
+ * evicted or expires before they wake.  Counts: the compiling caller one
+ * miss and one `compiles`; each waiter one `waits` and a hit (lease) or a
+ * miss (error); `compile_ns` adds the time spent in @p compile.
+ *
+ * On success the closure and the program handle the compile returned belong
+ * to the cache: the entry takes its own program reference and the cache
+ * drops the compile's handle.  What a compile returns follows ccache_put()'s
+ * rule: a closure the cache already owns (under another key, or one whose
+ * entry left the table while a lease holds it) is a caller error
+ * (undefined behaviour in the default build; the checked build aborts, see
+ * "Checked build").
+ * @param c the cache.
+ * @param key the closure key (by value).
+ * @param compile the callback (must not be NULL); called at most once per
+ *        call, only on the thread that owns the miss, before this returns.
+ * @param ud passed to @p compile; never dereferenced by the cache; must stay
+ *        valid until this returns.
+ * @param out caller-owned lease, zeroed unless CCACHE_OK; release it with
+ *        ccache_lease_release().
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out; or a compile
+ *         that returned 0 without a program handle of this cache: its
+ *         closure is destroyed and its handle released, nothing is cached,
+ *         and every waiter gets CCACHE_EINVAL too);
+ *         CCACHE_ECOMPILE (the compile returned non-zero: to the caller and
+ *         every waiter; nothing cached; `compile_failures` +1);
+ *         CCACHE_ENOMEM (before the compile: no compile ran and a miss is
+ *         counted; or inserting failed, to the caller and every waiter: the
+ *         compiled closure is destroyed unless the entry in the table holds
+ *         that very pointer, and the program reference is dropped);
+ *         CCACHE_EDEADLK (this thread is already compiling @p key, directly
+ *         or through a cycle of nested compiles; counts a miss);
+ *         CCACHE_EBUSY (from a destroy callback run by ccache_close());
+ *         CCACHE_EFORKED.  Thread-safe.  Checked build: aborts on a closed
+ *         cache; the lease gets a token.
+ */
+CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
+                                     ccache_lease *out);
+
+/**
+ * Program compile callback, run by ccache_program_get_or_compile() on the
+ * thread that owns the miss, once per miss that no tier served, with no
+ * cache lock held (a tier's compile locks may be held).
+ * @param ud the caller's pointer given to ccache_program_get_or_compile()
+ *        (never dereferenced by the cache).
+ * @param c the cache.
+ * @param pkey the program key being compiled.
+ * @param native_out points to NULL on entry; set it to the native program
+ *        (ownership passes to the cache on success, even if the cache then
+ *        destroys it).  Valid only during the call.
+ * @param cost_out points to 0 on entry; set it to the program's cost in
+ *        bytes (see ccache_program_intern()).  Valid only during the call.
+ * @return 0 on success; non-zero on failure, in which case the cache takes
+ *         nothing: the callback frees what it made.
+ */
+typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                                         uint64_t *cost_out);
+
+/**
+ * @brief Look up the program interned under @p pkey, or make it once
+ * whatever the number of concurrent callers, and return a handle (+1).
+ *
+ * Hit (@p pkey is interned): a handle, no callback, no tier asked; counts
+ * program_hits +1.  Miss: counts program_misses +1, and exactly one caller
+ * owns it (the single-flight owner); every other caller for @p pkey waits
+ * (counts `waits` +1) and then gets the owner's result: a handle (counted
+ * program_hits +1) or the owner's error (counted program_misses +1).  The
+ * owner, with no cache lock held:
+ *  - with usable tiers and a codec (see "Persistent tiers"), first asks them
+ *    (taking their compile locks in turn); a tier hit decodes the program
+ *    (counts tier_hits +1, never program_compiles) and @p compile is not
+ *    called;
+ *  - otherwise runs @p compile on its own thread (program_compiles +1
+ *    whether it succeeds or not; `compile_ns` adds its time; with tiers, a
+ *    successful result is written to them when the compile took at least
+ *    tier_min_compile_us);
+ *  - then interns the native program under @p pkey with the cost from
+ *    `cost_out` (or the codec's decode), as ccache_program_intern() does
+ *    without counting a lookup: the native it got always belongs to the
+ *    cache; if @p pkey was interned meanwhile (by another call, or by the
+ *    compile itself), the existing program is returned and the new native
+ *    is destroyed unless it is that very pointer.
+ *
+ * Unlike ccache_get_or_compile() this makes no closure entry, so nothing is
+ * charged against max_cost_bytes until a closure entry refers to the
+ * program, and no lease is involved: the handle pins the program until
+ * ccache_program_release().  Tier failures never change the status returned
+ * here (they count in tier_errors and the program is compiled).
+ * @param c the cache.
+ * @param pkey the program key (by value).
+ * @param compile the callback (must not be NULL); called at most once per
+ *        call, only on the owner's thread, before this returns.
+ * @param ud passed to @p compile; never dereferenced by the cache; must stay
+ *        valid until this returns.
+ * @param out receives a handle (+1) on CCACHE_OK, to give back with
+ *        ccache_program_release() (or to hand to the cache from a closure
+ *        compile); NULL otherwise.  Caller-owned.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out);
+ *         CCACHE_ECOMPILE (the compile returned non-zero: to the owner and
+ *         every waiter; nothing interned; `compile_failures` +1);
+ *         CCACHE_ENOMEM (no memory for the single-flight record, before any
+ *         compile; or interning failed, to the owner and every waiter: the
+ *         native program was destroyed); CCACHE_EDEADLK (this thread is
+ *         already making @p pkey, directly or through nested compiles; counts
+ *         program_misses +1); CCACHE_EBUSY (from a destroy callback run by
+ *         ccache_close()); CCACHE_EFORKED.  Thread-safe.  Checked build:
+ *         aborts on a closed cache, or when the native the compile (or a
+ *         decode) returned is one the cache already owns under another key.
+ */
+CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
+                                             ccache_program_compile_fn compile, void *ud,
+                                             ccache_program **out);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Statistics
+ *
+ * **Past 2^64.**  Every counter and bound is 64 bits wide; what happens at
+ * the edge:
+ *  - the monotonic counters of ccache_stats (hits, inserts, compile_ns, the
+ *    tier counters, ...) wrap modulo 2^64;
+ *  - the charged cost is a 128-bit sum inside, so no sum of program costs
+ *    ever wraps and a CCACHE_UNBOUNDED max_cost_bytes never evicts for cost;
+ *    the `cost_bytes` gauge reports it saturated at UINT64_MAX;
+ *  - the 64-bit insert index of closure entries wraps with no effect: the
+ *    FIFO order is the table's insertion order, never an index comparison;
+ *  - a TTL deadline (insert time + ttl_ms) saturates at UINT64_MAX, which
+ *    means no deadline, and expiry is tested without computing the sum;
+ *  - the `leases_out` gauge never wraps: in the default build, a count that
+ *    a caller error drove below zero (a lease released twice) reads 0; the
+ *    checked build aborts at the second release instead.
+ * @{ */
+
+/**
+ * Counters (monotonic since open, wrapping modulo 2^64) and gauges (current
+ * values).  All uint64_t.  Fields past the caller's `size` are not written.
+ */
+typedef struct ccache_stats {
+  uint32_t size;               /**< set to sizeof(ccache_stats) by the caller;
+                                    ccache_stats_get() leaves it as set */
+  uint64_t hits;               /**< closure lookups that returned a lease */
+  uint64_t misses;             /**< closure lookups that did not (expired included; the
+                                    owner of a get-or-compile miss counts one, a waiter
+                                    one if it gets an error) */
+  uint64_t inserts;            /**< puts/compiles that stored an entry, replacements included */
+  uint64_t replaced;           /**< inserts that replaced an entry under the same key */
+  uint64_t evicted_capacity;   /**< entries evicted by max_items */
+  uint64_t evicted_ttl;        /**< entries removed because they expired (found by a fetch
+                                    or a get-or-compile, or swept) */
+  uint64_t evicted_cost;       /**< entries evicted by max_cost_bytes */
+  uint64_t removed;            /**< entries removed by ccache_remove() */
+  uint64_t cleared;            /**< entries removed by ccache_clear() */
+  uint64_t items;              /**< gauge: closure entries in the table */
+  uint64_t programs;           /**< gauge: programs alive (interned, not yet destroyed) */
+  uint64_t programs_destroyed; /**< native programs that left the cache for good (interned
+                                    ones whose last reference went, duplicates and natives
+                                    refused at intern); NULL ones count but are never
+                                    passed to destroy_program */
+  uint64_t closures_destroyed; /**< closures that left the cache for good (NULL ones count
+                                    but are never passed to destroy_closure) */
+  uint64_t leases_out;         /**< gauge: leases not yet released (0, never a wrapped
+                                    value, after a caller released one twice) */
+  uint64_t cost_bytes;         /**< gauge: charged cost, bytes (each program referenced by
+                                    an entry in the table once); UINT64_MAX when the sum
+                                    is at or past 2^64 - 1 */
+  uint64_t program_hits;       /**< program lookups that found the program */
+  uint64_t program_misses;     /**< program lookups that did not (the owner of a
+                                    get-or-compile miss counts one even if it then makes
+                                    the program; a waiter, one if it gets an error) */
+  uint64_t compiles;           /**< closure compile callbacks that ran (failed ones included) */
+  uint64_t program_compiles;   /**< program compile callbacks that ran (failed ones included;
+                                    a tier hit is not one) */
+  uint64_t compile_failures;   /**< compile callbacks (both levels) that failed */
+  uint64_t waits;              /**< single-flight joins (both levels) */
+  uint64_t compile_ns;         /**< nanoseconds spent in compile callbacks (both levels; a
+                                  program compile nested in a closure compile counts in both) */
+  uint64_t sweeper_wakeups;    /**< waits of the sweeper thread that ended at their deadline
+                                  (the oldest entry's insert time + ttl_ms, or a day when that
+                                  is further; see ccache_config::sweeper_thread); a wake-up by
+                                  an insert into an empty table or by ccache_set_limits() is
+                                  not counted.  Since 0.2. */
+  /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
+   * ends in exactly one of tier_hits / tier_misses. ---- */
+  uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */
+  uint64_t tier_misses;        /**< program misses that asked the tiers and got nothing
+                                    usable (then the compile callback ran) */
+  uint64_t tier_writes;        /**< successful puts, one per tier written (fills included) */
+  uint64_t tier_errors;        /**< failed tier ops (attach, get, put, remove, lock, renew)
+                                    and failed codec calls; never a failed fetch */
+  uint64_t tier_corrupt;       /**< entries that failed verification (removed; a foreign
+                                    runtime tag is a miss, not counted here) */
+  uint64_t tier_bytes_read;    /**< bytes of entries returned by tier gets (framing included) */
+  uint64_t tier_bytes_written; /**< bytes of entries successfully put (framing included) */
+  uint64_t tier_lock_waits;    /**< program misses that found a tier's compile lock held
+                                    (CCACHE_EBUSY) and waited */
+  uint64_t tier_wait_ms_max;   /**< longest such wait, milliseconds */
+} ccache_stats;
+
+/**
+ * @brief Snapshot the statistics.
+ * @param c the cache; NULL (or a cache created before fork(), in the child)
+ *        zeroes the fields.
+ * @param out caller-owned; set out->size = sizeof *out first: only the first
+ *        out->size bytes are written (a later, larger library never writes
+ *        past an older caller's struct; out->size itself is kept), and
+ *        nothing at all if out->size is above CCACHE_STRUCT_SIZE_MAX (taken
+ *        for a struct that was never set up).  NULL is a no-op.
+ * Thread-safe (takes the writer lock, then the program table's lock); each
+ * field is exact, the set is a near-simultaneous snapshot (the closure and
+ * program counters under those locks, the destroy counts, sweeper_wakeups
+ * and the tier counters just after).  Checked build: aborts on a closed
+ * cache.
+ */
+CCACHE_API void ccache_stats_get(ccache *c, ccache_stats *out);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Default instance
+ * One process-wide cache for runtimes that do not want to pass a handle
+ * around (as EMLX calls default to its one named process).
+ * @{ */
+
+/**
+ * @brief Supply the default instance's configuration before first use.
+ * Environment variables still override its bounds (see ccache_default()).
+ * May be called again, replacing the configuration, until the instance
+ * exists.
+ * @param cfg copied, with its codec, runtime tag and tier array (none of
+ *        them need outlive the call; only the first cfg->size bytes are
+ *        read, later fields keep their defaults); the callbacks, ctx and
+ *        alloc_ctx it points to must stay valid until the process exits.
+ *        On CCACHE_OK its tiers belong to the library: the default instance
+ *        takes them when it is created, and a later ccache_default_init()
+ *        that does not list one again frees it.  On error the caller keeps
+ *        them.
+ * @return CCACHE_OK; CCACHE_EINVAL (nothing kept: NULL cfg; cfg->size below
+ *         the struct up to alloc_ctx or above CCACHE_STRUCT_SIZE_MAX, or
+ *         cfg->magic not CCACHE_CONFIG_MAGIC, i.e. a config that never went
+ *         through ccache_config_init(), refused before any other field is
+ *         used; a bound of 0; alloc without free or free without alloc;
+ *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
+ *         tier, a tier listed twice or already owned by a cache, a codec
+ *         with a NULL callback); CCACHE_ENOMEM (copying the runtime tag;
+ *         nothing kept); CCACHE_EBUSY (the default instance already exists;
+ *         nothing kept).  Unlike ccache_open() it starts nothing: the
+ *         sweeper thread and the tiers' attach ops wait for the instance.
+ *         Thread-safe.
+ */
+CCACHE_API int ccache_default_init(const ccache_config *cfg);
+
+/**
+ * @brief The process-wide cache, created on first use (thread-safe).
+ *
+ * Bounds come from ccache_default_init()'s config (or the defaults), each
+ * overridden by an environment variable when set: CLOSURE_CACHE_MAX_ITEMS,
+ * CLOSURE_CACHE_TTL_MS (milliseconds), CLOSURE_CACHE_MAX_COST (bytes).  The
+ * CCACHE_ prefix is deliberately not used: the ccache compiler cache reports
+ * unknown CCACHE_* variables as errors.  Accepted forms: a decimal integer
+ * >= 1 (no sign, no spaces, no suffix, at most UINT64_MAX - 1), or
+ * "unbounded" / "infinity".  Anything else (an empty value included) makes
+ * this call return CCACHE_EINVAL, with ccache_error_detail() naming the
+ * variable and the value refused (the library prints nothing); the
+ * variables are read again at each call until the instance exists, so a bad
+ * value fails every call.  CLOSURE_CACHE_REDIS=host:port[,host:port...]
+ * (or unix:/path; the server list of ccache_redis_options) adds a Redis tier
+ * with the default options below the configured tiers, if
+ * ccache_default_init() supplied a codec (without one, or when it is empty,
+ * it is ignored); a bad list makes this call return CCACHE_EINVAL, a build
+ * without hiredis CCACHE_ENOTSUP, each with ccache_error_detail() naming the
+ * variable.  A server that is down is not an error here (see
+ * ccache_tier_redis()).  The instance lives until the process exits;
+ * ccache_close() on it returns CCACHE_EINVAL.  In a child process after
+ * fork(), the parent's instance refuses every call (CCACHE_EFORKED) and the
+ * child's first ccache_default() creates the child's own instance.
+ * @param out receives the cache on CCACHE_OK (not owned by the caller: never
+ *        close it); untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL out; a bad CLOSURE_CACHE_MAX_ITEMS,
+ *         CLOSURE_CACHE_TTL_MS or CLOSURE_CACHE_MAX_COST; a bad
+ *         CLOSURE_CACHE_REDIS, or CLOSURE_CACHE_REDIS with
+ *         ccache_default_init()'s config already at CCACHE_MAX_TIERS tiers);
+ *         CCACHE_ENOTSUP (CLOSURE_CACHE_REDIS in a build without hiredis);
+ *         CCACHE_ENOMEM / CCACHE_ETHREAD (creation failed).  Every failure
+ *         leaves no instance, and the next call tries again.
+ */
+CCACHE_API int ccache_default(ccache **out);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCACHE_CCACHE_CACHE_H */

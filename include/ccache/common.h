@@ -1,0 +1,222 @@
+/**
+ * @file ccache/common.h
+ * @brief What every part of the API shares: the export macro, versions, status
+ * codes, error detail, the checked build, keys and handles.
+ *
+ * Part of the public API: `#include <ccache.h>` includes it with the rest;
+ * it may also be included alone.
+ */
+#ifndef CCACHE_CCACHE_COMMON_H
+#define CCACHE_CCACHE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @name Symbol export
+ *  CCACHE_API marks every public function.  The shared library is built
+ *  with hidden visibility, so only the calls declared here are exported.
+ *  @{ */
+#if defined(CCACHE_BUILDING) && defined(__GNUC__)
+#define CCACHE_API __attribute__((visibility("default")))
+#else
+#define CCACHE_API
+#endif
+/** @} */
+
+/** @name Versions
+ *  Semantic version of the library.  0.x: no ABI promise yet (SOVERSION 0).
+ *  CCACHE_VERSION_NUMBER is MAJOR*10000 + MINOR*100 + PATCH.
+ *  @{ */
+#define CCACHE_VERSION_MAJOR 0
+#define CCACHE_VERSION_MINOR 2
+#define CCACHE_VERSION_PATCH 0
+#define CCACHE_VERSION_NUMBER \
+  (CCACHE_VERSION_MAJOR * 10000 + CCACHE_VERSION_MINOR * 100 + CCACHE_VERSION_PATCH)
+/** @} */
+
+/**
+ * @brief The library's version number as MAJOR*10000 + MINOR*100 + PATCH.
+ *
+ * Compare with CCACHE_VERSION_NUMBER to detect a header/library mismatch.
+ * Thread-safe; no side effects.
+ * @return the runtime library's version number.
+ */
+CCACHE_API unsigned ccache_version(void);
+
+/* ------------------------------------------------------------------------ */
+/** @name Status codes
+ * Pinned integers generated from one list (as libuv's UV_ERRNO_MAP):
+ * the value of a code never changes between versions.
+ * @{ */
+#define CCACHE_STATUS_MAP(X)                                                  \
+  X(OK, 0, "success")                                                         \
+  X(MISS, 1, "not found in the cache (not an error)")                         \
+  X(EINVAL, -1, "invalid argument")                                           \
+  X(ENOMEM, -2, "out of memory; the cache is unchanged")                      \
+  X(EBUSY, -3,                                                                \
+    "busy: leases, handles or compiles are outstanding, or the "              \
+    "call came from inside a callback of this cache")                         \
+  X(ECOMPILE, -4, "the compile callback failed; nothing was cached")          \
+  X(EDEADLK, -5,                                                              \
+    "a compile asked for its own key (directly or through a "                 \
+    "cycle on the same thread)")                                              \
+  X(EFORKED, -6, "the cache was created in the parent process before fork()") \
+  X(ETHREAD, -7, "the sweeper thread could not be started")                   \
+  X(ENOTSUP, -8,                                                              \
+    "not supported by this build (e.g. the Redis tier without "               \
+    "hiredis)")                                                               \
+  X(EPERM, -9, "refused: a tier's directory is not private to this user")     \
+  X(EIO, -10, "a tier could not be opened or used (I/O error)")
+
+/** Status codes returned by ccache calls. */
+typedef enum ccache_status {
+#define CCACHE__STATUS_ENUM(name, value, text) CCACHE_##name = (value),
+  CCACHE_STATUS_MAP(CCACHE__STATUS_ENUM)
+#undef CCACHE__STATUS_ENUM
+} ccache_status;
+
+/**
+ * @brief Text for a status code.
+ * @param status any int; unknown values get "unknown ccache status".
+ * @return a static, NUL-terminated, non-empty string; never NULL.  Never
+ *         free it.  Thread-safe.
+ */
+CCACHE_API const char *ccache_strerror(int status);
+
+/**
+ * @brief One line of detail about the most recent failed call on this
+ * thread that records one.
+ *
+ * Calls whose failure is worth a name (the path of a refused tier
+ * directory, a bad server list, a refused environment variable) record a
+ * line of text in thread-local storage before returning their status:
+ * ccache_tier_disk() (for CCACHE_EPERM, CCACHE_EIO and CCACHE_ENOTSUP, not
+ * for CCACHE_EINVAL or CCACHE_ENOMEM), ccache_tier_redis() (for a refused
+ * option or server list, and for CCACHE_ENOTSUP) and ccache_default() (for
+ * a refused CLOSURE_CACHE_* variable, naming it and its value) do.  The
+ * library never prints it.  Calls that record nothing leave it unchanged,
+ * and a later success does not clear it; compare with the status you got.
+ * @return a NUL-terminated string owned by the library ("" if nothing was
+ *         recorded on this thread; at most 511 bytes); never NULL.  Valid
+ *         until the next ccache call on this thread; never free it.
+ *         Thread-safe: each thread has its own.
+ */
+CCACHE_API const char *ccache_error_detail(void);
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Checked build
+ * Caller errors that are cheap to catch are refused in every build: NULL
+ * arguments (CCACHE_EINVAL), a ccache_config that never went through
+ * ccache_config_init() (its size and magic; CCACHE_EINVAL), a ccache_stats
+ * whose size is above CCACHE_STRUCT_SIZE_MAX (nothing written).  The others
+ * below cost nothing in the default build, where they are undefined
+ * behaviour (a wrong count, a double destroy, a use after free):
+ *  - a lease released twice (e.g. a copy released after the original),
+ *    never taken (uninitialised), or released with another cache than the
+ *    one it came from;
+ *  - a cache used after ccache_close(), or a pointer that was never a cache
+ *    (by any call that takes a `ccache *`; NULL gets its status);
+ *  - one closure pointer put under two keys (of this cache or another), or
+ *    put again after its entry left the table while a lease still holds it;
+ *  - one native program pointer interned under two program keys.
+ *
+ * The checked build, `cmake -DCCACHE_CHECKED=ON` (or the `checked` preset),
+ * builds libccache with registries of the open caches, of the leases out
+ * (each lease gets a token in its internal_ words) and of the closures and
+ * natives each cache owns.  Each error above then aborts the process after
+ * exactly one line on stderr, `ccache: <misuse> (<function>)`, e.g.
+ * `ccache: lease released twice (ccache_lease_release)`.  NULL closures and
+ * natives are exempt (any number of them may be given); a pointer is
+ * forgotten once the cache has destroyed it (run its destroy callback, or
+ * would have with none set), so an address the allocator reuses is new.
+ * The registries sit behind one process-wide mutex, and ccache_fetch() and
+ * ccache_lease_release() always take their general (slower) paths: a build
+ * for tests and debugging.  Program handles are not tracked: releasing one
+ * twice is undefined behaviour in both builds.  Nothing of it is compiled
+ * into the default build.
+ *
+ * The header, the ABI, the target and file names (ccache::ccache,
+ * libccache.a, libccache.so) are the same in both builds: an application
+ * links against the checked build by building the library with the option
+ * and linking it as usual; it needs no macro of its own.
+ * @{ */
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/** @name Keys and handles
+ * @{ */
+
+/**
+ * A 128-bit fingerprint.  The cache never interprets it: equal keys are the
+ * same entry, whatever produced them (see the fingerprint builder, ccache/fp.h).
+ */
+typedef struct ccache_key {
+  uint64_t lo; /**< low 64 bits */
+  uint64_t hi; /**< high 64 bits */
+} ccache_key;
+
+/** An open cache.  Opaque; create with ccache_open(). */
+typedef struct ccache ccache;
+
+/** Serialisation callbacks for tiers (see "Persistent tiers" in ccache/tier.h). */
+typedef struct ccache_codec ccache_codec;
+
+/** A persistent tier (a backend plus the cache's state for it).  Opaque;
+ *  see "Persistent tiers" in ccache/tier.h. */
+typedef struct ccache_tier ccache_tier;
+
+/**
+ * A program handle.  Opaque.  Every handle returned by ccache_program_intern(),
+ * ccache_program_fetch() or ccache_program_get_or_compile() is one counted
+ * reference, to be given back once with ccache_program_release() on the
+ * cache it came from (or handed to the cache by a compile callback, see
+ * ccache_compile_fn).  While it is held the program stays interned and its
+ * native program alive, and ccache_close() returns CCACHE_EBUSY.  A handle
+ * may be used and released on any thread.
+ */
+typedef struct ccache_program ccache_program;
+
+/**
+ * What a hit returns: the closure and its native program, both valid until
+ * the lease is released with ccache_lease_release(), even if the entry is
+ * evicted, replaced, removed or expires meanwhile.  A lease pins its closure
+ * entry, which pins its program; while any lease is out, ccache_close()
+ * returns CCACHE_EBUSY.  The lease struct is the caller's (stack is fine);
+ * the cache keeps no pointer to it.  Taking a lease allocates nothing (a
+ * thread's first ccache_fetch(), ccache_get_or_compile() or
+ * ccache_lease_release() on a cache allocates that thread's reader, see
+ * ccache_fetch(); the checked build allocates a token per lease).  A lease
+ * may be released on any thread.
+ *
+ * A zero-initialised lease (`ccache_lease l = {0};`) is "no lease": releasing
+ * it is a no-op.  ccache_lease_release() zeroes the lease, and so does every
+ * call that fills one when it returns anything but CCACHE_OK.  Do not copy a
+ * lease and release both copies, and do not release a lease that no call
+ * filled (uninitialised memory): in the default build either is undefined
+ * behaviour (a wrong lease count, then a use after free); the checked build
+ * aborts (see "Checked build").
+ */
+typedef struct ccache_lease {
+  void *closure;      /**< the runtime's closure, as given to ccache_put() or
+                           returned by a compile callback */
+  void *native;       /**< the native program pointer the closure runs (what
+                      ccache_program_native() returns for its program;
+                      named `program` before 0.2) */
+  void *internal_[2]; /**< private; do not touch: the entry, and where the
+                           lease is counted (a slot of the taking thread's
+                           reader, or the entry's shared count; a token in
+                           the checked build) */
+} ccache_lease;
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCACHE_CCACHE_COMMON_H */

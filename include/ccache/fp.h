@@ -1,0 +1,244 @@
+/**
+ * @file ccache/fp.h
+ * @brief Structural fingerprints: the XXH3-128 key builder and the graph helper.
+ *
+ * Part of the public API: `#include <ccache.h>` includes it with the rest;
+ * it may also be included alone.
+ */
+#ifndef CCACHE_CCACHE_FP_H
+#define CCACHE_CCACHE_FP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/** @name Structural fingerprints (XXH3-128)
+ *
+ * A streaming builder over xxHash's XXH3-128.  Every field is framed with a
+ * one-byte type tag and (for variable-length fields) a 64-bit length, so no
+ * two different sequences of fields hash the same bytes ("ab"+"c" differs
+ * from "a"+"bc"; the u64 1 differs from the 8 bytes 01 00 .. 00).  Integers
+ * are encoded little-endian at fixed width, so a key is the same on every
+ * machine and in every process.  CCACHE_FP_FORMAT_VERSION is mixed in first:
+ * a change in encoding bumps it.
+ *
+ * Exact encoding.  A builder key is XXH3-128 (unseeded, default secret; lo =
+ * low64, hi = high64) of the byte stream
+ *
+ *     "ccache-fp" (9 ASCII bytes), u32 CCACHE_FP_FORMAT_VERSION, fields...
+ *
+ * with one field per append (all integers little-endian):
+ *  - u64:   0x01, u64 value
+ *  - i64:   0x02, u64 two's complement of the value
+ *  - f64:   0x03, u64 IEEE-754 bit pattern
+ *  - bytes: 0x04, u64 length, the bytes
+ *  - str:   0x05, u64 length, the bytes
+ *  - shape: 0x06, i32 dtype, u32 rank, rank x i64 dims
+ *
+ * How the stream is fed to XXH3 (batched, direct) never changes the key.
+ * ccache_fp_graph() uses the same conventions; its streams are described
+ * there.
+ *
+ * Collision model: XXH3-128 is a fast *non-cryptographic* hash.  Accidental
+ * collisions between honest graphs are negligible (~2^-64 at 2^32 keys), but
+ * someone who can choose graphs can construct collisions on purpose.  Do not
+ * key a cache shared across trust boundaries on these fingerprints alone.
+ *
+ * Errors: an append that fails on an initialised builder (NULL data with a
+ * non-zero length, a bad shape) *poisons* it: later appends do nothing and
+ * return CCACHE_EINVAL, and ccache_fp_final() returns CCACHE_EINVAL, until
+ * ccache_fp_init() starts over.  So a sequence of appends may be checked once,
+ * at ccache_fp_final().  A builder that never saw ccache_fp_init() is refused
+ * (EINVAL) by every call rather than hashed.
+ *
+ * The builder allocates nothing and is not thread-safe (one builder per
+ * thread); all functions are reentrant.  A builder may be copied by value
+ * (e.g. to fork a common prefix): the copy continues independently.
+ * @{ */
+
+/** Version of the key encoding, mixed into every key. */
+#define CCACHE_FP_FORMAT_VERSION 1u
+/** Largest rank accepted by ccache_fp_shape() and the graph helper. */
+#define CCACHE_FP_MAX_RANK       16u
+
+/**
+ * Builder state.  Opaque: holds the XXH3 streaming state and a small buffer
+ * that batches small fields.  Caller-owned (stack is fine), no cleanup.
+ */
+typedef struct ccache_fp {
+#if defined(__cplusplus)
+  alignas(64) unsigned char opaque_[1024];
+#else
+  _Alignas(64) unsigned char opaque_[1024];
+#endif
+} ccache_fp;
+
+/** @brief Start (or restart) a fingerprint: clears any poisoning.
+ *  @param fp caller-owned builder; NULL is a no-op.
+ *  Allocates nothing; not to be called concurrently with another call on
+ *  the same builder. */
+CCACHE_API void ccache_fp_init(ccache_fp *fp);
+/** @brief Append an unsigned 64-bit integer (tag + 8 bytes LE).
+ *  @param fp an initialised builder (caller-owned).
+ *  @param v the value.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp;
+ *          nothing appended).  One builder per thread. */
+CCACHE_API int ccache_fp_u64(ccache_fp *fp, uint64_t v);
+/** @brief Append a signed 64-bit integer (own tag + 8 bytes LE, two's complement).
+ *  @param fp an initialised builder (caller-owned).
+ *  @param v the value.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp;
+ *          nothing appended).  One builder per thread. */
+CCACHE_API int ccache_fp_i64(ccache_fp *fp, int64_t v);
+/** @brief Append a double by its IEEE-754 bit pattern (so -0.0 != 0.0 and
+ *  NaN payloads differ).
+ *  @param fp an initialised builder (caller-owned).
+ *  @param v the value.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp;
+ *          nothing appended).  One builder per thread. */
+CCACHE_API int ccache_fp_f64(ccache_fp *fp, double v);
+/** @brief Append @p len bytes (tag + 64-bit length + bytes).  The contents are
+ *  hashed, never the address.
+ *  @param fp an initialised builder (caller-owned).
+ *  @param data the bytes, read during the call only (not retained); may be
+ *         NULL only when @p len is 0 (the same as any empty buffer).
+ *  @param len their length in bytes.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp, or
+ *          NULL data with len > 0: the builder is then poisoned and
+ *          ccache_fp_final() returns EINVAL).  One builder per thread. */
+CCACHE_API int ccache_fp_bytes(ccache_fp *fp, const void *data, size_t len);
+/** @brief Append a string of @p len bytes.  It is encoded exactly as
+ *  ccache_fp_bytes() encodes a buffer except for the tag (0x05 instead of
+ *  0x04), so the string "ab" and the bytes "ab" give different keys.  No
+ *  terminator is read or hashed: embedded NULs count as bytes.
+ *  @param fp an initialised builder (caller-owned).
+ *  @param s the characters, read during the call only (not retained); may be
+ *         NULL only when @p len is 0.
+ *  @param len the string's length in bytes.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp, or
+ *          NULL s with len > 0: the builder is then poisoned and
+ *          ccache_fp_final() returns EINVAL).  One builder per thread. */
+CCACHE_API int ccache_fp_str(ccache_fp *fp, const char *s, size_t len);
+/** @brief Append a tensor type: dtype, rank, then each dim (LE 64-bit).
+ *  @param fp an initialised builder (caller-owned).
+ *  @param dtype the runtime's dtype code (any int32).
+ *  @param rank number of dims, 0..CCACHE_FP_MAX_RANK.
+ *  @param dims @p rank dims (element counts; read during the call only);
+ *         may be NULL only when rank is 0.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL, uninitialised or poisoned fp:
+ *          nothing appended; rank too large or NULL dims with rank > 0: the
+ *          builder is poisoned).  One builder per thread. */
+CCACHE_API int ccache_fp_shape(ccache_fp *fp, int32_t dtype, uint32_t rank, const int64_t *dims);
+/** @brief Finish: the key of everything appended so far.  The builder is
+ *  unchanged and may take more fields (appending after a final continues
+ *  the same stream).
+ *  @param fp the builder (read only).
+ *  @param out receives the key; untouched on error.  Caller-owned.
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL fp or out, an uninitialised
+ *          builder, or an earlier append failed: no key).  Does not write
+ *          the builder, so several threads may finish one builder at once
+ *          while none appends to it. */
+CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out);
+
+/** An operand or output reference: output slot @c slot of node @c node. */
+typedef struct ccache_fp_ref {
+  uint32_t node; /**< index into the node array */
+  uint32_t slot; /**< output slot of that node */
+} ccache_fp_ref;
+
+/** One output slot's tensor type. */
+typedef struct ccache_fp_tensor {
+  int32_t dtype;       /**< the runtime's dtype code */
+  uint32_t rank;       /**< 0..CCACHE_FP_MAX_RANK */
+  const int64_t *dims; /**< @c rank dims (NULL only when rank is 0) */
+} ccache_fp_tensor;
+
+/**
+ * One node of a graph, for ccache_fp_graph().  What enters its digest: the op
+ * (op_name bytes if non-NULL, else op_id, under different tags so the name
+ * "3" and the id 3 differ), the attribute bytes, each output slot's dtype and
+ * shape, each operand's digest *in operand order* with its slot, whether
+ * there is a constant (non-NULL @c constant) and its bytes, and whether the
+ * node is a parameter and its position.  What never does: the node's index
+ * in the array, any address, and the order in which independent nodes were
+ * built.  NULL attrs with length 0 equals empty attrs; a NULL constant
+ * ("no constant") differs from a non-NULL empty one.
+ */
+typedef struct ccache_fp_node {
+  const char *op_name;             /**< op name (NUL-terminated), or NULL to use op_id */
+  uint64_t op_id;                  /**< numeric op id, used when op_name is NULL */
+  const void *attrs;               /**< attribute bytes (serialised by the runtime) */
+  size_t attrs_len;                /**< bytes at attrs (NULL attrs needs 0) */
+  const ccache_fp_tensor *outputs; /**< output slots (NULL only when n_outputs is 0) */
+  uint32_t n_outputs;              /**< number of output slots */
+  uint32_t n_operands;             /**< number of operands */
+  const ccache_fp_ref *operands;   /**< operands; each must name an earlier node
+                                      (NULL only when n_operands is 0) */
+  const void *constant;            /**< constant bytes (weights baked in), or NULL */
+  size_t constant_len;             /**< bytes at constant (NULL constant needs 0) */
+  int64_t param_index;             /**< >= 0: graph input number param_index; -1: not
+                                  an input; below -1 is EINVAL */
+} ccache_fp_node;
+
+/**
+ * @brief Structural (Merkle) fingerprint of a graph.
+ *
+ * Each node's digest hashes its own fields and its operands' digests in
+ * operand order; a graph input is identified by its parameter position; the
+ * key hashes the device string, a summary of all parameter nodes and the
+ * outputs' digests (with their slots) in output order.  Nodes must be
+ * topologically ordered (operands point to earlier nodes).
+ *
+ * Only what an output depends on enters the key, plus every parameter node:
+ * an op node no output reaches is ignored, but an unused parameter is not
+ * (f(x, y) = x and f(x) = x are called differently).  The parameter summary
+ * is order-independent (count and sums mod 2^64 of the parameters' digest
+ * halves), so parameter nodes may sit anywhere in the array; distinct
+ * positions are expected but not checked.
+ *
+ * Exact streams (integers little-endian), each hashed with XXH3-128:
+ *  - node:  0x10; op as 0x11, u64 len, name bytes or as 0x12, u64 op_id;
+ *    u64 attrs_len, attrs; u32 n_outputs, per output (i32 dtype, u32 rank,
+ *    rank x i64 dims); u32 n_operands, per operand (u64 lo, u64 hi of its
+ *    node's digest, u32 slot); u8 flags (0x01: constant != NULL, 0x02:
+ *    param_index >= 0); if 0x01, u64 constant_len and the bytes; if 0x02,
+ *    u64 param_index.
+ *  - graph: "ccache-fp", u32 CCACHE_FP_FORMAT_VERSION, 0x20; u64 device
+ *    length, device bytes; u64 parameter count, u64 sum of their digests' lo,
+ *    u64 sum of their hi; u64 n_outputs, per output (u64 lo, u64 hi, u32 slot).
+ *
+ * @param nodes @p n_nodes nodes (read only, not retained; NULL only when
+ *        n_nodes is 0).
+ * @param n_nodes number of nodes (items).
+ * @param outputs @p n_outputs graph outputs in order (read only, not
+ *        retained).
+ * @param n_outputs number of outputs (items, >= 1).
+ * @param device target/device string (NUL-terminated, read only; NULL is
+ *        EINVAL).
+ * @param scratch caller-provided workspace of @p n_nodes keys, never NULL
+ *        (receives each node's digest; the call allocates nothing).
+ * @param out receives the key.  Caller-owned.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL arguments, an operand pointing
+ *         forward, to itself or out of range, or to a slot its node lacks, an
+ *         output out of range or to a slot its node lacks, a rank over
+ *         CCACHE_FP_MAX_RANK, NULL data with a non-zero length or count, a
+ *         param_index below -1): everything is validated first, and on error
+ *         neither @p out nor @p scratch is written.  Thread-safe, reentrant.
+ */
+CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
+                               const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
+                               ccache_key *scratch, ccache_key *out);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCACHE_CCACHE_FP_H */

@@ -1,0 +1,534 @@
+/**
+ * @file ccache/tier.h
+ * @brief Persistent tiers: the codec, custom backends, the directory and Redis
+ * tiers.
+ *
+ * Part of the public API: `#include <ccache.h>` includes it with the rest;
+ * it may also be included alone.
+ */
+#ifndef CCACHE_CCACHE_TIER_H
+#define CCACHE_CCACHE_TIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/** @name Persistent tiers
+ *
+ * Tiers let compiled programs outlive the process and be shared between
+ * processes: a directory on this machine (ccache_tier_disk()), a Redis
+ * server for a fleet (ccache_tier_redis()), or a backend of your own
+ * (ccache_tier_custom()).
+ *
+ * **Model.**  Tiers sit behind the *program* table only; the closure table
+ * and every hit path (ccache_fetch(), ccache_program_fetch(), a program
+ * already interned) never touch a tier.  When ccache_program_get_or_compile()
+ * misses, the one thread that owns the miss (the single-flight owner; the
+ * other threads for that key wait for it as usual):
+ *  1. asks the tiers top-down (tiers[0] first).  A usable entry in tier i is
+ *     decoded into a native program and written to tiers 0..i-1 ("fills the
+ *     tiers above"); nothing is compiled.
+ *  2. otherwise takes each tier's compile lock in tier order.  A lock another
+ *     process holds (CCACHE_EBUSY) is retried with a backoff from the tier's
+ *     poll_ms doubling up to poll_max_ms, and after every failed attempt that
+ *     tier is asked again: when the other process publishes, this one loads
+ *     its entry instead of compiling.  Past the tier's wait_ms it stops
+ *     waiting and compiles without the remaining locks.  After taking a lock
+ *     the tier is asked once more (the holder may have published just before
+ *     letting go).
+ *  3. runs the compile callback (no cache lock held; the tier locks are),
+ *     and if it ran for at least tier_min_compile_us and the codec does not
+ *     answer CCACHE_CODEC_SKIP, encodes the program once and writes the entry
+ *     to every tier;
+ *  4. releases the locks in reverse order.
+ * Leased locks (lease_ms > 0, e.g. Redis) are renewed every lease_ms/3 by
+ * one library thread per cache, started the first time a leased lock is
+ * taken and joined by ccache_close(); the compiling thread never renews.
+ *
+ * **Failures never fail a fetch.**  A tier op that fails (I/O error, full
+ * disk, vanished directory, unreachable server) and a codec call that fails
+ * count in tier_errors, and the cache proceeds as if that tier were absent:
+ * the program is compiled.  Every entry is verified in full before the codec
+ * sees a byte; one that fails (torn, truncated, bit-flipped, not an entry)
+ * counts in tier_corrupt, is removed through the tier's remove op, and the
+ * program is compiled.  An intact entry written under another runtime tag is
+ * a miss (never loaded, never tier_corrupt).
+ *
+ * **Entry format** (the core writes and checks it; backends store opaque
+ * blobs).  Little-endian:
+ *   magic "CCTIER\0\n" (8 bytes), u32 format version (CCACHE_TIER_FORMAT),
+ *   u32 header length (56), u64 key.lo, u64 key.hi, u64 XXH3-64 of the
+ *   runtime tag, u64 payload length, u64 creation time (ms since the Unix
+ *   epoch), the payload (the codec's bytes), then XXH3-128 of header and
+ *   payload (u64 low half, u64 high half).
+ *
+ * **Keys must be stable across processes.**  An entry is found by its
+ * program key alone, in another process, maybe after a restart or on another
+ * machine: derive program keys from what the program *is* (the fingerprint
+ * builder's keys of op, shapes, dtypes, attributes, target are), never from
+ * anything that differs between processes (pointers, addresses, handles,
+ * counters, ASLR-dependent values).  Whatever the program depends on that
+ * the key does not hold (the compiler's version, the CPU features targeted,
+ * compile flags) belongs in ccache_config::runtime_tag.
+ *
+ * **Trust.**  A tier is trusted: whoever can write to it can hand every
+ * process that uses it a program to run (the checksum detects accidents, not
+ * attacks).  The directory tier therefore refuses a directory that is not
+ * private to the user (see ccache_tier_disk()); a Redis server must be
+ * writable only by parties you trust, over a network path you trust (no TLS:
+ * see ccache_redis_options).
+ *
+ * **Lock order.**  Tier ops and codec callbacks are never called while the
+ * cache holds any of its own locks; they may call into the cache (except
+ * ccache_close() on it).  The tier compile locks are held across the compile
+ * callback, which may itself miss on other program keys (nested compiles):
+ * backends must not make a thread wait on a lock it already holds.
+ * @{ */
+
+/** Version of the entry format, in every entry and in every namespace. */
+#define CCACHE_TIER_FORMAT 1u
+
+/** What ccache_codec::encode returns for a program that must never reach a
+ *  tier (not an error: nothing is counted). */
+#define CCACHE_CODEC_SKIP 1
+
+/**
+ * Serialisation callbacks, one set per cache (ccache_config::codec),
+ * supplied by the runtime.  Each runs on the thread that owns the miss (a
+ * caller of ccache_program_get_or_compile()), with no cache lock held; it
+ * may be called from several threads at once for different keys.  Each may
+ * call into the cache, except ccache_close() on it.
+ */
+struct ccache_codec {
+  /**
+   * Serialise a program just compiled.
+   * @param ctx ccache_codec::ctx.
+   * @param pkey its program key.
+   * @param native the native program the compile callback returned, not yet
+   *        interned: read it, do not keep or free it.
+   * @param bytes set to the serialised bytes (any allocation of yours;
+   *        given back once through free_bytes after they are framed).
+   * @param len set to their length in bytes, at most 2^40 (a longer one, or
+   *        NULL bytes with a non-zero length, is not stored: tier_errors
+   *        +1).
+   * @return 0 with *bytes and *len set; CCACHE_CODEC_SKIP (this program is
+   *         never stored; *bytes is not read); anything else is a failure
+   *         (tier_errors +1, nothing stored, the fetch still succeeds).
+   */
+  int (*encode)(void *ctx, ccache_key pkey, void *native, void **bytes, size_t *len);
+  /**
+   * Give back what encode() returned in *bytes: once per encode() that
+   * returned 0 (never after CCACHE_CODEC_SKIP or a failure, so encode()
+   * keeps nothing allocated then).
+   * @param ctx ccache_codec::ctx.
+   * @param bytes *bytes as encode() set it.
+   * @param len *len as encode() set it, in bytes.
+   */
+  void (*free_bytes)(void *ctx, void *bytes, size_t len);
+  /**
+   * Build a native program from verified bytes (an entry whose checksum,
+   * key, length and runtime tag all matched).
+   * @param ctx ccache_codec::ctx.
+   * @param pkey the program key.
+   * @param bytes @p len bytes, owned by the library, valid only during the
+   *        call (copy what you keep).
+   * @param len their length in bytes (what encode() produced).
+   * @param native_out set to the new native program: on 0, ownership passes
+   *        to the cache, which destroys it with destroy_program like a
+   *        compiled one.
+   * @param cost_out set to its cost in bytes (see ccache_program_intern()).
+   * @return 0 on success; non-zero: tier_errors +1, nothing is taken, and
+   *         the program is compiled instead.
+   */
+  int (*decode)(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
+                uint64_t *cost_out);
+  void *ctx; /**< passed to the three callbacks */
+};
+
+/**
+ * Backend operations, for your own backends (ccache_tier_custom()); the
+ * library's backends use the same table.  Every op receives the @c state
+ * given to ccache_tier_custom().  Ops may be called from any thread,
+ * concurrently with each other for different keys (and get/put/remove
+ * concurrently for the same key); renew() runs on the library's renewal
+ * thread.  No op is called with a cache lock held.  Status returns use the
+ * CCACHE_* codes; an op must never call exit() or abort() on an I/O failure.
+ */
+typedef struct ccache_tier_ops {
+  uint32_t size;    /**< sizeof(ccache_tier_ops); smaller is CCACHE_EINVAL */
+  const char *name; /**< "disk", "redis", ...: a static string, or NULL ("custom") */
+  /**
+   * Called once per cache, at ccache_open() (only if the cache has a codec):
+   * the namespace every key of this cache lives in, "v<format>/<hash>" with
+   * the hash the XXH3-64 of the runtime tag as 16 lowercase hex digits (e.g.
+   * "v1/3f2a9c0d11e2b4a7").  Two runtime tags never share a namespace.  The
+   * disk tier maps it to <dir>/v1/<hash>/, the Redis tier to
+   * <prefix>:v1:<hash>:.
+   * May be NULL.
+   * @param state the backend's state.
+   * @param ns the namespace, NUL-terminated; valid only during the call.
+   * @return CCACHE_OK (or any non-negative value); a negative status
+   *         disables the tier for this cache (tier_errors +1).
+   */
+  int (*attach)(void *state, const char *ns);
+  /**
+   * Look up the entry for @p pkey.
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param blob set on CCACHE_OK to the entry's bytes, an allocation of
+   *        yours, given back once through free_blob.
+   * @param len set on CCACHE_OK to the entry's length in bytes.
+   * @return CCACHE_OK with *blob and *len set; CCACHE_MISS; anything else
+   *         is a failure (tier_errors +1, treated as a miss; *blob is not
+   *         read).
+   */
+  int (*get)(void *state, ccache_key pkey, void **blob, size_t *len);
+  /**
+   * Give back a blob returned by get(): once per get() that returned
+   * CCACHE_OK, whatever the entry turned out to be.
+   * @param state the backend's state.
+   * @param blob *blob as get() set it.
+   * @param len *len as get() set it, in bytes.
+   */
+  void (*free_blob)(void *state, void *blob, size_t len);
+  /**
+   * Store (or replace) the entry for @p pkey.  Should be atomic: a
+   * concurrent get() sees the old entry, the new one or none, never a mix (a
+   * torn entry is caught by the checksum, but costs a compile).
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param blob the framed entry, owned by the library, valid only during
+   *        the call (copy what you keep).
+   * @param len its length in bytes.
+   * @return CCACHE_OK or a negative status (tier_errors +1).
+   */
+  int (*put)(void *state, ccache_key pkey, const void *blob, size_t len);
+  /**
+   * Remove the entry for @p pkey (it failed verification).  May be NULL.
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @return CCACHE_OK, CCACHE_MISS or a negative status (tier_errors +1).
+   */
+  int (*remove)(void *state, ccache_key pkey);
+  /**
+   * Try once, without blocking, to take the compile lock for @p pkey.
+   * NULL: this tier has no locks (then unlock and renew are unused).
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param lock set on CCACHE_OK to a handle of yours, passed to renew()
+   *        and unlock().
+   * @return CCACHE_OK; CCACHE_EBUSY (another holder has it: the core waits
+   *         and retries); anything else (tier_errors +1: the core proceeds
+   *         without this tier's lock).
+   */
+  int (*lock)(void *state, ccache_key pkey, void **lock);
+  /**
+   * Extend a leased lock; called every lease_ms/3 from the renewal thread
+   * while the compile runs.  Never called concurrently with unlock() on the
+   * same handle.
+   * Required when lease_ms > 0; unused (may be NULL) when lease_ms is 0
+   * (locks that never expire, e.g. ones the kernel drops when their holder
+   * dies).
+   * @param state the backend's state.
+   * @param lock the handle lock() set.
+   * @return CCACHE_OK, or anything else (the lease is lost: tier_errors +1,
+   *         no more renewals for it; the compile goes on).
+   */
+  int (*renew)(void *state, void *lock);
+  /**
+   * Release a lock taken by lock(), once, on the thread that took it.
+   * Required when lock is set.
+   * @param state the backend's state.
+   * @param lock the handle lock() set; yours to free.
+   */
+  void (*unlock)(void *state, void *lock);
+  /**
+   * Free the backend and @c state: once, from ccache_close() or
+   * ccache_tier_free().  May be NULL.
+   * @param state the backend's state.
+   */
+  void (*close)(void *state);
+  uint64_t lease_ms;    /**< lock lease, ms: 0 (locks do not expire) or >= 3 */
+  uint64_t poll_ms;     /**< first wait between lock attempts while EBUSY, ms, >= 1 */
+  uint64_t poll_max_ms; /**< backoff cap, ms, >= poll_ms */
+  uint64_t wait_ms;     /**< total wait for a busy lock before compiling without
+                             it, ms (0: never wait) */
+} ccache_tier_ops;
+
+/**
+ * @brief Make a tier from your own backend.
+ * @param ops copied (need not outlive the call; @c name must be a static
+ *        string).  Required: get, free_blob, put; unlock whenever lock is
+ *        set; renew whenever lock is set and lease_ms > 0.  When lock is set:
+ *        1 <= poll_ms <= poll_max_ms, lease_ms 0 or >= 3.  Without lock,
+ *        lease_ms is taken as 0.
+ * @param state passed to every op; freed by ops->close when the tier is
+ *        freed (not on error: on error it stays yours).
+ * @param out receives the tier, owned by the caller until a successful
+ *        ccache_open() or ccache_default_init() takes it (free an unused one
+ *        with ccache_tier_free()).  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL ops or out, ops->size below
+ *         sizeof(ccache_tier_ops), a required op missing, lease_ms 1 or 2,
+ *         bad poll bounds); CCACHE_ENOMEM (malloc, not the allocator hook).
+ *         Thread-safe.
+ */
+CCACHE_API int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **out);
+
+/**
+ * @brief Free a tier that no cache owns (ops->close runs, on this thread).
+ * @param t a tier from ccache_tier_custom(), ccache_tier_disk() or
+ *        ccache_tier_redis() that was never handed to a successful
+ *        ccache_open() or ccache_default_init() (those free their own
+ *        tiers); NULL is a no-op.  Invalid afterwards.
+ * Freeing a tier a cache (or the default instance's configuration) owns, or
+ * freeing one twice, is a caller error.  Not to be called concurrently with
+ * any other use of @p t.
+ */
+CCACHE_API void ccache_tier_free(ccache_tier *t);
+
+/**
+ * Options of the directory tier.  Initialise with ccache_disk_options_init().
+ *
+ * **Layout.**  One file per program at
+ * <dir>/v<format>/<runtime-tag hash>/<2 hex>/<32 hex key> (the 2 hex digits
+ * are the key's first two; the key is key.hi then key.lo, 16 lowercase hex
+ * digits each), so two runtime versions never overwrite each other.  Also in
+ * <dir>/v<format>/: "lock" (the compile locks: byte-range locks, see below)
+ * and "size" (the running total of entry bytes).  Writers create
+ * ".tmp.<pid>.<n>" in the entry's directory and publish it with one
+ * rename(); a stale temporary file (its writer dead and the file over 60 s
+ * old, or any file over an hour old) is removed by the next writer in that
+ * directory or by the cleaner.
+ *
+ * **One compile per machine.**  The compile lock of a key is an
+ * open-file-description byte-range lock (F_OFD_SETLK) on byte (key.lo mod
+ * 4096) of the lock file, which is opened O_CLOEXEC: the kernel drops it
+ * when its holder dies, and only the holder's own unlock or death releases
+ * it (unlike classic POSIX record locks, which any close() of the file in the
+ * process drops).  The lock file never grows.  Two keys that share a byte
+ * only make one wait for the other, since a waiter looks for the entry again
+ * after each attempt.  Within one process, threads that miss on keys sharing
+ * a byte (a nested compile included) do not wait for each other, and the
+ * byte stays locked until the last of them unlocks.  A child fork()ed from a
+ * process holding such a lock does not keep it alive (it closes its copy of
+ * the lock file); a tier made before fork() is not usable in the child.
+ * Bytes 4096 and 4097 of the lock file guard the size file and elect the
+ * one cleaner.
+ *
+ * **Size cap.**  Sizes are the entry files' lengths (directories and
+ * filesystem blocks not counted).  Every write adds to the shared running
+ * total; when it exceeds max_bytes, one process (the others skip) lists
+ * every entry and removes the least recently used first (age = the file's
+ * modification time, refreshed by a hit at most once per
+ * touch_interval_ms), down to 90 % of the cap, then corrects the total.  So
+ * the directory stays under the cap plus the entries written while a
+ * clean-up runs (one, for a single writer).  The cap covers every runtime
+ * tag under <dir>/v<format>/.  Files changed behind the library's back make
+ * the running total drift until the next clean-up recounts.
+ *
+ * Needs a local filesystem with open-file-description locks (Linux >= 3.15;
+ * not NFS).
+ */
+typedef struct ccache_disk_options {
+  uint32_t size;              /**< sizeof, set by ccache_disk_options_init() */
+  const char *dir;            /**< the directory (NUL-terminated, non-empty), copied;
+                          created 0700 (with missing parents) if absent */
+  uint64_t max_bytes;         /**< size cap, bytes: CCACHE_UNBOUNDED (default) or >= 1 */
+  int fsync;                  /**< 1: fsync the file before publishing it and its
+                          directory after; 0 (default): no fsync (the checksum
+                          catches a file torn by a crash) */
+  uint64_t lock_poll_ms;      /**< first wait between lock attempts, ms (>= 1; default 10) */
+  uint64_t lock_poll_max_ms;  /**< backoff cap, ms (>= lock_poll_ms; default 100) */
+  uint64_t lock_wait_ms;      /**< total wait for another process's compile before
+                                   compiling here, ms (default 60000) */
+  uint64_t touch_interval_ms; /**< a hit refreshes an entry's age at most once per
+                                   interval, ms (default 60000; 0: every hit) */
+} ccache_disk_options;
+
+/**
+ * @brief Fill @p o with the defaults listed with each field (size = sizeof
+ * *o; dir NULL: set it).
+ * @param o caller-owned; NULL is a no-op.  Thread-safe.
+ */
+CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
+
+/**
+ * @brief Make a directory tier.
+ *
+ * Creates @p o->dir (mode 0700, and missing parents 0700) if absent, then
+ * checks that it is private: a directory owned by another user than the
+ * effective user, or writable by group or others, is refused (the check is
+ * the library's own, so it holds for root too).  The directory is opened
+ * once here; everything later happens relative to that descriptor, so a
+ * directory removed or replaced under a running process is never followed:
+ * its writes fail (tier_errors) and it compiles.
+ * @param o options (copied, dir included: none of it need outlive the call).
+ * @param out receives the tier, owned by the caller until a successful
+ *        ccache_open() or ccache_default_init() takes it (free an unused one
+ *        with ccache_tier_free()).  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out, o->size below
+ *         sizeof(ccache_disk_options), NULL or empty dir, max_bytes 0,
+ *         lock_poll_ms 0 or lock_poll_max_ms below it; no detail);
+ *         CCACHE_EPERM (owned by another user, or writable by group or
+ *         others: the detail names the path); CCACHE_EIO (cannot create it or
+ *         open it as a directory: the detail names the path and the reason);
+ *         CCACHE_ENOTSUP (no open-file-description locks on this system: the
+ *         detail says so); CCACHE_ENOMEM (no detail).  The detail is
+ *         ccache_error_detail().  Thread-safe.
+ */
+CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out);
+
+/**
+ * Options of the Redis tier (a fleet shares compiled programs through one or
+ * more Redis servers).  Initialise with ccache_redis_options_init(), then
+ * set servers.  Built only with hiredis (Debian: libhiredis-dev); otherwise
+ * ccache_tier_redis() returns CCACHE_ENOTSUP.
+ *
+ * **What is sent.**  Every key lives under
+ * `<prefix>:<namespace>:`, the namespace being the one attach() receives
+ * with '/' written as ':' (e.g. "ccache:v1:3f2a9c0d11e2b4a7:"), followed by
+ * the program key as 32 lowercase hex digits, key.hi then key.lo.  The
+ * commands, all with binary-safe arguments:
+ *  - `GET <k>` (lookup), `SET <k> <entry> [PX entry_ttl_ms]` (store),
+ *    `DEL <k>` (an entry that failed verification).  The value is the
+ *    core's checksummed entry (see "Entry format" above): the codec's bytes,
+ *    framed; nothing else of the process is sent.
+ *  - the compile lease, under `<k>:lease`: `SET <k>:lease <token> NX PX
+ *    lease_ms` takes it (the token is 16 bytes from getrandom(), as 32 hex
+ *    digits); `EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return
+ *    redis.call('pexpire', KEYS[1], ARGV[2]) end return 0" 1 <k>:lease
+ *    <token> lease_ms` renews it; the same script with `del` instead of
+ *    `pexpire` (and no ARGV[2]) releases it.  Both scripts act only while the
+ *    lease still holds this holder's token, so a process whose lease lapsed
+ *    can neither extend nor delete the lease another process took since.
+ *  - `AUTH [user] password` on each new connection when a password is set.
+ * The server needs GET, SET, DEL, EVAL and, inside the scripts, PEXPIRE
+ * (AUTH is always allowed) on keys matching `<prefix>:*`; an ACL user can
+ * be limited to exactly that, e.g.
+ * `user ccache on >secret ~ccache:* +get +set +del +eval +pexpire`.
+ *
+ * **One compile per fleet.**  A process that misses everywhere takes the
+ * lease, compiles, stores the entry, then releases the lease.  The library's
+ * renewal thread renews it every lease_ms/3 on a connection of its own, so
+ * a long compile keeps it however busy the other connections are.  Others
+ * find it taken (CCACHE_EBUSY), poll the entry with a backoff from poll_ms
+ * doubling to poll_max_ms, and load the entry when it appears; if the
+ * holder dies its lease lapses within lease_ms and one waiter takes over;
+ * after wait_ms a waiter compiles locally.
+ *
+ * **Several servers.**  Each key goes to one server by rendezvous
+ * (highest-random-weight) hashing: the largest XXH3-64 of the key seeded
+ * with the XXH3-64 of the server's name as written ("host:port" or
+ * "unix:/path").  Every process given the same names, in any order, picks
+ * the same server; a server that is down loses only its own share of the
+ * keys (those fetches compile locally: there is no fail-over, so a key's
+ * lease never moves between servers).
+ *
+ * **Connections.**  Blocking hiredis connections, made on first use (never
+ * by ccache_tier_redis()).  Each server keeps up to 8 idle connections; a
+ * thread that misses takes an idle one or connects a new one, so misses on
+ * different threads never wait for each other's round trips.  Connect time
+ * is bounded by connect_timeout_ms, each read or write of a command by
+ * command_timeout_ms.  A host name is resolved (getaddrinfo) at each
+ * connect, outside those bounds: give addresses for predictable timing.
+ *
+ * **Faults never fail a fetch.**  A server absent at start, killed, slow
+ * past the timeouts, a dropped connection, an error reply (`OOM command not
+ * allowed` under maxmemory, NOAUTH, WRONGPASS, ...) each fail that one op
+ * (tier_errors +1; the program compiles).  A failed connect or a connection
+ * that breaks puts the server in reconnect backoff: no new connection is
+ * tried for reconnect_min_ms, doubling on each further failure up to
+ * reconnect_max_ms, and ops on its keys fail at once meanwhile; the first
+ * successful connect ends it.  An error reply does not (the connection is
+ * fine).
+ *
+ * **Signals.**  hiredis writes with write(2), which raises SIGPIPE on a
+ * connection the server has reset.  The library never changes the process's
+ * signal disposition: it blocks SIGPIPE in the calling thread around each
+ * command (pthread_sigmask), consumes a SIGPIPE raised meanwhile
+ * (sigtimedwait with a zero timeout) and restores the thread's mask; a
+ * SIGPIPE already pending before the call is left pending.
+ *
+ * **fork().**  A tier made before fork() never uses the parent's
+ * connections in the child: its ops return CCACHE_EFORKED there (and a
+ * cache from before the fork is unusable in the child anyway).
+ *
+ * **Trust and transport.**  A shared Redis is trusted: anyone who can write
+ * to it (or to the network path to it) can hand every process that uses it a
+ * program to run; the checksum catches accidents, not attacks.  hiredis 0.14
+ * has no TLS: traffic, passwords included, is plain text.  Use it on
+ * loopback, a unix socket, or a private network you trust (or a TLS tunnel
+ * such as stunnel to a local port).
+ */
+typedef struct ccache_redis_options {
+  uint32_t size; /**< sizeof, set by ccache_redis_options_init() */
+  /** "host:port[,host:port...]" (port 1..65535; IPv6 as "[addr]:port") or
+   *  "unix:/absolute/path" entries, comma-separated, at most 64, no
+   *  duplicates, no spaces; copied.  Required (the default NULL is
+   *  CCACHE_EINVAL). */
+  const char *servers;
+  /** Key prefix, 1..256 bytes, default "ccache"; NULL means the default;
+   *  copied.  Caches (or applications) sharing a server are kept apart by
+   *  it; runtime tags are kept apart by the namespace anyway. */
+  const char *prefix;
+  /** ACL user (AUTH user password; needs a password), or NULL; copied. */
+  const char *user;
+  /** Password (AUTH password, or AUTH user password), or NULL; copied and
+   *  wiped from memory when the tier is freed. */
+  const char *password;
+  uint64_t connect_timeout_ms; /**< bound on one connect, ms (>= 1; default 200) */
+  uint64_t command_timeout_ms; /**< bound on each read/write of a command, ms (>= 1;
+                                    default 1000) */
+  uint64_t entry_ttl_ms;       /**< PX on stored entries, ms: CCACHE_UNBOUNDED (default:
+                                    entries stay until evicted by the server's own
+                                    maxmemory policy) or >= 1 */
+  uint64_t lease_ms;           /**< compile lease, ms (3 .. 2^50; default 10000);
+                                    renewed every lease_ms/3 while the compile runs */
+  uint64_t poll_ms;            /**< waiter backoff start, ms (>= 1; default 5) */
+  uint64_t poll_max_ms;        /**< waiter backoff cap, ms (>= poll_ms; default 200) */
+  uint64_t wait_ms;            /**< total wait for another process's compile before
+                                    compiling locally, ms (default 120000; 0: never wait) */
+  uint64_t reconnect_min_ms;   /**< reconnect backoff start, ms (>= 1; default 100) */
+  uint64_t reconnect_max_ms;   /**< reconnect backoff cap, ms (>= reconnect_min_ms;
+                                    default 5000) */
+} ccache_redis_options;
+
+/**
+ * @brief Fill @p o with the defaults listed with each field (servers NULL:
+ * set it).
+ * @param o caller-owned; NULL is a no-op.  Thread-safe.
+ */
+CCACHE_API void ccache_redis_options_init(ccache_redis_options *o);
+
+/**
+ * @brief Make a Redis tier (see ccache_redis_options for what it sends and
+ * how it behaves).  No connection is made here: a server absent at start is
+ * a tier error at the first miss, never a failure of this call.
+ * @param o options (copied, strings included: none need outlive the call).
+ * @param out receives the tier, owned by the caller until a successful
+ *        ccache_open() or ccache_default_init() takes it (free an unused one
+ *        with ccache_tier_free()).  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL o or out (no detail), o->size too
+ *         small, a bad server list, an empty or over-long prefix, a user
+ *         without a password, a timeout or reconnect bound of 0, entry_ttl_ms
+ *         0, lease_ms outside 3..2^50, bad poll or reconnect bounds: the
+ *         detail, ccache_error_detail(), says which); CCACHE_ENOTSUP (built
+ *         without hiredis, whatever the options past size: install
+ *         libhiredis-dev and rebuild; the detail says so); CCACHE_ENOMEM.
+ *         Thread-safe.
+ */
+CCACHE_API int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCACHE_CCACHE_TIER_H */
