@@ -766,6 +766,11 @@ typedef struct ccache_stats {
   uint64_t tier_lock_waits;    /**< program misses that found a tier's compile lock held
                                     (CCACHE_EBUSY) and waited */
   uint64_t tier_wait_ms_max;   /**< longest such wait, milliseconds */
+  uint64_t tier_lock_timeouts; /**< directory-tier writes and removes whose size
+                                    accounting was deferred: the size file's lock
+                                    was held past io_lock_ms (or, after such a
+                                    timeout, at the one try; see
+                                    ccache_disk_options) */
 } ccache_stats;
 
 /**

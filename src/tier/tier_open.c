@@ -141,4 +141,8 @@ void ccache__tier_stats(ccache *c, ccache_stats *s) {
   s->tier_bytes_written = atomic_load(&ts->bytes_written);
   s->tier_lock_waits = atomic_load(&ts->lock_waits);
   s->tier_wait_ms_max = atomic_load(&ts->wait_ms_max);
+  uint64_t timeouts = 0;
+  for (uint32_t i = 0; i < ts->n; i++)
+    if (ts->t[i]->lock_timeouts) timeouts += atomic_load(ts->t[i]->lock_timeouts);
+  s->tier_lock_timeouts = timeouts;
 }

@@ -29,10 +29,6 @@
 #ifdef CCACHE_TESTING
 /* Fault injection for the tests (defined in tier_disk.c, declared in tier.h). */
 #define FAULT(point) (ccache__disk_fault ? ccache__disk_fault(point) : 0)
-/* The tests' clock for the folder re-sweep interval (seconds; NULL: the
- * monotonic clock) and a fixed temp-name word (0: random). */
-extern uint64_t (*ccache__disk_clock_s)(void);
-extern uint64_t ccache__disk_fixed_word;
 #else
 #define FAULT(point) 0
 #endif
@@ -59,7 +55,7 @@ typedef struct disk {
   ccache__mutex c_mu;
   pthread_cond_t c_cv; /* CLOCK_MONOTONIC: work or stop */
   pthread_t c_thread;
-  int c_started, c_stop, c_clean, c_recount;
+  int c_started, c_stop, c_clean, c_recount, c_busy;
   _Atomic int c_cancel; /* close: stop the pass in progress */
 
   struct disk *reg_prev, *reg_next; /* the fork registry */
@@ -99,7 +95,7 @@ bool ccache__disk_size_peek(disk *d, uint64_t *total);
 bool ccache__disk_size_rebuild(disk *d, uint64_t counted, bool force, uint64_t wait_ms);
 
 /* ---------------------------------------------------------- disk_lock.c */
-/* The compile lock of key: byte (key.lo >> 1) of <sub>/lock, shared with
+/* The compile lock of key: byte XXH3-64(key) >> 1 of <sub>/lock, shared with
  * every holder of the same lock file and byte in this process.  OK (and
  * *handle), CCACHE_EBUSY (another process holds it), CCACHE_EIO,
  * CCACHE_ENOMEM. */

@@ -111,6 +111,7 @@ static void scan_folder(disk *d, scan_list *l, int tfd, const char *tag, const c
 
 /* Every entry under v<format>/<tag>/<xx>/, every runtime tag. */
 static void scan_entries(disk *d, scan_list *l) {
+  (void)FAULT("scan");
   int ffd;
   DIR *fdir = open_sub(d->dirfd, d->fmt, &ffd);
   if (!fdir) return;
@@ -204,6 +205,7 @@ static void *cleaner_main(void *p) {
     if (d->c_stop) break;
     bool recount = d->c_recount;
     d->c_clean = d->c_recount = 0;
+    d->c_busy = 1;
     ccache__unlock(&d->c_mu);
     if (d->lockfd >= 0 && ccache__disk_byte_lock(d->lockfd, CLEAN_BYTE, F_WRLCK) == 0) {
       if (recount) recount_pass(d);
@@ -211,6 +213,8 @@ static void *cleaner_main(void *p) {
       ccache__disk_byte_lock(d->lockfd, CLEAN_BYTE, F_UNLCK);
     }
     ccache__lock(&d->c_mu);
+    d->c_busy = 0;
+    ccache__cond_broadcast(&d->c_cv); /* (for ccache__disk_settle) */
   }
   ccache__unlock(&d->c_mu);
   return NULL;
@@ -234,10 +238,33 @@ void ccache__disk_cleaner_kick(disk *d, bool clean, bool recount) {
       d->c_started = 1;
       pthread_setname_np(d->c_thread, CLEAN_THREAD_NAME);
     }
-    ccache__cond_signal(&d->c_cv);
+    ccache__cond_broadcast(&d->c_cv);
   }
   ccache__unlock(&d->c_mu);
 }
+
+#ifdef CCACHE_TESTING
+bool ccache__disk_settle(ccache_tier *t, uint64_t wait_ms) {
+  disk *d = t->state;
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += (time_t)(wait_ms / 1000u);
+  until.tv_nsec += (long)(wait_ms % 1000u) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  bool idle = true;
+  ccache__lock(&d->c_mu);
+  while (d->c_started && !d->c_stop && (d->c_clean || d->c_recount || d->c_busy))
+    if (!ccache__cond_timedwait(&d->c_cv, &d->c_mu, &until)) {
+      idle = false;
+      break;
+    }
+  ccache__unlock(&d->c_mu);
+  return idle;
+}
+#endif
 
 void ccache__disk_cleaner_stop(disk *d) {
   ccache__lock(&d->c_mu);

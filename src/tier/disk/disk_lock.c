@@ -1,13 +1,14 @@
 /*
  * disk_lock.c - the directory tier's compile locks.
  *
- * The lock of a key is an open-file-description byte-range lock on byte
- * (key.lo >> 1) of <ns>/<xx>/lock, the lock file of the key's own folder.
- * A byte-range lock may sit at any offset without the file growing, so the
- * lock files stay empty and number at most 256 per runtime tag; two keys
- * share a lock only if they share the runtime tag, the folder (key.hi's top
- * byte) and key.lo's upper 63 bits, probability 2^-71 per pair, where one
- * byte per key.lo mod 4096 made it 1/4096.
+ * The lock of a key is an open-file-description byte-range lock on one
+ * byte of <ns>/<xx>/lock, the lock file of the key's own folder: byte
+ * XXH3-64(key) >> 1 (an offset below 2^63).  A byte-range lock may sit at
+ * any offset without the file growing, so the lock files stay empty and
+ * number at most 256 per runtime tag.  Two keys share a lock only if they
+ * share the runtime tag, the folder and those 63 bits: about 2^-71 per
+ * pair, for any keys (the hash spreads sequential ones too), where one byte
+ * per key.lo mod 4096 made it 1/4096.
  *
  * Locks on different open file descriptions exclude each other even within
  * one process, so a process that took a lock and asks for it again (a
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include <uthash.h>
+#include <xxhash.h>
 
 #include "base/sync.h"
 #include "tier/disk/disk.h"
@@ -95,7 +97,12 @@ int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **hand
   memset(&k, 0, sizeof k); /* (padding: the whole struct is the hash key) */
   k.dev = st.st_dev;
   k.ino = st.st_ino;
-  k.byte = key.lo >> 1;
+  unsigned char kb[16];
+  for (int i = 0; i < 8; i++) {
+    kb[i] = (unsigned char)(key.lo >> (8 * i));
+    kb[8 + i] = (unsigned char)(key.hi >> (8 * i));
+  }
+  k.byte = XXH3_64bits(kb, sizeof kb) >> 1;
   int rc = CCACHE_OK;
   ccache__lock(&tab_mu);
   held *h = NULL;

@@ -164,7 +164,7 @@ void ccache__disk_sweep_tmp(int subfd) {
   time_t now = time(NULL);
   struct dirent *de;
   while ((de = readdir(dir)) != NULL)
-    if (strncmp(de->d_name, ".tmp.", 5) == 0 && stale_tmp(subfd, de->d_name, now))
+    if (strncmp(de->d_name, ".tmp.", 5) == 0 && ccache__disk_stale_tmp(subfd, de->d_name, now))
       unlinkat(subfd, de->d_name, 0);
   closedir(dir);
 }

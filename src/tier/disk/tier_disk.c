@@ -483,6 +483,7 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
     return rc;
   }
   d->tier = *out;
+  d->tier->lock_timeouts = &d->lock_timeouts;
   reg_add(d);
   return CCACHE_OK;
 #endif
