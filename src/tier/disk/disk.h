@@ -82,17 +82,22 @@ DIR *ccache__disk_opendir_dup(int fd);
 /* The size section.  delta joins the pending deltas, which are then
  * written to the size file if SIZE_BYTE can be had within wait_ms (no wait
  * after a timeout, until a try succeeds).  SIZE_WRITTEN and the new total;
- * SIZE_HELD (the byte was held past the wait) or SIZE_DAMAGED (the size
- * file is missing or damaged: it wants a recount): the deltas stay
- * pending.  Never holds a mutex while waiting. */
+ * otherwise the deltas stay pending: SIZE_HELD (the byte was held past the
+ * wait), SIZE_DAMAGED (the size file is missing or does not read: it wants
+ * a recount), SIZE_NONE (an I/O error).  Never holds a mutex while
+ * waiting. */
 enum { SIZE_WRITTEN, SIZE_HELD, SIZE_DAMAGED, SIZE_NONE };
 int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *total);
 /* Under no lock: the size file's total, if it reads as one. */
 bool ccache__disk_size_peek(disk *d, uint64_t *total);
-/* The recount: replace the total by `counted` (dropping this object's
- * pending deltas, which the count includes), if SIZE_BYTE can be had within
- * wait_ms and the file still needs it (or `force`).  true if written. */
-bool ccache__disk_size_rebuild(disk *d, uint64_t counted, bool force, uint64_t wait_ms);
+/* A size file holding total at rel under dfd, made whole under a temp name
+ * and renamed into place unless one is there.  true if this made it. */
+bool ccache__disk_size_create(disk *d, int dfd, const char *rel, uint64_t total);
+/* The recount's result: the size file becomes `counted` (and this
+ * object's pending deltas, which the count includes, are dropped) if it is
+ * missing or does not read, and SIZE_BYTE can be had within wait_ms.  true
+ * if written. */
+bool ccache__disk_size_rebuild(disk *d, uint64_t counted, uint64_t wait_ms);
 
 /* ---------------------------------------------------------- disk_lock.c */
 /* The compile lock of key: byte XXH3-64(key) >> 1 of <sub>/lock, shared with

@@ -167,7 +167,7 @@ static void account(disk *d, int64_t delta) {
 static void recount_pass(disk *d) {
   scan_list l = {.count_only = true};
   scan_entries(d, &l);
-  if (!l.cancelled) ccache__disk_size_rebuild(d, l.total, false, d->o.io_lock_ms);
+  if (!l.cancelled) ccache__disk_size_rebuild(d, l.total, d->o.io_lock_ms);
 }
 
 static void clean_pass(disk *d) {

@@ -171,10 +171,17 @@ void ccache__disk_sweep_tmp(int subfd) {
 
 /* ------------------------------------------------------------------ sizes */
 
-static bool size_read(disk *d, uint64_t *total) {
+static void size_encode(unsigned char b[16], uint64_t total) {
+  for (int i = 0; i < 8; i++) {
+    b[i] = (unsigned char)(SIZE_MAGIC >> (8 * i));
+    b[8 + i] = (unsigned char)(total >> (8 * i));
+  }
+}
+
+static bool size_read_fd(int fd, uint64_t *total) {
   unsigned char b[16];
   size_t got = 0;
-  if (ccache__disk_read_full(d->sizefd, b, sizeof b, &got) != 0 || got != sizeof b) return false;
+  if (fd < 0 || ccache__disk_read_full(fd, b, sizeof b, &got) != 0 || got != sizeof b) return false;
   uint64_t magic = 0, v = 0;
   for (int i = 7; i >= 0; i--) {
     magic = magic << 8 | b[i];
@@ -184,16 +191,49 @@ static bool size_read(disk *d, uint64_t *total) {
   return magic == SIZE_MAGIC;
 }
 
-static bool size_write(disk *d, uint64_t total) {
+static bool size_write_fd(int fd, uint64_t total) {
   unsigned char b[16];
-  for (int i = 0; i < 8; i++) {
-    b[i] = (unsigned char)(SIZE_MAGIC >> (8 * i));
-    b[8 + i] = (unsigned char)(total >> (8 * i));
-  }
+  size_encode(b, total);
   ssize_t w;
-  while ((w = pwrite(d->sizefd, b, sizeof b, 0)) < 0 && errno == EINTR) {
+  while ((w = pwrite(fd, b, sizeof b, 0)) < 0 && errno == EINTR) {
   }
   return w == (ssize_t)sizeof b;
+}
+
+/* The size file, (re)opened if this object has none or its file was
+ * deleted (an operator asking for a recount).  Never created here: a size
+ * file appears whole (ccache__disk_size_create), so no writer ever adds
+ * to a total that is not one.  Called with SIZE_BYTE held, so one thread
+ * of the machine at a time replaces the descriptor. */
+static int size_fd(disk *d) {
+  ccache__lock(&d->mu);
+  struct stat st;
+  if (d->sizefd >= 0 && fstat(d->sizefd, &st) == 0 && st.st_nlink == 0) {
+    close(d->sizefd);
+    d->sizefd = -1;
+  }
+  if (d->sizefd < 0) {
+    char rel[REL_MAX];
+    snprintf(rel, sizeof rel, "%s/size", d->fmt);
+    d->sizefd = openat(d->dirfd, rel, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  }
+  int fd = d->sizefd, e = errno;
+  ccache__unlock(&d->mu);
+  errno = e;
+  return fd;
+}
+
+bool ccache__disk_size_create(disk *d, int dfd, const char *rel, uint64_t total) {
+  char tmp[REL_MAX];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%016llx.%llu", rel, (long)getpid(),
+           (unsigned long long)d->word, (unsigned long long)atomic_fetch_add(&d->tmp_seq, 1));
+  int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return false;
+  bool ok = size_write_fd(fd, total);
+  ok = close(fd) == 0 && ok;
+  ok = ok && renameat2(dfd, tmp, dfd, rel, RENAME_NOREPLACE) == 0;
+  if (!ok) unlinkat(dfd, tmp, 0);
+  return ok;
 }
 
 /* A description of the lock file of its own: byte-range locks on different
@@ -212,7 +252,6 @@ static uint64_t plus(uint64_t total, int64_t delta) {
 
 int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *total) {
   atomic_fetch_add(&d->pending, delta);
-  if (d->sizefd < 0) return SIZE_NONE;
   int fd = open_lock(d);
   if (fd < 0) return SIZE_NONE;
   if (ccache__disk_byte_lock_wait(fd, SIZE_BYTE, F_WRLCK, atomic_load(&d->io_stuck) ? 0 : wait_ms) !=
@@ -224,12 +263,15 @@ int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *to
     return SIZE_HELD;
   }
   atomic_store(&d->io_stuck, 0);
+  int sfd = size_fd(d);
   uint64_t t = 0;
-  int rc = SIZE_DAMAGED;
-  if (FAULT("size_read") == 0 && size_read(d, &t)) {
+  int rc;
+  if (sfd < 0) {
+    rc = errno == ENOENT ? SIZE_DAMAGED : SIZE_NONE; /* missing: kept for after the recount */
+  } else if (FAULT("size_read") == 0 && size_read_fd(sfd, &t)) {
     int64_t p = atomic_exchange(&d->pending, 0);
     t = plus(t, p);
-    if (size_write(d, t)) {
+    if (size_write_fd(sfd, t)) {
       *total = t;
       rc = SIZE_WRITTEN;
     } else {
@@ -237,27 +279,35 @@ int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *to
       rc = SIZE_NONE;
     }
   } else {
-    /* The recount will see these writes' files. */
-    atomic_store(&d->pending, 0);
+    rc = SIZE_DAMAGED;
   }
   ccache__disk_byte_lock(fd, SIZE_BYTE, F_UNLCK);
   close(fd);
   return rc;
 }
 
-bool ccache__disk_size_peek(disk *d, uint64_t *total) { return d->sizefd >= 0 && size_read(d, total); }
+bool ccache__disk_size_peek(disk *d, uint64_t *total) {
+  ccache__lock(&d->mu);
+  bool ok = size_read_fd(d->sizefd, total);
+  ccache__unlock(&d->mu);
+  return ok;
+}
 
-bool ccache__disk_size_rebuild(disk *d, uint64_t counted, bool force, uint64_t wait_ms) {
-  if (d->sizefd < 0) return false;
+bool ccache__disk_size_rebuild(disk *d, uint64_t counted, uint64_t wait_ms) {
   int fd = open_lock(d);
   if (fd < 0) return false;
   bool done = false;
   if (ccache__disk_byte_lock_wait(fd, SIZE_BYTE, F_WRLCK, wait_ms) == 0) {
+    int sfd = size_fd(d);
     uint64_t t;
-    if (force || !size_read(d, &t)) {
-      atomic_store(&d->pending, 0);
-      done = size_write(d, counted);
+    char rel[REL_MAX];
+    snprintf(rel, sizeof rel, "%s/size", d->fmt);
+    if (sfd < 0) {
+      done = errno == ENOENT && ccache__disk_size_create(d, d->dirfd, rel, counted);
+    } else if (!size_read_fd(sfd, &t)) {
+      done = size_write_fd(sfd, counted);
     }
+    if (done) atomic_store(&d->pending, 0); /* the count has this object's writes */
     ccache__disk_byte_lock(fd, SIZE_BYTE, F_UNLCK);
   }
   close(fd);

@@ -106,6 +106,30 @@ static void reg_remove(disk *d) {
 
 /* ------------------------------------------------------------------- ops */
 
+/* A new format directory appears whole: made under a temporary name with
+ * its size file (total 0) and renamed into place unless one is there, so no
+ * process ever sees it without a size file, and none adds to a total that
+ * is not one. */
+static void make_format_dir(disk *d) {
+  struct stat st;
+  if (fstatat(d->dirfd, d->fmt, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) return;
+  char tmp[64]; /* fmt is under 16 bytes */
+  snprintf(tmp, sizeof tmp, ".%.15s.tmp.%ld.%016llx", d->fmt, (long)getpid(),
+           (unsigned long long)d->word);
+  if (mkdirat(d->dirfd, tmp, 0700) != 0) return;
+  int tfd = openat(d->dirfd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  bool ok = tfd >= 0 && ccache__disk_size_create(d, tfd, "size", 0);
+  if (tfd >= 0) close(tfd);
+  ok = ok && renameat2(d->dirfd, tmp, d->dirfd, d->fmt, RENAME_NOREPLACE) == 0;
+  if (!ok) { /* another process made it first (or no space): theirs stands */
+    char rel[80];
+    snprintf(rel, sizeof rel, "%s/size", tmp);
+    unlinkat(d->dirfd, rel, 0);
+    unlinkat(d->dirfd, tmp, AT_REMOVEDIR);
+    mkdirat(d->dirfd, d->fmt, 0700); /* (renameat2 unsupported: a plain directory) */
+  }
+}
+
 /* The delta of one write or remove: into the size file, or pending. */
 static void account(disk *d, int64_t delta) {
   uint64_t total = 0;
@@ -136,20 +160,17 @@ static int disk_attach(void *state, const char *ns) {
   strcpy(d->ns, ns);
   /* A read-only directory can still serve hits: failures to create here
    * only show later, as failed writes and locks (tier_errors). */
-  bool fresh = mkdirat(d->dirfd, d->fmt, 0700) == 0;
+  make_format_dir(d);
   mkdirat(d->dirfd, d->ns, 0700);
   char rel[REL_MAX];
   snprintf(rel, sizeof rel, "%s/lock", d->fmt);
   d->lockfd = openat(d->dirfd, rel, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   snprintf(rel, sizeof rel, "%s/size", d->fmt);
-  d->sizefd = openat(d->dirfd, rel, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  /* Attach waits for no one and counts nothing: a directory this process
-   * just made holds no entry (total 0, if the byte is free right now); an
-   * existing one whose size file does not read is counted by the cleaner. */
+  d->sizefd = openat(d->dirfd, rel, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  /* Attach waits for no one and counts nothing: a format directory that
+   * has no readable size file is counted by the cleaner thread. */
   uint64_t total;
-  if (fresh)
-    ccache__disk_size_rebuild(d, 0, false, 0);
-  else if (d->sizefd >= 0 && !ccache__disk_size_peek(d, &total))
+  if ((d->sizefd >= 0 || errno == ENOENT) && !ccache__disk_size_peek(d, &total))
     ccache__disk_cleaner_kick(d, false, true);
   return CCACHE_OK;
 }
@@ -336,7 +357,7 @@ static void disk_close(void *state) {
   /* The deltas still pending, if the byte can be had (else the total stays
    * short of them until the directory is recounted). */
   uint64_t total;
-  if (atomic_load(&d->pending) != 0 && d->sizefd >= 0)
+  if (atomic_load(&d->pending) != 0)
     ccache__disk_size_add(d, 0, atomic_load(&d->io_stuck) ? 0 : d->o.io_lock_ms, &total);
   reg_remove(d);
   if (d->lockfd >= 0) close(d->lockfd);
