@@ -2,7 +2,8 @@
  * test_tier_disk_faults.c - the directory tier against the faults of issue
  * 20: a stopped process holding the size file's lock (realtime), leftover
  * temporary files (a name taken, one two hours old), a miss next to another
- * key's compile, the clean and the recount off the miss path, and the
+ * key's compile, the clean and the recount off the miss path, descriptors
+ * that a compiler started at any moment would inherit, and the
  * running total under 4 processes x 2 threads writing, removing and
  * cleaning at once.
  *
@@ -14,6 +15,7 @@
  */
 #define _GNU_SOURCE 1 /* pthread_getname_np */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -115,11 +117,10 @@ static void temp_name_taken_is_never_an_error(void **state) {
   t_compiler comp = {0};
   char sub[1024], p[1200];
   subdir_path(dir, TAG, PK(1), sub, sizeof sub);
-  char ns[1024];
-  ns_path(dir, TAG, ns, sizeof ns);
-  snprintf(p, sizeof p, "%s/v1", dir);
-  mkdir(p, 0700);
-  mkdir(ns, 0700);
+  /* A directory in use (its size file made by a first cache). */
+  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  assert_non_null(c);
+  t_close(c);
   mkdir(sub, 0700);
   const uint64_t word = 0x00c0ffee00c0ffeeull;
   for (int n = 0; n < 8; n++) {
@@ -130,15 +131,12 @@ static void temp_name_taken_is_never_an_error(void **state) {
     spit(p, "x", 1);
   }
   ccache__disk_fixed_word = word;
-  ccache_tier *tier = disk_tier(dir, CCACHE_UNBOUNDED, 60000);
-  ccache *c = cache_over(&t, &tc, 100, tier, TAG);
+  c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
   assert_non_null(c);
   assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
   ccache_stats s = t_stats(c);
   assert_int_equal(s.tier_errors, 0);
   assert_int_equal(s.tier_writes, 1);
-  /* (v1/ existed without a size file: the cleaner counts it) */
-  assert_true(ccache__disk_settle(tier, 30000));
   t_close(c);
   ccache__disk_fixed_word = 0;
   char path[1024];
@@ -329,6 +327,69 @@ static void missing_size_file_recounted_off_the_open_path(void **state) {
   tree_scan(dir);
   assert_int_equal(tree_entries, 13);
   assert_int_equal(size_total(dir), tree_bytes);
+  t_rmrf(dir);
+  free(dir);
+}
+
+/* ------------------------------------------------ close-on-exec descriptors */
+
+/* At each point where the tier has a directory descriptor of its own open
+ * (just copied for a directory stream; the sweep of a folder; each folder
+ * of the cleaner's listing), every descriptor of this
+ * process that names something under the cache directory must be
+ * close-on-exec: a thread that runs a compiler (fork + exec) at that moment
+ * must not hand it one. */
+static char cloexec_dir[1024];
+static _Atomic int cloexec_checks, cloexec_sweeps, cloexec_bad;
+static int check_cloexec(const char *point) {
+  if (strcmp(point, "scan_folder") != 0 && strcmp(point, "sweep") != 0 &&
+      strcmp(point, "dup") != 0)
+    return 0;
+  if (strcmp(point, "sweep") == 0) atomic_fetch_add(&cloexec_sweeps, 1);
+  DIR *fds = opendir("/proc/self/fd");
+  if (!fds) return 0;
+  struct dirent *de;
+  while ((de = readdir(fds)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    char link[300], target[1200];
+    snprintf(link, sizeof link, "/proc/self/fd/%s", de->d_name);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (strncmp(target, cloexec_dir, strlen(cloexec_dir)) != 0) continue;
+    atomic_fetch_add(&cloexec_checks, 1);
+    int flags = fcntl(atoi(de->d_name), F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) atomic_fetch_add(&cloexec_bad, 1);
+  }
+  closedir(fds);
+  return 0;
+}
+
+static void cache_descriptors_are_close_on_exec(void **state) {
+  (void)state;
+  enum { PAYLOAD = 1000 };
+  const uint64_t e = ccache__tier_entry_len(PAYLOAD);
+  char *dir = t_tempdir("cloexec");
+  snprintf(cloexec_dir, sizeof cloexec_dir, "%s", dir);
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  cloexec_checks = cloexec_sweeps = cloexec_bad = 0;
+  ccache__disk_fault = check_cloexec;
+  ccache_tier *tier = disk_tier(dir, 10 * e, 60000);
+  ccache *c = cache_over(&t, &tc, PAYLOAD, tier, TAG);
+  assert_non_null(c);
+  for (int i = 0; i < 20; i++) {
+    assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
+    assert_true(ccache__disk_settle(tier, 30000));
+  }
+  t_close(c);
+  ccache__disk_fault = NULL;
+  print_message("%d descriptors checked at %d sweeps and the cleaners' folders\n",
+                (int)cloexec_checks, (int)cloexec_sweeps);
+  assert_true(cloexec_sweeps >= 1);
+  assert_true(cloexec_checks >= 10);
+  assert_int_equal(cloexec_bad, 0);
   t_rmrf(dir);
   free(dir);
 }
@@ -629,6 +690,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(miss_never_waits_for_another_keys_compile, reap_kids),
       cmocka_unit_test_teardown(clean_runs_on_the_cleaner_thread, reap_kids),
       cmocka_unit_test_teardown(missing_size_file_recounted_off_the_open_path, reap_kids),
+      cmocka_unit_test_teardown(cache_descriptors_are_close_on_exec, reap_kids),
       cmocka_unit_test_teardown(exact_total_after_concurrent_writes_and_cleans, reap_kids),
   };
   const struct CMUnitTest realtime[] = {

@@ -354,8 +354,8 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * touch_interval_ms), down to 90 % of the cap.  So the directory stays
  * under the cap plus what is written while a clean runs.  The cap covers
  * every runtime tag under <dir>/v<format>/.  A missing or damaged size file
- * is rebuilt by counting (by the cleaner, never while holding the lock);
- * a write during that count may be missed by it.  A process killed between
+ * is rebuilt by counting (by the cleaner, never while holding the lock); a
+ * write that lands during that count may be counted twice or not at all.  A process killed between
  * a rename and its size update, a delta still pending when a process exits,
  * and files changed behind the library's back leave the total off by their
  * sizes: delete <dir>/v<format>/size to have it recounted.  A cleaner that

@@ -139,8 +139,10 @@ void ccache__detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ---------------------------------------------------------- tier_disk.c */
 #ifdef CCACHE_TESTING
 /* Fault injection for the directory tier's tests: called at each named
- * point ("open_tmp", "write", "rename", "read", "mkdir", "size_read",
- * "scan"); a non-zero
+ * point ("open_tmp", "write", "rename", "read", "mkdir", "size_read";
+ * "scan", "scan_folder", "sweep" and "dup" are notices, their result
+ * unused); a
+ * non-zero
  * return is taken as that call's errno.  NULL: no faults. */
 extern int (*ccache__disk_fault)(const char *point);
 /* The tests' clock for the folder re-sweep interval (seconds; NULL: the

@@ -113,7 +113,7 @@ int ccache__disk_cleaner_init(disk *d);
  * recount: the size file needs rebuilding); starts it on first use.
  * Never waits for the pass. */
 void ccache__disk_cleaner_kick(disk *d, bool clean, bool recount);
-/* Stop the pass in progress and join the thread (at close). */
+/* Let an asked clean finish, stop a recount, join the thread (at close). */
 void ccache__disk_cleaner_stop(disk *d);
 void ccache__disk_cleaner_destroy(disk *d);
 

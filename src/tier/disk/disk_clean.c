@@ -12,6 +12,10 @@
  * tier object), the file moved is measured, and it is unlinked only if it
  * is the one listed; a newer entry published under that name since the
  * listing goes back.  What went is subtracted from the total.
+ *
+ * ccache_close() lets a clean that was asked for run to its end (it removes
+ * only what the cap requires, so a short-lived process leaves the directory
+ * under its cap) and stops a recount at its next folder.
  */
 #define _GNU_SOURCE 1 /* renameat2, pthread_setname_np, F_OFD_SETLK */
 
@@ -95,6 +99,7 @@ static void scan_folder(disk *d, scan_list *l, int tfd, const char *tag, const c
   int sfd;
   DIR *sdir = open_sub(tfd, sub, &sfd);
   if (!sdir) return;
+  (void)FAULT("scan_folder");
   struct dirent *ee;
   while ((ee = readdir(sdir)) != NULL) {
     struct stat st;
@@ -124,7 +129,7 @@ static void scan_entries(disk *d, scan_list *l) {
     if (!tdir) continue;
     struct dirent *se;
     while ((se = readdir(tdir)) != NULL) {
-      if (atomic_load(&d->c_cancel)) {
+      if (l->count_only && atomic_load(&d->c_cancel)) {
         l->cancelled = true;
         break;
       }
@@ -186,7 +191,6 @@ static void clean_pass(disk *d) {
   uint64_t left = l.total, removed = 0;
   int ffd = openat(d->dirfd, d->fmt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   for (size_t i = 0; ffd >= 0 && i < l.n && left > target; i++) {
-    if (atomic_load(&d->c_cancel)) break;
     removed += remove_listed(d, ffd, &l.v[i]);
     left -= l.v[i].size; /* gone either way (someone else may have removed it) */
   }
@@ -202,7 +206,7 @@ static void *cleaner_main(void *p) {
   ccache__lock(&d->c_mu);
   for (;;) {
     while (!d->c_stop && !d->c_clean && !d->c_recount) ccache__cond_wait(&d->c_cv, &d->c_mu);
-    if (d->c_stop) break;
+    if (!d->c_clean && !d->c_recount) break; /* stopped, nothing asked */
     bool recount = d->c_recount;
     d->c_clean = d->c_recount = 0;
     d->c_busy = 1;

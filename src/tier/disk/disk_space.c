@@ -149,8 +149,12 @@ bool ccache__disk_stale_tmp(int dfd, const char *name, time_t now) {
   return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/* F_DUPFD_CLOEXEC, not dup(): the copy is close-on-exec from its first
+ * instant (glibc's fdopendir sets the flag too, but only once it runs, and
+ * a thread that fork()s and exec()s a compiler in between hands it over). */
 DIR *ccache__disk_opendir_dup(int fd) {
   int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  (void)FAULT("dup");
   DIR *dir = fd2 >= 0 ? fdopendir(fd2) : NULL;
   if (!dir && fd2 >= 0) close(fd2);
   if (dir) rewinddir(dir); /* the copy shares fd's offset */
@@ -161,6 +165,7 @@ DIR *ccache__disk_opendir_dup(int fd) {
 void ccache__disk_sweep_tmp(int subfd) {
   DIR *dir = ccache__disk_opendir_dup(subfd);
   if (!dir) return;
+  (void)FAULT("sweep");
   time_t now = time(NULL);
   struct dirent *de;
   while ((de = readdir(dir)) != NULL)
