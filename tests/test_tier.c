@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/detail.h"
 #include "tier/tier.h"
 #include "tier_support.h"
 

@@ -165,11 +165,11 @@ typedef struct ccache_tier_ops {
   const char *name; /**< "disk", "redis", ...: a static string, or NULL ("custom") */
   /**
    * Called once per cache, at ccache_open() (only if the cache has a codec):
-   * the namespace every key of this cache lives in, "v<format>/<hash>" with
+   * the namespace every key of this cache lives in, `v<format>/<hash>` with
    * the hash the XXH3-64 of the runtime tag as 16 lowercase hex digits (e.g.
    * "v1/3f2a9c0d11e2b4a7").  Two runtime tags never share a namespace.  The
-   * disk tier maps it to <dir>/v1/<hash>/, the Redis tier to
-   * <prefix>:v1:<hash>:.
+   * disk tier maps it to `<dir>/v1/<hash>/`, the Redis tier to
+   * `<prefix>:v1:<hash>:`.
    * May be NULL.
    * @param state the backend's state.
    * @param ns the namespace, NUL-terminated; valid only during the call.
@@ -296,13 +296,13 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * Options of the directory tier.  Initialise with ccache_disk_options_init().
  *
  * **Layout.**  One file per program at
- * <dir>/v<format>/<runtime-tag hash>/<2 hex>/<32 hex key> (the 2 hex digits
+ * `<dir>/v<format>/<runtime-tag hash>/<2 hex>/<32 hex key>` (the 2 hex digits
  * are the key's first two; the key is key.hi then key.lo, 16 lowercase hex
  * digits each), so two runtime versions never overwrite each other.  Also in
- * <dir>/v<format>/: "lock" (two bytes of it guard the size file and elect
+ * `<dir>/v<format>/`: "lock" (two bytes of it guard the size file and elect
  * the one cleaner) and "size" (the running total of entry bytes), and in
- * each <2 hex> folder a "lock" file (the compile locks of its keys).
- * Writers create ".tmp.<pid>.<word>.<n>" in the entry's folder (word: 16 hex
+ * each `<2 hex>` folder a "lock" file (the compile locks of its keys).
+ * Writers create `.tmp.<pid>.<word>.<n>` in the entry's folder (word: 16 hex
  * digits drawn at random per tier object, so a new process never draws a
  * dead one's name; a name that is taken anyway is skipped, never an error)
  * and publish it with one rename.  A stale temporary file (its writer dead
@@ -353,12 +353,12 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * file's modification time, refreshed by a hit at most once per
  * touch_interval_ms), down to 90 % of the cap.  So the directory stays
  * under the cap plus what is written while a clean runs.  The cap covers
- * every runtime tag under <dir>/v<format>/.  A missing or damaged size file
+ * every runtime tag under `<dir>/v<format>/`.  A missing or damaged size file
  * is rebuilt by counting (by the cleaner, never while holding the lock); a
  * write that lands during that count may be counted twice or not at all.  A process killed between
  * a rename and its size update, a delta still pending when a process exits,
  * and files changed behind the library's back leave the total off by their
- * sizes: delete <dir>/v<format>/size to have it recounted.  A cleaner that
+ * sizes: delete `<dir>/v<format>/size` to have it recounted.  A cleaner that
  * is stopped keeps the others from cleaning until it runs again.
  *
  * Needs a local filesystem with open-file-description locks (Linux >= 3.15;
@@ -434,10 +434,10 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    framed; nothing else of the process is sent.
  *  - the compile lease, under `<k>:lease`: `SET <k>:lease <token> NX PX
  *    lease_ms` takes it (the token is 16 bytes from getrandom(), as 32 hex
- *    digits); `EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return
- *    redis.call('pexpire', KEYS[1], ARGV[2]) end return 0" 1 <k>:lease
- *    <token> lease_ms` renews it; the same script with `del` instead of
- *    `pexpire` (and no ARGV[2]) releases it.  Both scripts act only while the
+ *    digits); `EVAL <script> 1 <k>:lease <token> lease_ms` renews it, the
+ *    script being `if redis.call('get', KEYS[1]) == ARGV[1] then return
+ *    redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`; the same script
+ *    with `del` instead of `pexpire` (and no ARGV[2]) releases it.  Both scripts act only while the
  *    lease still holds this holder's token, so a process whose lease lapsed
  *    can neither extend nor delete the lease another process took since.
  *  - `AUTH [user] password` on each new connection when a password is set.

@@ -6,7 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "tier/tier.h"
+#include "ccache.h"
+#include "base/detail.h"
 
 #define CCACHE__DETAIL_MAX 512
 

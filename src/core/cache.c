@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 #include "tier/tier.h"
 
 bool ccache__config_valid(const ccache_config *cfg) {
@@ -99,7 +100,7 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
     rc = ccache__sweeper_kick(c, cfg->ttl_ms);
     /* Tiers last: past this nothing fails, so the caller's tiers are either
      * all the cache's or all still the caller's. */
-    if (rc == CCACHE_OK) rc = ccache__tiers_open(c, cfg);
+    if (rc == CCACHE_OK) rc = ccache__tiers_open(&c->tiers, &c->mem, c, cfg);
     if (rc != CCACHE_OK) {
       ccache__sweeper_stop(c);
       destroy_sync(c);
@@ -150,7 +151,7 @@ int ccache_close(ccache *c) {
   ccache__wsec_end(c, &w);
   ccache__assert(c->programs == NULL && c->items == 0);
   ccache__readers_destroy(c);
-  ccache__tiers_close(c);
+  ccache__tiers_close(&c->tiers);
   destroy_sync(c);
   CCACHE__MISUSE(ccache__misuse_cache_closed(c));
   ccache__mem mem = c->mem;

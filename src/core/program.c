@@ -146,15 +146,36 @@ static int join_flight(ccache *c, ccache__flight *f, ccache_program **out) {
   return rc;
 }
 
+/* The user's compile callback, as the tier stack runs it: under a callback
+ * frame keyed by the cache, so ccache_close() from inside it is refused. */
+typedef struct user_compile {
+  ccache *c;
+  ccache_key pkey;
+  ccache_program_compile_fn compile;
+  void *ud;
+} user_compile;
+
+static int call_compile(void *arg, void **native, uint64_t *cost) {
+  user_compile *u = arg;
+  ccache__frame fr;
+  ccache__frame_push(&fr, u->c);
+  int crc = u->compile(u->ud, u->c, u->pkey, native, cost);
+  ccache__frame_pop(&fr);
+  return crc;
+}
+
 /* The owner: with no lock held, a native program from the tiers (tier.c),
  * which run the compile only when none of them has it; intern it, hand one
  * handle to each waiter, wake them. */
 static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn compile, void *ud,
                        ccache_program **out) {
   void *native = NULL;
-  uint64_t cost = 0;
+  uint64_t cost = 0, took_ns = 0;
   bool compiled = false;
-  int crc = ccache__tier_obtain(c, f->key, compile, ud, &native, &cost, &compiled);
+  user_compile u = {c, f->key, compile, ud};
+  int crc =
+      ccache__tier_obtain(c->tiers, f->key, call_compile, &u, &native, &cost, &compiled, &took_ns);
+  if (compiled) atomic_fetch_add_explicit(&c->compile_ns, took_ns, memory_order_relaxed);
   ccache_program *p = NULL;
   int rc = crc != 0 ? CCACHE_ECOMPILE
                     : intern(c, f->key, native, cost, &p, false, "ccache_program_get_or_compile");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 #include "tier/tier.h"
 
 void ccache_stats_get(ccache *c, ccache_stats *out) {
@@ -41,7 +42,7 @@ void ccache_stats_get(ccache *c, ccache_stats *out) {
     s.program_compiles = c->program_compiles;
     ccache__unlock(&c->pmu);
     ccache__unlock(&c->wlock);
-    ccache__tier_stats(c, &s);
+    ccache__tier_stats(c->tiers, &s);
     s.closures_destroyed = atomic_load(&c->closures_destroyed);
     s.programs_destroyed = atomic_load(&c->programs_destroyed);
     s.sweeper_wakeups = atomic_load(&c->sweeper_wakeups);

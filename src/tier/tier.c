@@ -19,14 +19,14 @@
  * this step: nothing here can fail the fetch except the compile itself.
  *
  * Leased locks are kept alive by tier_renew.c; the tier objects, their
- * checks, open and close are tier_open.c's.
+ * checks, open and close are tier_open.c's.  Nothing here knows the cache:
+ * the compile is the core's callback, and its time goes back to the core.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "core/internal.h"
 #include "tier/tier.h"
 
 /* What a tier lookup found. */
@@ -39,13 +39,13 @@ static void count_bytes(_Atomic uint64_t *counter, size_t n) {
 }
 
 /* Write a verified entry to tiers [0, upto): the tiers above a hit. */
-static void fill(ccache *c, ccache_key key, const void *blob, size_t len, uint32_t upto) {
-  struct ccache__tiers *ts = c->tiers;
+static void fill(struct ccache__tiers *ts, ccache_key key, const void *blob, size_t len,
+                 uint32_t upto) {
   for (uint32_t j = 0; j < upto; j++) {
     if (!ts->usable[j]) continue;
     ccache_tier *t = ts->t[j];
     int rc;
-    CCACHE__IN_FRAME(c, rc = t->ops.put(t->state, key, blob, len));
+    CCACHE__IN_FRAME(ts, rc = t->ops.put(t->state, key, blob, len));
     if (rc == CCACHE_OK) {
       atomic_fetch_add(&ts->writes, 1);
       count_bytes(&ts->bytes_written, len);
@@ -58,13 +58,13 @@ static void fill(ccache *c, ccache_key key, const void *blob, size_t len, uint32
 /* Ask tier i for key: T_HIT with a decoded native program (and the tiers
  * above filled), or T_MISS (absent, failed, corrupt, foreign or undecodable;
  * each counted where it applies). */
-static int load(ccache *c, uint32_t i, ccache_key key, void **native, uint64_t *cost) {
-  struct ccache__tiers *ts = c->tiers;
+static int load(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **native,
+                uint64_t *cost) {
   ccache_tier *t = ts->t[i];
   void *blob = NULL;
   size_t len = 0;
   int rc;
-  CCACHE__IN_FRAME(c, rc = t->ops.get(t->state, key, &blob, &len));
+  CCACHE__IN_FRAME(ts, rc = t->ops.get(t->state, key, &blob, &len));
   if (rc == CCACHE_MISS) return T_MISS;
   if (rc != CCACHE_OK) {
     ccache__tier_error(ts);
@@ -78,7 +78,7 @@ static int load(ccache *c, uint32_t i, ccache_key key, void **native, uint64_t *
     case CCACHE__ENTRY_CORRUPT:
       atomic_fetch_add(&ts->corrupt, 1);
       if (t->ops.remove) {
-        CCACHE__IN_FRAME(c, rc = t->ops.remove(t->state, key));
+        CCACHE__IN_FRAME(ts, rc = t->ops.remove(t->state, key));
         if (rc < 0) ccache__tier_error(ts);
       }
       break;
@@ -87,19 +87,19 @@ static int load(ccache *c, uint32_t i, ccache_key key, void **native, uint64_t *
     case CCACHE__ENTRY_OK: {
       void *nat = NULL;
       uint64_t cst = 0;
-      CCACHE__IN_FRAME(c, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
+      CCACHE__IN_FRAME(ts, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
       if (rc != 0) {
         ccache__tier_error(ts);
         break;
       }
       *native = nat;
       *cost = cst;
-      fill(c, key, blob, len, i);
+      fill(ts, key, blob, len, i);
       found = T_HIT;
       break;
     }
   }
-  CCACHE__IN_FRAME(c, t->ops.free_blob(t->state, blob, len));
+  CCACHE__IN_FRAME(ts, t->ops.free_blob(t->state, blob, len));
   return found;
 }
 
@@ -131,19 +131,18 @@ enum { L_DONE, L_HIT, L_TIMEOUT };
 
 /* Take tier i's lock (or give up on it), polling its entry while another
  * process holds the lock.  *waited_ns grows by the time spent waiting. */
-static int lock_one(ccache *c, uint32_t i, ccache_key key, held_locks *h, void **native,
-                    uint64_t *cost, uint64_t *waited_ns) {
-  struct ccache__tiers *ts = c->tiers;
+static int lock_one(struct ccache__tiers *ts, uint32_t i, ccache_key key, held_locks *h,
+                    void **native, uint64_t *cost, uint64_t *waited_ns) {
   ccache_tier *t = ts->t[i];
   uint64_t start = 0, delay = t->ops.poll_ms;
   for (;;) {
     void *lk = NULL;
     int rc;
-    CCACHE__IN_FRAME(c, rc = t->ops.lock(t->state, key, &lk));
+    CCACHE__IN_FRAME(ts, rc = t->ops.lock(t->state, key, &lk));
     if (rc == CCACHE_OK) {
       h->held[i] = true;
       h->lock[i] = lk;
-      if (t->ops.lease_ms) ccache__tier_lease_add(c, &h->lease[i], t, lk);
+      if (t->ops.lease_ms) ccache__tier_lease_add(ts, &h->lease[i], t, lk);
       break;
     }
     if (rc != CCACHE_EBUSY) { /* a broken lock: go on without it */
@@ -161,7 +160,7 @@ static int lock_one(ccache *c, uint32_t i, ccache_key key, held_locks *h, void *
     sleep_ms(delay < left ? delay : left);
     delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
     /* The holder may have published while we slept. */
-    if (load(c, i, key, native, cost) == T_HIT) {
+    if (load(ts, i, key, native, cost) == T_HIT) {
       *waited_ns += ccache__mono_ns() - start;
       return L_HIT;
     }
@@ -169,19 +168,19 @@ static int lock_one(ccache *c, uint32_t i, ccache_key key, held_locks *h, void *
   if (start) *waited_ns += ccache__mono_ns() - start;
   /* Got the lock (or gave up on a broken one): the holder before us may
    * have published just before letting go. */
-  return load(c, i, key, native, cost) == T_HIT ? L_HIT : L_DONE;
+  return load(ts, i, key, native, cost) == T_HIT ? L_HIT : L_DONE;
 }
 
 /* Take the locks in tier order.  T_HIT if an entry turned up meanwhile. */
-static int lock_all(ccache *c, ccache_key key, held_locks *h, void **native, uint64_t *cost) {
-  struct ccache__tiers *ts = c->tiers;
+static int lock_all(struct ccache__tiers *ts, ccache_key key, held_locks *h, void **native,
+                    uint64_t *cost) {
   uint64_t waited_ns = 0;
   bool waited = false;
   int found = T_MISS;
   for (uint32_t i = 0; i < ts->n; i++) {
     if (!ts->usable[i] || !ts->t[i]->ops.lock) continue;
     uint64_t before = waited_ns;
-    int r = lock_one(c, i, key, h, native, cost, &waited_ns);
+    int r = lock_one(ts, i, key, h, native, cost, &waited_ns);
     waited = waited || waited_ns != before || r == L_TIMEOUT;
     if (r == L_HIT) {
       found = T_HIT;
@@ -193,27 +192,23 @@ static int lock_all(ccache *c, ccache_key key, held_locks *h, void **native, uin
   return found;
 }
 
-static void unlock_all(ccache *c, held_locks *h) {
-  struct ccache__tiers *ts = c->tiers;
+static void unlock_all(struct ccache__tiers *ts, held_locks *h) {
   for (uint32_t i = ts->n; i-- > 0;) {
     if (!h->held[i]) continue;
     ccache_tier *t = ts->t[i];
-    if (t->ops.lease_ms) ccache__tier_lease_remove(c, &h->lease[i]);
-    CCACHE__IN_FRAME(c, t->ops.unlock(t->state, h->lock[i]));
+    if (t->ops.lease_ms) ccache__tier_lease_remove(ts, &h->lease[i]);
+    CCACHE__IN_FRAME(ts, t->ops.unlock(t->state, h->lock[i]));
   }
 }
 
 /* ------------------------------------------------------ compile and store */
 
-static int run_compile(ccache *c, ccache_key key, ccache_program_compile_fn compile, void *ud,
-                       void **native, uint64_t *cost, uint64_t *took_ns) {
-  ccache__frame fr;
+/* The core's compile (its callback frame is the core's to push), timed. */
+static int run_compile(ccache__tier_compile_fn compile, void *arg, void **native, uint64_t *cost,
+                       uint64_t *took_ns) {
   uint64_t t0 = ccache__mono_ns();
-  ccache__frame_push(&fr, c);
-  int crc = compile(ud, c, key, native, cost);
-  ccache__frame_pop(&fr);
+  int crc = compile(arg, native, cost);
   *took_ns = ccache__mono_ns() - t0;
-  atomic_fetch_add_explicit(&c->compile_ns, *took_ns, memory_order_relaxed);
   return crc;
 }
 
@@ -224,12 +219,11 @@ static uint64_t realtime_ms(void) {
 }
 
 /* Encode the program just compiled and write it to every usable tier. */
-static void store(ccache *c, ccache_key key, void *native) {
-  struct ccache__tiers *ts = c->tiers;
+static void store(struct ccache__tiers *ts, ccache_key key, void *native) {
   void *bytes = NULL;
   size_t len = 0;
   int rc;
-  CCACHE__IN_FRAME(c, rc = ts->codec.encode(ts->codec.ctx, key, native, &bytes, &len));
+  CCACHE__IN_FRAME(ts, rc = ts->codec.encode(ts->codec.ctx, key, native, &bytes, &len));
   if (rc == CCACHE_CODEC_SKIP) return;
   if (rc != 0) {
     ccache__tier_error(ts);
@@ -239,16 +233,16 @@ static void store(ccache *c, ccache_key key, void *native) {
   size_t blen = 0;
   if ((uint64_t)len <= CCACHE__TIER_MAX_PAYLOAD && (bytes || len == 0)) {
     blen = ccache__tier_entry_len(len);
-    blob = ccache__malloc(&c->mem, blen);
+    blob = ccache__malloc(&ts->mem, blen);
   }
   if (blob) ccache__tier_frame(blob, key, ts->tag_hash, realtime_ms(), bytes, len);
-  CCACHE__IN_FRAME(c, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
+  CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
   if (!blob) { /* too large, NULL bytes, or no memory: not stored */
     ccache__tier_error(ts);
     return;
   }
-  fill(c, key, blob, blen, ts->n);
-  ccache__free(&c->mem, blob);
+  fill(ts, key, blob, blen, ts->n);
+  ccache__free(&ts->mem, blob);
 }
 
 static bool any_usable(const struct ccache__tiers *ts) {
@@ -257,33 +251,33 @@ static bool any_usable(const struct ccache__tiers *ts) {
   return false;
 }
 
-int ccache__tier_obtain(ccache *c, ccache_key key, ccache_program_compile_fn compile, void *ud,
-                        void **native, uint64_t *cost, bool *compiled) {
-  struct ccache__tiers *ts = c->tiers;
-  uint64_t took_ns = 0;
+int ccache__tier_obtain(struct ccache__tiers *ts, ccache_key key, ccache__tier_compile_fn compile,
+                        void *arg, void **native, uint64_t *cost, bool *compiled,
+                        uint64_t *compile_ns) {
   *compiled = false;
+  *compile_ns = 0;
   if (!ts || !ts->has_codec || !any_usable(ts)) {
     *compiled = true;
-    return run_compile(c, key, compile, ud, native, cost, &took_ns);
+    return run_compile(compile, arg, native, cost, compile_ns);
   }
   for (uint32_t i = 0; i < ts->n; i++) {
-    if (ts->usable[i] && load(c, i, key, native, cost) == T_HIT) {
+    if (ts->usable[i] && load(ts, i, key, native, cost) == T_HIT) {
       atomic_fetch_add(&ts->hits, 1);
       return 0;
     }
   }
   held_locks h;
   memset(&h, 0, sizeof h);
-  int found = lock_all(c, key, &h, native, cost);
+  int found = lock_all(ts, key, &h, native, cost);
   if (found == T_HIT) {
-    unlock_all(c, &h);
+    unlock_all(ts, &h);
     atomic_fetch_add(&ts->hits, 1);
     return 0;
   }
   atomic_fetch_add(&ts->misses, 1);
   *compiled = true;
-  int crc = run_compile(c, key, compile, ud, native, cost, &took_ns);
-  if (crc == 0 && took_ns / 1000u >= ts->min_compile_us) store(c, key, *native);
-  unlock_all(c, &h);
+  int crc = run_compile(compile, arg, native, cost, compile_ns);
+  if (crc == 0 && *compile_ns / 1000u >= ts->min_compile_us) store(ts, key, *native);
+  unlock_all(ts, &h);
   return crc;
 }

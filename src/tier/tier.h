@@ -1,7 +1,14 @@
 /*
  * tier.h - internal interface of the persistent tiers (tier.c: the stack;
- * tier_format.c: the entry format; tier_disk.c: the directory backend;
- * detail.c: the thread-local error detail).  Not installed.
+ * tier_open.c: the tiers at open and close; tier_renew.c: the lease-renewal
+ * thread; tier_format.c: the entry format), and what the backends
+ * (disk/, redis/) see of them.  Not installed.
+ *
+ * The tier stack sits below the core: it knows a cache only as the opaque
+ * key of its callback frames (base/callback.h) and as the owner recorded in
+ * each tier; what it needs of the cache (the allocator) is copied into its
+ * own state at open, and what the core needs back (the compile time) is
+ * returned.
  */
 #ifndef CCACHE_TIER_H
 #define CCACHE_TIER_H
@@ -14,6 +21,8 @@
 #include <pthread.h>
 
 #include "ccache.h"
+#include "base/callback.h"
+#include "base/mem.h"
 #include "base/sync.h"
 
 /* A tier: a backend's ops and state, and which cache owns it (NULL: the
@@ -55,8 +64,6 @@ ccache__entry_check ccache__tier_verify(const void *blob, size_t blob_len, ccach
                                         uint64_t tag_hash, const void **payload, size_t *len);
 
 /* ------------------------------------------- a cache's tiers (tier*.c) */
-struct ccache;
-
 /* A leased lock the renewal thread keeps alive. */
 typedef struct ccache__lease_rec {
   struct ccache__lease_rec *prev, *next;
@@ -69,6 +76,9 @@ typedef struct ccache__lease_rec {
 
 /* A cache's tiers: what open copied, the counts, the renewal thread. */
 struct ccache__tiers {
+  ccache__mem mem;   /* the owning cache's allocator (fixed at open) */
+  const void *owner; /* the owning cache: the key of every callback frame
+                        below, and each tier's owner; never followed */
   ccache_codec codec;
   int has_codec;
   uint64_t tag_hash;
@@ -91,14 +101,14 @@ static inline void ccache__tier_error(struct ccache__tiers *ts) {
   atomic_fetch_add(&ts->errors, 1);
 }
 
-/* Tier ops are user code for custom backends: they run under a callback
- * frame, so ccache_close() from inside one is refused.  Needs internal.h. */
-#define CCACHE__IN_FRAME(c, call)  \
-  do {                             \
-    ccache__frame fr_;             \
-    ccache__frame_push(&fr_, (c)); \
-    call;                          \
-    ccache__frame_pop(&fr_);       \
+/* Tier ops and codec calls are user code: they run under a callback frame
+ * keyed by the owning cache, so ccache_close() from inside one is refused. */
+#define CCACHE__IN_FRAME(ts, call)         \
+  do {                                     \
+    ccache__frame fr_;                     \
+    ccache__frame_push(&fr_, (ts)->owner); \
+    call;                                  \
+    ccache__frame_pop(&fr_);               \
   } while (0)
 
 /* ---------------------------------------------------------- tier_renew.c */
@@ -108,33 +118,40 @@ void ccache__tier_renewal_stop(struct ccache__tiers *ts);
 void ccache__tier_renewal_destroy(struct ccache__tiers *ts);
 /* Register a lease taken by this thread (r: a record the caller keeps until
  * ccache__tier_lease_remove); starts the thread on first use. */
-void ccache__tier_lease_add(struct ccache *c, ccache__lease_rec *r, ccache_tier *t, void *lock);
+void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, ccache_tier *t,
+                            void *lock);
 /* Unregister, waiting out a renew() in progress on it. */
-void ccache__tier_lease_remove(struct ccache *c, ccache__lease_rec *r);
+void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r);
 
 /* -------------------------------------------------------- tier_open.c, tier.c */
 /* EINVAL unless the config's tier fields (if its size covers them) are
  * usable; no side effects. */
 int ccache__tiers_check(const ccache_config *cfg);
-/* At open, after the cache's locks exist: copy the codec and tag, take
+/* At open, after the cache's locks exist: the tiers' state for the cache
+ * `owner` (allocating with *mem, which is copied), in *out (NULL if the
+ * config has neither tiers nor a codec): copy the codec and tag, take
  * ownership of the tiers, attach them.  OK or ENOMEM/EINVAL (then nothing
- * is owned). */
-int ccache__tiers_open(struct ccache *c, const ccache_config *cfg);
-/* At close (nothing in flight): join the renewal thread, close the tiers. */
-void ccache__tiers_close(struct ccache *c);
+ * is owned and *out is NULL). */
+int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const void *owner,
+                       const ccache_config *cfg);
+/* At close (nothing in flight): join the renewal thread, close the tiers,
+ * free the state and set *tsp to NULL.  *tsp NULL: nothing to do. */
+void ccache__tiers_close(struct ccache__tiers **tsp);
 /* The lease-renewal thread's name (at most 15 characters). */
 #define CCACHE__RENEW_THREAD_NAME "ccache-renew"
+/* The compile a program miss runs when no tier has the program: the core's
+ * (program.c), which runs the user's compile callback under its frame.
+ * Returns 0 with *native and *cost set, or the callback's non-zero result. */
+typedef int (*ccache__tier_compile_fn)(void *arg, void **native, uint64_t *cost);
 /* The single-flight owner of a program miss: a native program from the
- * tiers, or from `compile` (then *compiled is set).  Returns 0, or the
- * compile callback's non-zero result. */
-int ccache__tier_obtain(struct ccache *c, ccache_key pkey, ccache_program_compile_fn compile,
-                        void *ud, void **native, uint64_t *cost, bool *compiled);
-/* Fills the tier_* fields of a stats snapshot. */
-void ccache__tier_stats(struct ccache *c, ccache_stats *s);
-
-/* -------------------------------------------------------------- detail.c */
-/* Records the thread's error detail (printf-style, truncated to a line). */
-void ccache__detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+ * tiers (ts may be NULL: none), or from `compile` (then *compiled is set and
+ * *compile_ns is the time it ran, for the cache's compile_ns; else 0).
+ * Returns 0, or the compile's non-zero result. */
+int ccache__tier_obtain(struct ccache__tiers *ts, ccache_key pkey, ccache__tier_compile_fn compile,
+                        void *arg, void **native, uint64_t *cost, bool *compiled,
+                        uint64_t *compile_ns);
+/* Fills the tier_* fields of a stats snapshot (ts NULL: leaves them). */
+void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s);
 
 /* ---------------------------------------------------------- tier_disk.c */
 #ifdef CCACHE_TESTING

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "base/detail.h"
 #include "tier/tier.h"
 
 /* ---------------------------------------------------------- the tier objects */
@@ -65,11 +65,12 @@ int ccache__tiers_check(const ccache_config *cfg) {
   return CCACHE_EINVAL;
 }
 
-/* Claim every tier for c, or none (another open may race for the same one). */
-static bool claim(ccache *c, ccache_tier *const *tiers, uint32_t n) {
+/* Claim every tier for owner, or none (another open may race for the same
+ * one). */
+static bool claim(const void *owner, ccache_tier *const *tiers, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     const void *none = NULL;
-    if (!atomic_compare_exchange_strong(&tiers[i]->owner, &none, (const void *)c)) {
+    if (!atomic_compare_exchange_strong(&tiers[i]->owner, &none, owner)) {
       while (i-- > 0) atomic_store(&tiers[i]->owner, NULL);
       return false;
     }
@@ -77,21 +78,24 @@ static bool claim(ccache *c, ccache_tier *const *tiers, uint32_t n) {
   return true;
 }
 
-int ccache__tiers_open(ccache *c, const ccache_config *cfg) {
-  c->tiers = NULL;
+int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const void *owner,
+                       const ccache_config *cfg) {
+  *out = NULL;
   if (!CFG_HAS(cfg, n_tiers) || (cfg->n_tiers == 0 && !cfg->codec)) return CCACHE_OK;
-  struct ccache__tiers *ts = ccache__calloc(&c->mem, sizeof *ts);
+  struct ccache__tiers *ts = ccache__calloc(mem, sizeof *ts);
   if (!ts) return CCACHE_ENOMEM;
   int rc = ccache__tier_renewal_init(ts);
   if (rc != CCACHE_OK) {
-    ccache__free(&c->mem, ts);
+    ccache__free(mem, ts);
     return rc;
   }
-  if (!claim(c, cfg->tiers, cfg->n_tiers)) {
+  if (!claim(owner, cfg->tiers, cfg->n_tiers)) {
     ccache__tier_renewal_destroy(ts);
-    ccache__free(&c->mem, ts);
+    ccache__free(mem, ts);
     return CCACHE_EINVAL;
   }
+  ts->mem = *mem;
+  ts->owner = owner;
   ts->n = cfg->n_tiers;
   for (uint32_t i = 0; i < ts->n; i++) ts->t[i] = cfg->tiers[i];
   if (cfg->codec) {
@@ -100,7 +104,7 @@ int ccache__tiers_open(ccache *c, const ccache_config *cfg) {
   }
   ts->tag_hash = ccache__tier_tag_hash(cfg->runtime_tag);
   ts->min_compile_us = cfg->tier_min_compile_us;
-  c->tiers = ts;
+  *out = ts;
   /* Without a codec the tiers are only owned (and closed at close). */
   if (!ts->has_codec) return CCACHE_OK;
   char ns[CCACHE__TIER_NS_MAX];
@@ -108,29 +112,29 @@ int ccache__tiers_open(ccache *c, const ccache_config *cfg) {
   for (uint32_t i = 0; i < ts->n; i++) {
     ccache_tier *t = ts->t[i];
     rc = CCACHE_OK;
-    if (t->ops.attach) CCACHE__IN_FRAME(c, rc = t->ops.attach(t->state, ns));
+    if (t->ops.attach) CCACHE__IN_FRAME(ts, rc = t->ops.attach(t->state, ns));
     ts->usable[i] = rc >= 0;
     if (rc < 0) ccache__tier_error(ts);
   }
   return CCACHE_OK;
 }
 
-void ccache__tiers_close(ccache *c) {
-  struct ccache__tiers *ts = c->tiers;
+void ccache__tiers_close(struct ccache__tiers **tsp) {
+  struct ccache__tiers *ts = *tsp;
   if (!ts) return;
   ccache__tier_renewal_stop(ts);
   for (uint32_t i = 0; i < ts->n; i++) {
     ccache_tier *t = ts->t[i];
-    if (t->ops.close) CCACHE__IN_FRAME(c, t->ops.close(t->state));
+    if (t->ops.close) CCACHE__IN_FRAME(ts, t->ops.close(t->state));
     free(t);
   }
   ccache__tier_renewal_destroy(ts);
-  ccache__free(&c->mem, ts);
-  c->tiers = NULL;
+  ccache__mem mem = ts->mem;
+  ccache__free(&mem, ts);
+  *tsp = NULL;
 }
 
-void ccache__tier_stats(ccache *c, ccache_stats *s) {
-  struct ccache__tiers *ts = c->tiers;
+void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s) {
   if (!ts) return;
   s->tier_hits = atomic_load(&ts->hits);
   s->tier_misses = atomic_load(&ts->misses);

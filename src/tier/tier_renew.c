@@ -11,15 +11,14 @@
  * and unlock never run at the same time on one lock.  A failed renewal loses
  * the lease: counted, never retried.
  *
- * Locks: r_mu guards the lease list and the thread's state; it is a leaf
- * (never held with a cache lock or across any user callback).
+ * Locks: r_mu guards the lease list and the thread's state; a leaf, never
+ * held across an op or callback (docs/design.md's lock tree).
  */
 #define _GNU_SOURCE 1 /* pthread_setname_np */
 
 #include <string.h>
 #include <time.h>
 
-#include "core/internal.h"
 #include "tier/tier.h"
 
 /* ------------------------------------------------------- the renewal thread */
@@ -40,8 +39,7 @@ static ccache__lease_rec *next_due(struct ccache__tiers *ts) {
 }
 
 static void *renewal_main(void *arg) {
-  ccache *c = arg;
-  struct ccache__tiers *ts = c->tiers;
+  struct ccache__tiers *ts = arg;
 
   ccache__lock(&ts->r_mu);
   while (!ts->r_stop) {
@@ -61,7 +59,7 @@ static void *renewal_main(void *arg) {
     r->busy = 1;
     ccache__unlock(&ts->r_mu);
     int rc = CCACHE_OK;
-    CCACHE__IN_FRAME(c, rc = r->t->ops.renew(r->t->state, r->lock));
+    CCACHE__IN_FRAME(ts, rc = r->t->ops.renew(r->t->state, r->lock));
     if (rc != CCACHE_OK) ccache__tier_error(ts);
     ccache__lock(&ts->r_mu);
     r->busy = 0;
@@ -76,15 +74,15 @@ static void *renewal_main(void *arg) {
 /* Register a lease taken by this thread; starts the renewal thread on first
  * use.  If it cannot start, the lease is not renewed (counted) and may lapse:
  * at worst another process compiles the same program too. */
-void ccache__tier_lease_add(ccache *c, ccache__lease_rec *r, ccache_tier *t, void *lock) {
-  struct ccache__tiers *ts = c->tiers;
+void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, ccache_tier *t,
+                            void *lock) {
   memset(r, 0, sizeof *r);
   r->t = t;
   r->lock = lock;
   r->due_ns = ccache__mono_ns() + renew_period_ns(t);
   ccache__lock(&ts->r_mu);
   if (!ts->r_started && !ts->r_stop) {
-    if (pthread_create(&ts->r_thread, NULL, renewal_main, c) == 0) {
+    if (pthread_create(&ts->r_thread, NULL, renewal_main, ts) == 0) {
       ts->r_started = 1;
       /* A name that tools show (top -H, gdb, /proc/<pid>/task/<tid>/comm). */
       pthread_setname_np(ts->r_thread, CCACHE__RENEW_THREAD_NAME);
@@ -100,8 +98,7 @@ void ccache__tier_lease_add(ccache *c, ccache__lease_rec *r, ccache_tier *t, voi
 }
 
 /* Unregister, waiting out a renew() in progress on it. */
-void ccache__tier_lease_remove(ccache *c, ccache__lease_rec *r) {
-  struct ccache__tiers *ts = c->tiers;
+void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r) {
   ccache__lock(&ts->r_mu);
   while (r->busy) ccache__cond_wait(&ts->r_cv, &ts->r_mu);
   if (r->prev)

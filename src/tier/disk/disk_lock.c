@@ -33,9 +33,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <uthash.h>
 #include <xxhash.h>
 
+#include "base/mem.h" /* uthash, through the allocator hook */
 #include "base/sync.h"
 #include "tier/disk/disk.h"
 
@@ -53,12 +53,14 @@ typedef struct held {
 } held;
 
 static ccache__mutex tab_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static const ccache__mem tab_mem = {NULL, NULL, NULL}; /* malloc: the table is the process's */
 static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
 static held *tab;
 
 static void tab_prepare(void) { ccache__lock(&tab_mu); }
 static void tab_parent(void) { ccache__unlock(&tab_mu); }
 static void tab_child(void) {
+  CCACHE__UTHASH_SCOPE(&tab_mem);
   held *h, *tmp;
   HASH_ITER(hh, tab, h, tmp) {
     HASH_DEL(tab, h);
@@ -104,6 +106,7 @@ int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **hand
   }
   k.byte = XXH3_64bits(kb, sizeof kb) >> 1;
   int rc = CCACHE_OK;
+  CCACHE__UTHASH_SCOPE(&tab_mem);
   ccache__lock(&tab_mu);
   held *h = NULL;
   HASH_FIND(hh, tab, &k, sizeof k, h);
@@ -119,7 +122,14 @@ int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **hand
     h->fd = fd;
     h->refs = 1;
     HASH_ADD(hh, tab, k, sizeof k, h);
-    fd = -1; /* the table's now */
+    if (uh_oom) { /* (uthash could not grow: nothing was added) */
+      free(h);
+      h = NULL;
+      ccache__disk_byte_lock(fd, k.byte, F_UNLCK);
+      rc = CCACHE_ENOMEM;
+    } else {
+      fd = -1; /* the table's now */
+    }
   }
   ccache__unlock(&tab_mu);
   if (fd >= 0) close(fd);
@@ -129,6 +139,7 @@ int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **hand
 
 void ccache__disk_lock_drop(void *handle) {
   held *h = handle;
+  CCACHE__UTHASH_SCOPE(&tab_mem);
   ccache__lock(&tab_mu);
   if (--h->refs == 0) {
     HASH_DEL(tab, h);

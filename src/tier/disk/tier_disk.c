@@ -53,6 +53,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "base/detail.h"
 #include "base/sync.h"
 #include "tier/tier.h"
 

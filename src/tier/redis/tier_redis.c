@@ -27,6 +27,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "base/detail.h"
 #include "tier/redis/redis.h"
 
 static const char RENEW_SCRIPT[] =

@@ -5,6 +5,7 @@
  * both builds: tier_redis_options.c).  The real backend (tier_redis.c and
  * its redis_*.c) replaces this file when hiredis is found.
  */
+#include "base/detail.h"
 #include "tier/tier.h"
 
 int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out) {
