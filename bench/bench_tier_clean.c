@@ -91,8 +91,8 @@ static void misses(ccache *c, uint64_t salt, uint64_t first, int n, double *us) 
   for (int i = 0; i < n; i++) {
     ccache_program *p = NULL;
     uint64_t t0 = bench_now_ns();
-    BENCH_OK(ccache_program_get_or_compile(c, bench_key(salt, first + (uint64_t)i), compile, NULL,
-                                           &p));
+    BENCH_OK(
+        ccache_program_get_or_compile(c, bench_key(salt, first + (uint64_t)i), compile, NULL, &p));
     if (us) us[i] = (double)(bench_now_ns() - t0) / 1e3;
     ccache_program_release(c, p);
   }
@@ -170,8 +170,7 @@ int main(int argc, char **argv) {
   tail(un, n, 99.0, &un_max, &un_p99);
   tail(cap, n, 99.0, &cap_max, &cap_p99);
   char fig[96];
-  snprintf(fig, sizeof fig, "slowest of %d misses, %d-entry directory at its cap", n,
-           entries + n);
+  snprintf(fig, sizeof fig, "slowest of %d misses, %d-entry directory at its cap", n, entries + n);
   bench_stat r = {cap_max / un_max, cap_max / un_max, cap_max / un_max, 1};
   bench_row *row = bench_add(&rep, fig, cap_max, "us", un_max, "same, uncapped", r,
                              "capped / uncapped", BENCH_RATIO_LE, 2.0);

@@ -36,8 +36,7 @@ ccache_tier *disk_tier(const char *dir, uint64_t max_bytes, uint64_t touch_ms) {
 }
 
 /* A cache whose one tier is t (no cmocka: usable in children). */
-ccache *cache_over(t_ctx *ctx, t_codec *tc, size_t payload, ccache_tier *t,
-                          const char *tag) {
+ccache *cache_over(t_ctx *ctx, t_codec *tc, size_t payload, ccache_tier *t, const char *tag) {
   ccache_codec k = t_codec_make(tc, payload);
   ccache_config cfg;
   t_config(&cfg, ctx);
@@ -130,7 +129,6 @@ void set_age(const char *path, time_t seconds_ago) {
   ts[1] = ts[0];
   assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
 }
-
 
 uint64_t size_total(const char *dir) {
   char sizef[1200];

@@ -342,8 +342,7 @@ static void missing_size_file_recounted_off_the_open_path(void **state) {
 static char cloexec_dir[1024];
 static _Atomic int cloexec_checks, cloexec_sweeps, cloexec_bad;
 static int check_cloexec(const char *point) {
-  if (strcmp(point, "scan_folder") != 0 && strcmp(point, "sweep") != 0 &&
-      strcmp(point, "dup") != 0)
+  if (strcmp(point, "scan_folder") != 0 && strcmp(point, "sweep") != 0 && strcmp(point, "dup") != 0)
     return 0;
   if (strcmp(point, "sweep") == 0) atomic_fetch_add(&cloexec_sweeps, 1);
   DIR *fds = opendir("/proc/self/fd");
@@ -659,13 +658,14 @@ static void stopped_process_never_hangs_open_or_writes(void **state) {
    * ccache_open and this read times out. */
   bool reported = read_within(out[0], &v, sizeof v, 10000);
   close(out[0]);
-  if (!reported) fail_msg("no report within 10 s: ccache_open or a write hung on the stopped holder");
+  if (!reported)
+    fail_msg("no report within 10 s: ccache_open or a write hung on the stopped holder");
   print_message("open %llu ms, first write %llu ms, second %llu ms\n",
                 (unsigned long long)v.open_ms, (unsigned long long)v.first_ms,
                 (unsigned long long)v.second_ms);
-  assert_true(v.open_ms < 250);                     /* attach waits for no one */
+  assert_true(v.open_ms < 250);                        /* attach waits for no one */
   assert_true(v.first_ms >= 300 && v.first_ms < 2000); /* io_lock_ms, then on */
-  assert_true(v.second_ms < 250);                   /* after a timeout: one try */
+  assert_true(v.second_ms < 250);                      /* after a timeout: one try */
   assert_int_equal(v.timeouts, 2);
   assert_int_equal(v.writes, 2);
   assert_int_equal(v.errors, 0);

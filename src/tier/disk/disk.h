@@ -45,10 +45,10 @@ typedef struct disk {
   uint64_t word;                /* random, in this tier object's temp names */
   _Atomic uint64_t tmp_seq;
 
-  ccache__mutex mu;              /* swept_s */
-  uint64_t swept_s[FOLDERS];     /* monotonic second of this object's last sweep + 1; 0 never */
-  _Atomic int64_t pending;       /* size deltas not yet in the size file */
-  _Atomic int io_stuck;          /* the last wait for SIZE_BYTE timed out: try, don't wait */
+  ccache__mutex mu;               /* swept_s */
+  uint64_t swept_s[FOLDERS];      /* monotonic second of this object's last sweep + 1; 0 never */
+  _Atomic int64_t pending;        /* size deltas not yet in the size file */
+  _Atomic int io_stuck;           /* the last wait for SIZE_BYTE timed out: try, don't wait */
   _Atomic uint64_t lock_timeouts; /* accounting deferred (see ccache__disk_size_add) */
 
   /* The cleaner thread (disk_clean.c), started on first need. */

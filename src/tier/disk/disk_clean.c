@@ -158,7 +158,7 @@ static uint64_t remove_listed(disk *d, int ffd, const scanned *s) {
   struct stat st;
   if (fstatat(ffd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
   if (st.st_ino != s->ino && renameat2(ffd, aside, ffd, s->rel, RENAME_NOREPLACE) == 0)
-    return 0; /* published since the listing: back it goes */
+    return 0;                                 /* published since the listing: back it goes */
   if (unlinkat(ffd, aside, 0) != 0) return 0; /* (a temp file now: not counted) */
   return (uint64_t)st.st_size;
 }

@@ -259,8 +259,8 @@ int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *to
   atomic_fetch_add(&d->pending, delta);
   int fd = open_lock(d);
   if (fd < 0) return SIZE_NONE;
-  if (ccache__disk_byte_lock_wait(fd, SIZE_BYTE, F_WRLCK, atomic_load(&d->io_stuck) ? 0 : wait_ms) !=
-      0) {
+  if (ccache__disk_byte_lock_wait(fd, SIZE_BYTE, F_WRLCK,
+                                  atomic_load(&d->io_stuck) ? 0 : wait_ms) != 0) {
     int e = errno;
     close(fd);
     if (e != EAGAIN && e != EACCES) return SIZE_NONE;

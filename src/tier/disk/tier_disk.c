@@ -135,18 +135,18 @@ static void make_format_dir(disk *d) {
 static void account(disk *d, int64_t delta) {
   uint64_t total = 0;
   switch (ccache__disk_size_add(d, delta, d->o.io_lock_ms, &total)) {
-  case SIZE_WRITTEN:
-    if (d->o.max_bytes != CCACHE_UNBOUNDED && total > d->o.max_bytes)
-      ccache__disk_cleaner_kick(d, true, false);
-    break;
-  case SIZE_HELD:
-    atomic_fetch_add(&d->lock_timeouts, 1);
-    break;
-  case SIZE_DAMAGED:
-    ccache__disk_cleaner_kick(d, false, true);
-    break;
-  default:
-    break;
+    case SIZE_WRITTEN:
+      if (d->o.max_bytes != CCACHE_UNBOUNDED && total > d->o.max_bytes)
+        ccache__disk_cleaner_kick(d, true, false);
+      break;
+    case SIZE_HELD:
+      atomic_fetch_add(&d->lock_timeouts, 1);
+      break;
+    case SIZE_DAMAGED:
+      ccache__disk_cleaner_kick(d, false, true);
+      break;
+    default:
+      break;
   }
 }
 
