@@ -157,8 +157,9 @@ static uint64_t remove_listed(disk *d, int ffd, const scanned *s) {
   if (renameat(ffd, s->rel, ffd, aside) != 0) return 0; /* gone already */
   struct stat st;
   if (fstatat(ffd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
-  if (st.st_ino != s->ino && renameat2(ffd, aside, ffd, s->rel, RENAME_NOREPLACE) == 0)
-    return 0;                                 /* published since the listing: back it goes */
+  if ((st.st_ino != s->ino || !S_ISREG(st.st_mode)) &&
+      renameat2(ffd, aside, ffd, s->rel, RENAME_NOREPLACE) == 0)
+    return 0; /* published since the listing (or not an entry): back it goes */
   if (unlinkat(ffd, aside, 0) != 0) return 0; /* (a temp file now: not counted) */
   return (uint64_t)st.st_size;
 }

@@ -81,6 +81,7 @@ static void reg_child(void) {
   for (disk *d = reg_head; d; d = d->reg_next) {
     if (d->lockfd >= 0) close(d->lockfd);
     d->lockfd = -1;
+    d->c_started = 0; /* (its cleaner thread is the parent's: none to join here) */
   }
   ccache__unlock(&reg_mu);
 }
@@ -333,8 +334,11 @@ static int disk_remove(void *state, ccache_key key) {
   if (renameat(d->dirfd, path, d->dirfd, aside) != 0)
     return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
   struct stat st;
-  uint64_t size = 0;
-  if (fstatat(d->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) == 0) size = (uint64_t)st.st_size;
+  if (fstatat(d->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    renameat(d->dirfd, aside, d->dirfd, path); /* not an entry (a directory?): back it goes */
+    return CCACHE_EIO;
+  }
+  uint64_t size = (uint64_t)st.st_size;
   if (unlinkat(d->dirfd, aside, 0) != 0) return CCACHE_EIO; /* (a temp file now: swept later) */
   account(d, -(int64_t)size);
   return CCACHE_OK;
