@@ -347,7 +347,8 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * outside change the total equals the entry files' sizes, however many
  * processes write and clean at once.  When a write takes the total over
  * max_bytes, it hands the clean to the tier object's cleaner thread
- * (started then, joined by ccache_close()) and returns: no program miss
+ * (started then; ccache_close() gives a clean in progress io_lock_ms to
+ * finish, then stops it and joins the thread) and returns: no program miss
  * pays for a scan.  One cleaner per machine at a time (the others skip)
  * lists every entry and removes the least recently used first (age = the
  * file's modification time, refreshed by a hit at most once per

@@ -56,7 +56,7 @@ typedef struct disk {
   pthread_cond_t c_cv; /* CLOCK_MONOTONIC: work or stop */
   pthread_t c_thread;
   int c_started, c_stop, c_clean, c_recount, c_busy;
-  _Atomic int c_cancel; /* close: stop the pass in progress */
+  _Atomic int c_cancel; /* close, past io_lock_ms: stop the pass in progress */
 
   struct disk *reg_prev, *reg_next; /* the fork registry */
 } disk;
@@ -113,7 +113,8 @@ int ccache__disk_cleaner_init(disk *d);
  * recount: the size file needs rebuilding); starts it on first use.
  * Never waits for the pass. */
 void ccache__disk_cleaner_kick(disk *d, bool clean, bool recount);
-/* Let an asked clean finish, stop a recount, join the thread (at close). */
+/* Give the pass asked or running io_lock_ms to finish, then stop it; join
+ * the thread (at close). */
 void ccache__disk_cleaner_stop(disk *d);
 void ccache__disk_cleaner_destroy(disk *d);
 

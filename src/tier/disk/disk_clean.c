@@ -13,9 +13,10 @@
  * is the one listed; a newer entry published under that name since the
  * listing goes back.  What went is subtracted from the total.
  *
- * ccache_close() lets a clean that was asked for run to its end (it removes
- * only what the cap requires, so a short-lived process leaves the directory
- * under its cap) and stops a recount at its next folder.
+ * ccache_close() gives a pass that was asked for or is running io_lock_ms
+ * to finish (a clean removes only what the cap requires, so a short-lived
+ * process leaves a small directory under its cap), then stops it at its
+ * next folder or removal; what it removed is accounted.
  */
 #define _GNU_SOURCE 1 /* renameat2, pthread_setname_np, F_OFD_SETLK */
 
@@ -129,7 +130,7 @@ static void scan_entries(disk *d, scan_list *l) {
     if (!tdir) continue;
     struct dirent *se;
     while ((se = readdir(tdir)) != NULL) {
-      if (l->count_only && atomic_load(&d->c_cancel)) {
+      if (atomic_load(&d->c_cancel)) {
         l->cancelled = true;
         break;
       }
@@ -191,7 +192,7 @@ static void clean_pass(disk *d) {
   uint64_t cap = d->o.max_bytes, target = cap - cap / 10;
   uint64_t left = l.total, removed = 0;
   int ffd = openat(d->dirfd, d->fmt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  for (size_t i = 0; ffd >= 0 && i < l.n && left > target; i++) {
+  for (size_t i = 0; ffd >= 0 && i < l.n && left > target && !atomic_load(&d->c_cancel); i++) {
     removed += remove_listed(d, ffd, &l.v[i]);
     left -= l.v[i].size; /* gone either way (someone else may have removed it) */
   }
@@ -272,11 +273,23 @@ bool ccache__disk_settle(ccache_tier *t, uint64_t wait_ms) {
 #endif
 
 void ccache__disk_cleaner_stop(disk *d) {
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += (time_t)(d->o.io_lock_ms / 1000u);
+  until.tv_nsec += (long)(d->o.io_lock_ms % 1000u) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
   ccache__lock(&d->c_mu);
   int started = d->c_started;
   d->c_stop = 1;
-  atomic_store(&d->c_cancel, 1);
   ccache__cond_broadcast(&d->c_cv);
+  /* A pass asked or running may finish within io_lock_ms; then it stops
+   * at its next folder or removal (the next write over the cap asks again). */
+  while (started && (d->c_clean || d->c_recount || d->c_busy))
+    if (!ccache__cond_timedwait(&d->c_cv, &d->c_mu, &until)) break;
+  atomic_store(&d->c_cancel, 1);
   ccache__unlock(&d->c_mu);
   if (started) ccache__join(d->c_thread);
 }
