@@ -193,6 +193,12 @@ static void clean_pass(disk *d) {
   uint64_t left = l.total, removed = 0;
   int ffd = openat(d->dirfd, d->fmt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   for (size_t i = 0; ffd >= 0 && i < l.n && left > target && !atomic_load(&d->c_cancel); i++) {
+    /* Paced: a burst of thousands of unlinks fills the filesystem's journal,
+     * and the misses writing meanwhile would queue behind it. */
+    if (i % 32 == 31) {
+      struct timespec nap = {0, 1000000};
+      nanosleep(&nap, NULL);
+    }
     removed += remove_listed(d, ffd, &l.v[i]);
     left -= l.v[i].size; /* gone either way (someone else may have removed it) */
   }
