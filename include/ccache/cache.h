@@ -941,6 +941,11 @@ typedef struct ccache_stats {
                                     answer in time, or the lease had lapsed and another
                                     process took it): no more renewals for it; each also
                                     counts in tier_errors.  Since 0.2 (issue 20). */
+  uint64_t tier_lock_timeouts; /**< directory-tier writes and removes whose size
+                                    accounting was deferred: the size file's lock
+                                    was held past io_lock_ms (or, after such a
+                                    timeout, at the one try; see
+                                    ccache_disk_options) */
   /* ---- First use (0.2; one block: fields move together) ---- */
   uint64_t handles_out;              /**< gauge: program handles not yet released */
   uint64_t program_waits;            /**< program-level single-flight joins */

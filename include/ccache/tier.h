@@ -423,44 +423,75 @@ CCACHE_API int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part,
  * `<dir>/v<format>/<runtime-tag hash>/<2 hex>/<32 hex key>` (the 2 hex digits
  * are the key's first two; the key is key.hi then key.lo, 16 lowercase hex
  * digits each), so two runtime versions never overwrite each other.  Also in
- * `<dir>/v<format>/`: "lock" (the compile locks: byte-range locks, see below)
- * and "size" (the running total of entry bytes).  Writers create
- * ".tmp.<pid>.<n>" in the entry's directory and publish it with one
- * rename(); a stale temporary file (its writer dead and the file over 60 s
- * old, or any file over an hour old) is removed by the next writer in that
- * directory or by the cleaner.  An entry that failed verification is moved
- * aside (renamed to such a temporary name), compared with the bytes read,
- * and deleted, or linked back if it is not what was read (another process
- * published it in between); link() never replaces an entry published after
- * the move.  The residual race: for the instant between the move and the
- * link, a reader of that key finds no entry (it takes the compile lock and
- * may compile once more).
+ * `<dir>/v<format>/`: "lock" (two bytes of it guard the size file and elect
+ * the one cleaner) and "size" (the running total of entry bytes), and in
+ * each `<2 hex>` folder a "lock" file (the compile locks of its keys).
+ * Writers create `.tmp.<pid>.<word>.<n>` in the entry's folder (word: 16 hex
+ * digits drawn at random per tier object, so a new process never draws a
+ * dead one's name; a name that is taken anyway is skipped, never an error)
+ * and publish it with one rename.  A stale temporary file (its writer dead
+ * and the file over 60 s old, or any file over an hour old) is removed by
+ * the cleaner, and by each tier object's first write into its folder and
+ * its first write there an hour after its last sweep: so a leftover two
+ * hours old is gone by the next write into its folder.
+ * An entry that failed verification is moved aside (renamed to such a
+ * temporary name), compared with the bytes read, and deleted, or linked
+ * back if it is not what was read (another process published it in
+ * between); link() never replaces an entry published after the move.  The
+ * residual race: for the instant between the move and the link, a reader of
+ * that key finds no entry (it takes the compile lock and may compile once
+ * more).
  *
  * **One compile per machine.**  The compile lock of a key is an
- * open-file-description byte-range lock (F_OFD_SETLK) on byte (key.lo mod
- * 4096) of the lock file, which is opened O_CLOEXEC: the kernel drops it
- * when its holder dies, and only the holder's own unlock or death releases
- * it (unlike classic POSIX record locks, which any close() of the file in the
- * process drops).  The lock file never grows.  Two keys that share a byte
- * only make one wait for the other, since a waiter looks for the entry again
- * after each attempt.  Within one process, threads that miss on keys sharing
- * a byte (a nested compile included) do not wait for each other, and the
- * byte stays locked until the last of them unlocks.  A child fork()ed from a
- * process holding such a lock does not keep it alive (it closes its copy of
- * the lock file); a tier made before fork() is not usable in the child.
- * Bytes 4096 and 4097 of the lock file guard the size file and elect the
- * one cleaner.
+ * open-file-description byte-range lock (F_OFD_SETLK) on one byte of its
+ * folder's lock file (at offset XXH3-64 of the key, shifted right once),
+ * opened O_CLOEXEC: the kernel drops it when its holder dies, and only the
+ * holder's own unlock or death releases it (unlike classic POSIX record
+ * locks, which any close() of the file in the process drops).  The lock
+ * files never grow.  Two keys share a lock only if they share the runtime
+ * tag, the folder and those 63 bits (about 2^-71 per pair, sequential keys
+ * included): a miss does not wait for the compile of another key.
+ * Within one process a held lock is shared, not waited for: threads and
+ * caches (two tiers over one directory included) that miss on a key whose
+ * lock the process holds, a nested compile included, go on (each cache's
+ * single-flight still makes one compile per key per cache), and the byte
+ * stays locked until the last of them unlocks.  A child fork()ed from a
+ * process holding such a lock does not keep it alive (it closes its copies
+ * of the lock files); a tier made before fork() is not usable in the child.
+ *
+ * **No wait on a stopped process.**  The size file is updated under a
+ * byte-range lock that another process holds only for one small read and
+ * write, waited for at most io_lock_ms: a holder that is stopped (a
+ * debugger, ^Z, a cgroup freezer) delays a write by io_lock_ms once per
+ * tier object, after which writes only try the lock until it is free again.
+ * A write that cannot have it still publishes its entry; its size delta
+ * stays pending in the tier object and is written by the next write or
+ * remove of that object that gets the lock, by its cleaner's next pass, or
+ * at ccache_close() (one more try, io_lock_ms at most); each deferred delta
+ * counts one tier_lock_timeouts.  Attaching (ccache_open()) waits for no one
+ * and never scans the directory.
  *
  * **Size cap.**  Sizes are the entry files' lengths (directories and
- * filesystem blocks not counted).  Every write adds to the shared running
- * total; when it exceeds max_bytes, one process (the others skip) lists
- * every entry and removes the least recently used first (age = the file's
- * modification time, refreshed by a hit at most once per
- * touch_interval_ms), down to 90 % of the cap, then corrects the total.  So
- * the directory stays under the cap plus the entries written while a
- * clean-up runs (one, for a single writer).  The cap covers every runtime
- * tag under `<dir>/v<format>/`.  Files changed behind the library's back make
- * the running total drift until the next clean-up recounts.
+ * filesystem blocks not counted).  Every write and remove adds exactly what
+ * it changed to the shared running total (a rename over an existing entry
+ * is an exchange that measures the replaced file), so with no crash and no
+ * outside change the total equals the entry files' sizes, however many
+ * processes write and clean at once.  When a write takes the total over
+ * max_bytes, it hands the clean to the tier object's cleaner thread
+ * (started then; ccache_close() gives a clean in progress io_lock_ms to
+ * finish, then stops it and joins the thread) and returns: no program miss
+ * pays for a scan.  One cleaner per machine at a time (the others skip)
+ * lists every entry and removes the least recently used first (age = the
+ * file's modification time, refreshed by a hit at most once per
+ * touch_interval_ms), down to 90 % of the cap.  So the directory stays
+ * under the cap plus what is written while a clean runs.  The cap covers
+ * every runtime tag under `<dir>/v<format>/`.  A missing or damaged size file
+ * is rebuilt by counting (by the cleaner, never while holding the lock); a
+ * write that lands during that count may be counted twice or not at all.  A process killed between
+ * a rename and its size update, a delta still pending when a process exits,
+ * and files changed behind the library's back leave the total off by their
+ * sizes: delete `<dir>/v<format>/size` to have it recounted.  A cleaner that
+ * is stopped keeps the others from cleaning until it runs again.
  *
  * Needs a local filesystem with open-file-description locks (Linux >= 3.15;
  * not NFS).
@@ -479,6 +510,10 @@ typedef struct ccache_disk_options {
                                    compiling here, ms (default 60000) */
   uint64_t touch_interval_ms; /**< a hit refreshes an entry's age at most once per
                                    interval, ms (default 60000; 0: every hit) */
+  uint64_t io_lock_ms;        /**< longest wait for the size file's lock, which
+                                   another process holds only briefly unless it is
+                                   stopped, ms (default 2000; 0: one try).  Not the
+                                   compile lock (lock_wait_ms).  Since 0.2. */
 } ccache_disk_options;
 
 /**

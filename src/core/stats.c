@@ -124,6 +124,7 @@ int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part, ccache_tier_
   X(tier_lock_waits) \
   X(tier_wait_ms_max) \
   X(tier_leases_lost) \
+  X(tier_lock_timeouts) \
   X(handles_out) \
   X(program_waits) \
   X(program_compile_failures) \

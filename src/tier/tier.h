@@ -32,6 +32,9 @@ struct ccache_tier {
   ccache_tier_ops ops;
   void *state;
   _Atomic(const void *) owner;
+  /* The directory tier's deferred size updates (its state's counter), for
+   * the owner's stats; NULL for other backends. */
+  _Atomic uint64_t *lock_timeouts;
 };
 
 /* -------------------------------------------------------- tier_format.c */
@@ -202,9 +205,19 @@ void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s);
 /* ---------------------------------------------------------- tier_disk.c */
 #ifdef CCACHE_TESTING
 /* Fault injection for the directory tier's tests: called at each named
- * point ("open_tmp", "write", "rename", "read", "mkdir"); a non-zero
+ * point ("open_tmp", "write", "rename", "read", "mkdir", "size_read";
+ * "scan", "scan_folder", "sweep" and "dup" are notices, their result
+ * unused); a
+ * non-zero
  * return is taken as that call's errno.  NULL: no faults. */
 extern int (*ccache__disk_fault)(const char *point);
+/* The tests' clock for the folder re-sweep interval (seconds; NULL: the
+ * monotonic clock) and a fixed temp-name word (0: random). */
+extern uint64_t (*ccache__disk_clock_s)(void);
+extern uint64_t ccache__disk_fixed_word;
+/* Wait (at most wait_ms) until a directory tier's cleaner has no pass asked
+ * or running; false on timeout. */
+bool ccache__disk_settle(ccache_tier *t, uint64_t wait_ms);
 #endif
 
 #endif /* CCACHE_TIER_H */

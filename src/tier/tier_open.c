@@ -155,4 +155,8 @@ void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s) {
   s->tier_lock_waits = atomic_load(&ts->lock_waits);
   s->tier_wait_ms_max = atomic_load(&ts->wait_ms_max);
   s->tier_leases_lost = atomic_load(&ts->leases_lost);
+  uint64_t timeouts = 0;
+  for (uint32_t i = 0; i < ts->n; i++)
+    if (ts->t[i]->lock_timeouts) timeouts += atomic_load(ts->t[i]->lock_timeouts);
+  s->tier_lock_timeouts = timeouts;
 }

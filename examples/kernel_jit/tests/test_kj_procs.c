@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -293,6 +294,86 @@ static void cache_max_bytes_caps_directory(void **state) {
   assert_true(entries_bytes <= 60000 + entries_max);
 }
 
+/* ------------------------------------------------- descriptors of cc */
+
+/* The first "cc" on PATH (the one kernel_jit would run). */
+static void real_cc(char *out, size_t n) {
+  const char *path = getenv("PATH");
+  out[0] = '\0';
+  for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+    size_t len = strcspn(p, ":");
+    char cand[512];
+    snprintf(cand, sizeof cand, "%.*s/cc", (int)len, p);
+    if (len && access(cand, X_OK) == 0) {
+      snprintf(out, n, "%s", cand);
+      return;
+    }
+    p += len + (p[len] == ':');
+  }
+}
+
+/* kernel_jit runs `cc` (PATH lookup) for its probes and for every kernel it
+ * compiles, while it holds the kernel's compile lock, and with a small cap
+ * its cleaner thread lists the directory meanwhile.  A `cc` first on PATH
+ * writes what every one of its descriptors names (/proc/self/fd, as the
+ * shell sees it before it execs the real compiler): nothing may be under
+ * the cache directory (the lock files, the size file, the directory and
+ * its folders).  (No socket either: a Redis variant needs only --redis.) */
+static void cc_inherits_no_cache_descriptor(void **state) {
+  const fixture *fx = *state;
+  char dir[300], bin[300], log[300], wrapper[320], cc[512], cmd[1400];
+  sub(fx, "cache", dir, sizeof dir);
+  sub(fx, "bin", bin, sizeof bin);
+  sub(fx, "fds.log", log, sizeof log);
+  real_cc(cc, sizeof cc);
+  assert_true(cc[0] != '\0');
+  assert_int_equal(mkdir(bin, 0700), 0);
+  snprintf(wrapper, sizeof wrapper, "%s/cc", bin);
+  FILE *f = fopen(wrapper, "w");
+  assert_non_null(f);
+  fprintf(f,
+          "#!/bin/sh\n"
+          "for fd in /proc/$$/fd/*; do t=$(readlink \"$fd\") && echo \"$t\"; done >> \"%s\"\n"
+          "echo end >> \"%s\"\n"
+          "exec \"%s\" \"$@\"\n",
+          log, log, cc);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(chmod(wrapper, 0700), 0);
+  const char *old = getenv("PATH");
+  char *saved = strdup(old ? old : "/usr/bin:/bin");
+  snprintf(cmd, sizeof cmd, "%s:%s", bin, saved);
+  setenv("PATH", cmd, 1);
+  jit_out r;
+  run_jit(&r, "--cache-dir", dir, "--cache-max-bytes", "60000");
+  setenv("PATH", saved, 1);
+  free(saved);
+  assert_int_equal(r.compiles, K);
+  assert_int_equal(r.tier_writes, K);
+  size_t len = 0;
+  FILE *lf = fopen(log, "r");
+  assert_non_null(lf);
+  char line[1200];
+  int runs = 0, named = 0, bad = 0;
+  while (fgets(line, sizeof line, lf)) {
+    len = strcspn(line, "\n");
+    line[len] = '\0';
+    if (strcmp(line, "end") == 0) {
+      runs++;
+      continue;
+    }
+    named++;
+    if (strncmp(line, dir, strlen(dir)) == 0 || strncmp(line, "socket:", 7) == 0) {
+      fprintf(stderr, "cc inherited: %s\n", line);
+      bad++;
+    }
+  }
+  fclose(lf);
+  fprintf(stderr, "%d runs of cc, %d descriptors listed\n", runs, named);
+  assert_int_equal(runs, K + 2); /* --version, -dumpmachine, one per kernel */
+  assert_true(named >= 3 * runs);
+  assert_int_equal(bad, 0);
+}
+
 /* ------------------------------------------------------------ Redis */
 
 #ifdef KJ_REDIS_SERVER
@@ -435,6 +516,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(four_processes_compile_once, dir_setup, teardown),
       cmocka_unit_test_setup_teardown(foreign_runtime_tag_compiles_again, dir_setup, teardown),
       cmocka_unit_test_setup_teardown(cache_max_bytes_caps_directory, dir_setup, teardown),
+      cmocka_unit_test_setup_teardown(cc_inherits_no_cache_descriptor, dir_setup, teardown),
       REDIS_TESTS};
   return KJ_RUN("kernel_jit_procs", tests, argc, argv);
 }

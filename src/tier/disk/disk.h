@@ -1,27 +1,30 @@
 /*
- * disk.h - what the directory tier's two files share: the tier's state,
- * the layout constants, and disk_space.c's helpers (paths, I/O, temporary
- * files, the running size total and the cleaner) used by tier_disk.c.
- * Internal.
+ * disk.h - what the directory tier's files share: the tier's state, the
+ * layout constants, and the helpers of disk_space.c (paths, I/O, temporary
+ * files, the running size total), disk_lock.c (the compile locks) and
+ * disk_clean.c (the cleaner thread) used by tier_disk.c.  Internal.
  */
 #ifndef CCACHE_DISK_H
 #define CCACHE_DISK_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "base/sync.h"
 #include "tier/tier.h"
 
-#define SLOTS        4096u                 /* compile-lock bytes in the lock file */
-#define SIZE_BYTE    (SLOTS)               /* guards the size file */
-#define CLEAN_BYTE   (SLOTS + 1u)          /* held by the one cleaner */
+#define SIZE_BYTE    0u                    /* v<format>/lock: guards the size file */
+#define CLEAN_BYTE   1u                    /* v<format>/lock: held by the one cleaner */
 #define STALE_DEAD_S 60                    /* a dead writer's temp file older than this goes */
 #define STALE_ANY_S  3600                  /* any temp file older than this goes */
+#define RESWEEP_S    3600                  /* a process sweeps a folder again after this */
 #define SIZE_MAGIC   0x31455a4953434343ull /* "CCCSIZE1" little-endian */
-#define REL_MAX      96                    /* longest relative path we build */
+#define REL_MAX      112                   /* longest relative path we build */
+#define FOLDERS      256u                  /* <xx> subdirectories per runtime tag */
 
 #ifdef CCACHE_TESTING
 /* Fault injection for the tests (defined in tier_disk.c, declared in tier.h). */
@@ -34,24 +37,85 @@ typedef struct disk {
   ccache_disk_options o;
   char *dir;                    /* o.dir, copied: for details */
   int dirfd;                    /* the checked directory */
-  int lockfd, sizefd;           /* -1 until attached (or if unusable) */
+  int lockfd;                   /* v<format>/lock: the cleaner's description; -1 */
+  int sizefd;                   /* v<format>/size; -1 until attached (or if unusable) */
   char fmt[16];                 /* "v1" */
   char ns[CCACHE__TIER_NS_MAX]; /* "v1/<tag hash>" */
-  ccache__mutex mu;             /* slot_refs, swept, and the size section */
-  uint32_t slot_refs[SLOTS];    /* this process's holders of each slot */
-  uint8_t swept[32];            /* subdirectories already swept of stale temps */
+  struct ccache_tier *tier;     /* the tier made over this state: its counters */
+  uint64_t word;                /* random, in this tier object's temp names */
   _Atomic uint64_t tmp_seq;
-  _Atomic int cleaning;
+
+  ccache__mutex mu;               /* swept_s */
+  uint64_t swept_s[FOLDERS];      /* monotonic second of this object's last sweep + 1; 0 never */
+  _Atomic int64_t pending;        /* size deltas not yet in the size file */
+  _Atomic int io_stuck;           /* the last wait for SIZE_BYTE timed out: try, don't wait */
+  _Atomic uint64_t lock_timeouts; /* accounting deferred (see ccache__disk_size_add) */
+
+  /* The cleaner thread (disk_clean.c), started on first need. */
+  ccache__mutex c_mu;
+  pthread_cond_t c_cv; /* CLOCK_MONOTONIC: work or stop */
+  pthread_t c_thread;
+  int c_started, c_stop, c_clean, c_recount, c_busy;
+  _Atomic int c_cancel; /* close, past io_lock_ms: stop the pass in progress */
+
   struct disk *reg_prev, *reg_next; /* the fork registry */
 } disk;
 
+/* ---------------------------------------------------------- disk_space.c */
 void ccache__disk_key_paths(const disk *d, ccache_key key, char sub[REL_MAX], char path[REL_MAX]);
 uint64_t ccache__disk_realtime_ns(void);
+uint64_t ccache__disk_mono_s(void);
 int ccache__disk_read_full(int fd, void *buf, size_t n, size_t *got);
 int ccache__disk_write_full(int fd, const void *buf, size_t n);
-int ccache__disk_byte_lock(int fd, unsigned byte, short type, int cmd);
+int ccache__disk_byte_lock(int fd, uint64_t byte, short type);
+/* Take byte of fd (F_WRLCK, or F_RDLCK), trying every few ms until
+ * wait_ms has passed (0: one try).  0, or -1 with errno (EAGAIN: held). */
+int ccache__disk_byte_lock_wait(int fd, uint64_t byte, short type, uint64_t wait_ms);
+/* A fresh name "<sub>/.tmp.<pid>.<word>.<n>" for this tier object. */
+void ccache__disk_tmp_name(disk *d, const char *sub, char tmp[REL_MAX]);
+/* A temp file that no live write can own (see tier_disk.c). */
+bool ccache__disk_stale_tmp(int dfd, const char *name, time_t now);
 void ccache__disk_sweep_tmp(int subfd);
-uint64_t ccache__disk_size_update(disk *d, int64_t delta, bool rebase, uint64_t since);
-void ccache__disk_maybe_clean(disk *d, uint64_t total);
+/* A directory stream over a new close-on-exec descriptor of fd. */
+DIR *ccache__disk_opendir_dup(int fd);
+
+/* The size section.  delta joins the pending deltas, which are then
+ * written to the size file if SIZE_BYTE can be had within wait_ms (no wait
+ * after a timeout, until a try succeeds).  SIZE_WRITTEN and the new total;
+ * otherwise the deltas stay pending: SIZE_HELD (the byte was held past the
+ * wait), SIZE_DAMAGED (the size file is missing or does not read: it wants
+ * a recount), SIZE_NONE (an I/O error).  Never holds a mutex while
+ * waiting. */
+enum { SIZE_WRITTEN, SIZE_HELD, SIZE_DAMAGED, SIZE_NONE };
+int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *total);
+/* Under no lock: the size file's total, if it reads as one. */
+bool ccache__disk_size_peek(disk *d, uint64_t *total);
+/* A size file holding total at rel under dfd, made whole under a temp name
+ * and renamed into place unless one is there.  true if this made it. */
+bool ccache__disk_size_create(disk *d, int dfd, const char *rel, uint64_t total);
+/* The recount's result: the size file becomes `counted` (and this
+ * object's pending deltas, which the count includes, are dropped) if it is
+ * missing or does not read, and SIZE_BYTE can be had within wait_ms.  true
+ * if written. */
+bool ccache__disk_size_rebuild(disk *d, uint64_t counted, uint64_t wait_ms);
+
+/* ---------------------------------------------------------- disk_lock.c */
+/* The compile lock of key: byte XXH3-64(key) >> 1 of <sub>/lock, shared with
+ * every holder of the same lock file and byte in this process.  OK (and
+ * *handle), CCACHE_EBUSY (another process holds it), CCACHE_EIO,
+ * CCACHE_ENOMEM. */
+int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **handle);
+void ccache__disk_lock_drop(void *handle);
+
+/* ---------------------------------------------------------- disk_clean.c */
+int ccache__disk_cleaner_init(disk *d);
+/* Ask the cleaner thread for a pass (clean: the total is over the cap;
+ * recount: the size file needs rebuilding); starts it on first use.
+ * Never waits for the pass. */
+void ccache__disk_cleaner_kick(disk *d, bool clean, bool recount);
+/* Give the pass asked or running io_lock_ms to finish, then stop it; join
+ * the thread (at close). */
+void ccache__disk_cleaner_stop(disk *d);
+void ccache__disk_cleaner_destroy(disk *d);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * disk_space.c - the directory tier's files and space: entry paths, full
- * reads and writes, byte-range locks, stale temporary files of dead writers,
- * the running size total in v<format>/size and the one cleaner that keeps the
- * directory under its cap (see tier_disk.c for the layout).
+ * reads and writes, byte-range locks (tried, or waited for with a bound),
+ * temporary files (names, stale ones of dead writers) and the running size
+ * total in v<format>/size (see tier_disk.c for the layout).
  */
 #define _GNU_SOURCE 1 /* F_OFD_SETLK (Linux) */
 
@@ -42,12 +42,6 @@ void ccache__disk_key_paths(const disk *d, ccache_key key, char sub[REL_MAX], ch
   snprintf(path, REL_MAX, "%s/%.2s/%s", d->ns, hex, hex);
 }
 
-static bool is_hex(const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
-  return s[n] == '\0';
-}
-
 uint64_t ccache__disk_realtime_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -85,9 +79,8 @@ int ccache__disk_write_full(int fd, const void *buf, size_t n) {
   return 0;
 }
 
-/* One byte of the lock file: F_WRLCK or F_UNLCK, waiting (F_OFD_SETLKW) or
- * not (F_OFD_SETLK). */
-int ccache__disk_byte_lock(int fd, unsigned byte, short type, int cmd) {
+/* One byte of a lock file: F_WRLCK, F_RDLCK or F_UNLCK, without waiting. */
+int ccache__disk_byte_lock(int fd, uint64_t byte, short type) {
   struct flock fl;
   memset(&fl, 0, sizeof fl);
   fl.l_type = type;
@@ -95,17 +88,57 @@ int ccache__disk_byte_lock(int fd, unsigned byte, short type, int cmd) {
   fl.l_start = (off_t)byte;
   fl.l_len = 1;
   int r;
-  while ((r = fcntl(fd, cmd, &fl)) != 0 && errno == EINTR) {
+  while ((r = fcntl(fd, F_OFD_SETLK, &fl)) != 0 && errno == EINTR) {
   }
   return r;
 }
 
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ccache__disk_mono_s(void) {
+#ifdef CCACHE_TESTING
+  if (ccache__disk_clock_s) return ccache__disk_clock_s();
+#endif
+  return mono_ns() / 1000000000u;
+}
+
+/* There is no timed wait for a byte-range lock (F_OFD_SETLKW waits without
+ * bound, and only a signal could end it): try, sleep 1 ms doubling to 16 ms,
+ * until the deadline. */
+int ccache__disk_byte_lock_wait(int fd, uint64_t byte, short type, uint64_t wait_ms) {
+  uint64_t deadline = mono_ns() + wait_ms * 1000000u, nap_ms = 1;
+  for (;;) {
+    if (ccache__disk_byte_lock(fd, byte, type) == 0) return 0;
+    if (errno != EAGAIN && errno != EACCES) return -1;
+    uint64_t now = mono_ns();
+    if (now >= deadline) {
+      errno = EAGAIN;
+      return -1;
+    }
+    uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
+    uint64_t ms = nap_ms < left_ms ? nap_ms : left_ms;
+    struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
+    nanosleep(&ts, NULL);
+    if (nap_ms < 16) nap_ms *= 2;
+  }
+}
+
 /* -------------------------------------------------------------- temp files */
 
-/* ".tmp.<pid>.<n>": its writer is dead (and it is not brand new), or it is
- * too old to belong to a live write.  The age guard also covers a writer in
- * another PID namespace, whose pid means nothing here. */
-static bool stale_tmp(int dfd, const char *name, time_t now) {
+void ccache__disk_tmp_name(disk *d, const char *sub, char tmp[REL_MAX]) {
+  /* sub is "<ns>/<xx>": under CCACHE__TIER_NS_MAX + 3 bytes. */
+  snprintf(tmp, REL_MAX, "%.40s/.tmp.%ld.%016llx.%llu", sub, (long)getpid(),
+           (unsigned long long)d->word, (unsigned long long)atomic_fetch_add(&d->tmp_seq, 1));
+}
+
+/* ".tmp.<pid>.<word>.<n>": its writer is dead (and it is not brand new),
+ * or it is too old to belong to a live write.  The age guard also covers a
+ * writer in another PID namespace, whose pid means nothing here. */
+bool ccache__disk_stale_tmp(int dfd, const char *name, time_t now) {
   struct stat st;
   if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
   time_t age = now - st.st_mtime;
@@ -116,117 +149,44 @@ static bool stale_tmp(int dfd, const char *name, time_t now) {
   return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+/* F_DUPFD_CLOEXEC, not dup(): the copy is close-on-exec from its first
+ * instant (glibc's fdopendir sets the flag too, but only once it runs, and
+ * a thread that fork()s and exec()s a compiler in between hands it over). */
+DIR *ccache__disk_opendir_dup(int fd) {
+  int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  (void)FAULT("dup");
+  DIR *dir = fd2 >= 0 ? fdopendir(fd2) : NULL;
+  if (!dir && fd2 >= 0) close(fd2);
+  if (dir) rewinddir(dir); /* the copy shares fd's offset */
+  return dir;
+}
+
 /* Remove the stale temp files of one entry subdirectory. */
 void ccache__disk_sweep_tmp(int subfd) {
-  int fd = dup(subfd);
-  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-  if (!dir) {
-    if (fd >= 0) close(fd);
-    return;
-  }
+  DIR *dir = ccache__disk_opendir_dup(subfd);
+  if (!dir) return;
+  (void)FAULT("sweep");
   time_t now = time(NULL);
   struct dirent *de;
   while ((de = readdir(dir)) != NULL)
-    if (strncmp(de->d_name, ".tmp.", 5) == 0 && stale_tmp(subfd, de->d_name, now))
+    if (strncmp(de->d_name, ".tmp.", 5) == 0 && ccache__disk_stale_tmp(subfd, de->d_name, now))
       unlinkat(subfd, de->d_name, 0);
   closedir(dir);
 }
 
-/* -------------------------------------------------------- scanning, sizes */
+/* ------------------------------------------------------------------ sizes */
 
-typedef struct scanned {
-  int64_t mtime_ns;
-  uint64_t size;
-  char rel[REL_MAX]; /* relative to the format directory */
-} scanned;
-
-typedef struct scan_list {
-  bool count_only; /* sum the sizes, keep no list */
-  scanned *v;
-  size_t n, cap;
-  uint64_t total;
-  bool oom;
-} scan_list;
-
-static void scan_add(scan_list *l, const char *tag, const char *sub, const char *name,
-                     const struct stat *st) {
-  l->total += (uint64_t)st->st_size;
-  if (l->count_only) return;
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 256;
-    scanned *v = realloc(l->v, cap * sizeof *v);
-    if (!v) {
-      l->oom = true;
-      return;
-    }
-    l->v = v;
-    l->cap = cap;
+static void size_encode(unsigned char b[16], uint64_t total) {
+  for (int i = 0; i < 8; i++) {
+    b[i] = (unsigned char)(SIZE_MAGIC >> (8 * i));
+    b[8 + i] = (unsigned char)(total >> (8 * i));
   }
-  scanned *s = &l->v[l->n++];
-  s->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-  s->size = (uint64_t)st->st_size;
-  /* The scan passes only names it checked: 16, 2 and 32 hex digits. */
-  snprintf(s->rel, sizeof s->rel, "%.16s/%.2s/%.32s", tag, sub, name);
 }
 
-/* Open a subdirectory of dfd as a DIR (and its descriptor). */
-static DIR *open_sub(int dfd, const char *name, int *fd_out) {
-  int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return NULL;
-  int fd2 = dup(fd);
-  DIR *dir = fd2 >= 0 ? fdopendir(fd2) : NULL;
-  if (!dir) {
-    if (fd2 >= 0) close(fd2);
-    close(fd);
-    return NULL;
-  }
-  *fd_out = fd;
-  return dir;
-}
-
-/* Every entry under v<format>/<tag>/<xx>/, every runtime tag; stale temp
- * files are removed on the way. */
-static void scan_entries(disk *d, scan_list *l) {
-  int ffd;
-  DIR *fdir = open_sub(d->dirfd, d->fmt, &ffd);
-  if (!fdir) return;
-  time_t now = time(NULL);
-  struct dirent *te;
-  while ((te = readdir(fdir)) != NULL) {
-    if (!is_hex(te->d_name, 16)) continue;
-    int tfd;
-    DIR *tdir = open_sub(ffd, te->d_name, &tfd);
-    if (!tdir) continue;
-    struct dirent *se;
-    while ((se = readdir(tdir)) != NULL) {
-      if (!is_hex(se->d_name, 2)) continue;
-      int sfd;
-      DIR *sdir = open_sub(tfd, se->d_name, &sfd);
-      if (!sdir) continue;
-      struct dirent *ee;
-      while ((ee = readdir(sdir)) != NULL) {
-        struct stat st;
-        if (strncmp(ee->d_name, ".tmp.", 5) == 0) {
-          if (stale_tmp(sfd, ee->d_name, now)) unlinkat(sfd, ee->d_name, 0);
-        } else if (is_hex(ee->d_name, 32) &&
-                   fstatat(sfd, ee->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
-          scan_add(l, te->d_name, se->d_name, ee->d_name, &st);
-        }
-      }
-      closedir(sdir);
-      close(sfd);
-    }
-    closedir(tdir);
-    close(tfd);
-  }
-  closedir(fdir);
-  close(ffd);
-}
-
-static bool size_read(disk *d, uint64_t *total) {
+static bool size_read_fd(int fd, uint64_t *total) {
   unsigned char b[16];
   size_t got = 0;
-  if (ccache__disk_read_full(d->sizefd, b, sizeof b, &got) != 0 || got != sizeof b) return false;
+  if (fd < 0 || ccache__disk_read_full(fd, b, sizeof b, &got) != 0 || got != sizeof b) return false;
   uint64_t magic = 0, v = 0;
   for (int i = 7; i >= 0; i--) {
     magic = magic << 8 | b[i];
@@ -236,85 +196,125 @@ static bool size_read(disk *d, uint64_t *total) {
   return magic == SIZE_MAGIC;
 }
 
-static void size_write(disk *d, uint64_t total) {
+static bool size_write_fd(int fd, uint64_t total) {
   unsigned char b[16];
-  for (int i = 0; i < 8; i++) {
-    b[i] = (unsigned char)(SIZE_MAGIC >> (8 * i));
-    b[8 + i] = (unsigned char)(total >> (8 * i));
-  }
+  size_encode(b, total);
   ssize_t w;
-  while ((w = pwrite(d->sizefd, b, sizeof b, 0)) < 0 && errno == EINTR) {
+  while ((w = pwrite(fd, b, sizeof b, 0)) < 0 && errno == EINTR) {
   }
+  return w == (ssize_t)sizeof b;
 }
 
-/* Under SIZE_BYTE (and mu, which orders this process's threads, since
- * they share one lock description): the shared total plus delta, saturating
- * at 0.  With rebase, the total becomes delta plus whatever was added since
- * it read `since` (the cleaner's correction, see clean()).  A missing or
- * damaged size file is rebuilt by counting.  Returns the new total (0 if
- * it cannot be known: no size file, no lock file). */
-uint64_t ccache__disk_size_update(disk *d, int64_t delta, bool rebase, uint64_t since) {
-  if (d->sizefd < 0) return 0;
+/* The size file, (re)opened if this object has none or its file was
+ * deleted (an operator asking for a recount).  Never created here: a size
+ * file appears whole (ccache__disk_size_create), so no writer ever adds
+ * to a total that is not one.  Called with SIZE_BYTE held, so one thread
+ * of the machine at a time replaces the descriptor. */
+static int size_fd(disk *d) {
   ccache__lock(&d->mu);
-  if (d->lockfd < 0 || ccache__disk_byte_lock(d->lockfd, SIZE_BYTE, F_WRLCK, F_OFD_SETLKW) != 0) {
-    ccache__unlock(&d->mu);
-    return 0;
+  struct stat st;
+  if (d->sizefd >= 0 && fstat(d->sizefd, &st) == 0 && st.st_nlink == 0) {
+    close(d->sizefd);
+    d->sizefd = -1;
   }
-  uint64_t total = 0;
-  if (!size_read(d, &total)) {
-    scan_list l = {.count_only = true};
-    scan_entries(d, &l);
-    total = l.total;
+  if (d->sizefd < 0) {
+    char rel[REL_MAX];
+    snprintf(rel, sizeof rel, "%s/size", d->fmt);
+    d->sizefd = openat(d->dirfd, rel, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   }
-  if (rebase) total = total > since ? total - since : 0;
-  if (delta < 0)
-    total = (uint64_t)-delta > total ? 0 : total - (uint64_t)-delta;
-  else
-    total += (uint64_t)delta;
-  size_write(d, total);
-  ccache__disk_byte_lock(d->lockfd, SIZE_BYTE, F_UNLCK, F_OFD_SETLK);
+  int fd = d->sizefd, e = errno;
   ccache__unlock(&d->mu);
-  return total;
+  errno = e;
+  return fd;
 }
 
-static int by_age(const void *a, const void *b) {
-  const scanned *x = a, *y = b;
-  return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
+bool ccache__disk_size_create(disk *d, int dfd, const char *rel, uint64_t total) {
+  char tmp[REL_MAX];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%016llx.%llu", rel, (long)getpid(),
+           (unsigned long long)d->word, (unsigned long long)atomic_fetch_add(&d->tmp_seq, 1));
+  int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return false;
+  bool ok = size_write_fd(fd, total);
+  ok = close(fd) == 0 && ok;
+  ok = ok && renameat2(dfd, tmp, dfd, rel, RENAME_NOREPLACE) == 0;
+  if (!ok) unlinkat(dfd, tmp, 0);
+  return ok;
 }
 
-/* The cleaner: least recently used entries first, down to 90 % of the cap. */
-static void clean(disk *d) {
-  uint64_t before = ccache__disk_size_update(d, 0, false, 0);
-  scan_list l = {.count_only = false};
-  scan_entries(d, &l);
-  if (l.oom) { /* cannot rank them all: try again at the next write */
-    free(l.v);
-    return;
-  }
-  qsort(l.v, l.n, sizeof *l.v, by_age);
-  uint64_t cap = d->o.max_bytes, target = cap - cap / 10;
-  uint64_t left = l.total, removed = 0;
-  int ffd = openat(d->dirfd, d->fmt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  for (size_t i = 0; ffd >= 0 && i < l.n && left > target; i++) {
-    if (unlinkat(ffd, l.v[i].rel, 0) == 0) removed += l.v[i].size;
-    left -= l.v[i].size; /* gone either way (someone else may have removed it) */
-  }
-  if (ffd >= 0) close(ffd);
-  free(l.v);
-  /* Writes that landed during the scan stay counted (total - before); the
-   * rest of the total becomes what was found, less what went. */
-  uint64_t kept = l.total > removed ? l.total - removed : 0;
-  ccache__disk_size_update(d, (int64_t)kept, true, before);
+/* A description of the lock file of its own: byte-range locks on different
+ * descriptions exclude each other, between the threads of this process as
+ * between processes, so the size section needs no mutex. */
+static int open_lock(disk *d) {
+  char rel[REL_MAX];
+  snprintf(rel, sizeof rel, "%s/lock", d->fmt);
+  return openat(d->dirfd, rel, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
-void ccache__disk_maybe_clean(disk *d, uint64_t total) {
-  if (d->o.max_bytes == CCACHE_UNBOUNDED || total <= d->o.max_bytes) return;
-  int idle = 0;
-  if (!atomic_compare_exchange_strong(&d->cleaning, &idle, 1)) return; /* this process cleans */
-  /* One cleaner per machine: whoever holds CLEAN_BYTE; the others skip. */
-  if (d->lockfd >= 0 && ccache__disk_byte_lock(d->lockfd, CLEAN_BYTE, F_WRLCK, F_OFD_SETLK) == 0) {
-    clean(d);
-    ccache__disk_byte_lock(d->lockfd, CLEAN_BYTE, F_UNLCK, F_OFD_SETLK);
+static uint64_t plus(uint64_t total, int64_t delta) {
+  if (delta < 0) return (uint64_t)-delta > total ? 0 : total - (uint64_t)-delta;
+  return total + (uint64_t)delta;
+}
+
+int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *total) {
+  atomic_fetch_add(&d->pending, delta);
+  int fd = open_lock(d);
+  if (fd < 0) return SIZE_NONE;
+  if (ccache__disk_byte_lock_wait(fd, SIZE_BYTE, F_WRLCK,
+                                  atomic_load(&d->io_stuck) ? 0 : wait_ms) != 0) {
+    int e = errno;
+    close(fd);
+    if (e != EAGAIN && e != EACCES) return SIZE_NONE;
+    atomic_store(&d->io_stuck, 1);
+    return SIZE_HELD;
   }
-  atomic_store(&d->cleaning, 0);
+  atomic_store(&d->io_stuck, 0);
+  int sfd = size_fd(d);
+  uint64_t t = 0;
+  int rc;
+  if (sfd < 0) {
+    rc = errno == ENOENT ? SIZE_DAMAGED : SIZE_NONE; /* missing: kept for after the recount */
+  } else if (FAULT("size_read") == 0 && size_read_fd(sfd, &t)) {
+    int64_t p = atomic_exchange(&d->pending, 0);
+    t = plus(t, p);
+    if (size_write_fd(sfd, t)) {
+      *total = t;
+      rc = SIZE_WRITTEN;
+    } else {
+      atomic_fetch_add(&d->pending, p);
+      rc = SIZE_NONE;
+    }
+  } else {
+    rc = SIZE_DAMAGED;
+  }
+  ccache__disk_byte_lock(fd, SIZE_BYTE, F_UNLCK);
+  close(fd);
+  return rc;
+}
+
+bool ccache__disk_size_peek(disk *d, uint64_t *total) {
+  ccache__lock(&d->mu);
+  bool ok = size_read_fd(d->sizefd, total);
+  ccache__unlock(&d->mu);
+  return ok;
+}
+
+bool ccache__disk_size_rebuild(disk *d, uint64_t counted, uint64_t wait_ms) {
+  int fd = open_lock(d);
+  if (fd < 0) return false;
+  bool done = false;
+  if (ccache__disk_byte_lock_wait(fd, SIZE_BYTE, F_WRLCK, wait_ms) == 0) {
+    int sfd = size_fd(d);
+    uint64_t t;
+    char rel[REL_MAX];
+    snprintf(rel, sizeof rel, "%s/size", d->fmt);
+    if (sfd < 0) {
+      done = errno == ENOENT && ccache__disk_size_create(d, d->dirfd, rel, counted);
+    } else if (!size_read_fd(sfd, &t)) {
+      done = size_write_fd(sfd, counted);
+    }
+    if (done) atomic_store(&d->pending, 0); /* the count has this object's writes */
+    ccache__disk_byte_lock(fd, SIZE_BYTE, F_UNLCK);
+  }
+  close(fd);
+  return done;
 }

@@ -5,31 +5,39 @@
  * Layout under the checked directory <dir> (all paths below are relative to
  * the descriptor opened when the tier was made, so a directory removed or
  * swapped later is never followed):
- *   v<format>/lock                  compile locks: one byte per slot
+ *   v<format>/lock                  byte 0 guards the size file, byte 1 elects the cleaner
  *   v<format>/size                  running total of entry bytes
  *   v<format>/<tag hash>/<xx>/<key> entries (xx: the key's first 2 hex)
- *   v<format>/<tag hash>/<xx>/.tmp.<pid>.<n>  entries being written
+ *   v<format>/<tag hash>/<xx>/lock  compile locks of the folder's keys (disk_lock.c)
+ *   v<format>/<tag hash>/<xx>/.tmp.<pid>.<word>.<n>  entries being written
  *
- * Publishing is one rename() of a fully written temporary file, so readers
+ * Publishing is one rename of a fully written temporary file, so readers
  * see a whole entry or none; a torn file (crash without fsync) is caught by
- * the entry checksum in tier_format.c.
+ * the entry checksum in tier_format.c.  The rename never replaces blindly:
+ * RENAME_NOREPLACE, or RENAME_EXCHANGE when an entry is there, after which
+ * the temporary name holds exactly the file that was replaced; so every
+ * write and remove knows the bytes it added and took away, and the running
+ * total in v<format>/size stays equal to the entry files' sizes however
+ * many processes write and clean at once.
  *
- * Compile locks are open-file-description byte-range locks on the lock file
- * (opened O_CLOEXEC): the kernel drops them when the holder dies, and,
- * unlike classic POSIX record locks, closing some other descriptor of the
- * file does not.  One file with SLOTS bytes bounds the lock files at one.
- * All threads of a process share one open file description, whose locks
- * never conflict with each other, so the process keeps its own count of
- * holders per slot and takes the byte from the kernel for the first only.
+ * The size file is updated under byte 0 of v<format>/lock, taken on a
+ * description of the caller's own and waited for at most io_lock_ms (a
+ * holder may be stopped: a debugger, ^Z, a cgroup freezer).  A write that
+ * cannot have it still publishes; its delta stays pending in this tier
+ * object and goes in with the next update that gets the byte (the next
+ * write or remove of this tier object, the cleaner's, or close).  Nothing
+ * ever scans while holding the byte: when the size file is missing or
+ * damaged, the cleaner thread (disk_clean.c) counts, then takes the byte for
+ * the one write.
  *
- * The size cap works from a running total in v<format>/size, updated under
- * the byte lock SIZE_BYTE by every write and remove.  A writer that finds
- * the total over the cap tries CLEAN_BYTE without waiting: the one that gets
- * it lists every entry, removes the least recently used (by mtime) down to
- * 90 % of the cap, drops stale temporary files, and corrects the total with
- * what it counted.
+ * Temporary names carry the writer's pid (the dead-writer check) and a
+ * random word drawn per tier object, so a new process never draws a dead
+ * one's name, and a name that is taken anyway is skipped.  Each tier object
+ * sweeps a folder of stale temporary files at its first write there and
+ * again at its first write an hour (RESWEEP_S) after the last sweep, so a
+ * leftover two hours old is gone by the next write into its folder.
  */
-#define _GNU_SOURCE 1 /* F_OFD_SETLK (Linux) */
+#define _GNU_SOURCE 1 /* F_OFD_SETLK, renameat2 (Linux) */
 
 #include <dirent.h>
 #include <errno.h>
@@ -42,6 +50,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "base/detail.h"
@@ -52,13 +61,16 @@
 
 #ifdef CCACHE_TESTING
 int (*ccache__disk_fault)(const char *point);
+uint64_t (*ccache__disk_clock_s)(void);
+uint64_t ccache__disk_fixed_word;
 #endif
 
 /* ------------------------------------------------------------ fork registry */
-/* A child of fork() must not keep the parent's lock file description open:
- * if the parent died holding a compile lock, the child's copy would keep
- * the lock alive.  The child closes every lock descriptor it inherited (its
- * copies of the tiers are unusable there anyway, like the caches). */
+/* A child of fork() must not keep the parent's lock file descriptions
+ * open: if the parent died holding the cleaner's byte, the child's copy
+ * would keep it alive.  The child closes every such descriptor it inherited
+ * (its copies of the tiers are unusable there anyway, like the caches);
+ * disk_lock.c does the same for the compile locks. */
 static ccache__mutex reg_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static disk *reg_head;
@@ -69,6 +81,7 @@ static void reg_child(void) {
   for (disk *d = reg_head; d; d = d->reg_next) {
     if (d->lockfd >= 0) close(d->lockfd);
     d->lockfd = -1;
+    d->c_started = 0; /* (its cleaner thread is the parent's: none to join here) */
   }
   ccache__unlock(&reg_mu);
 }
@@ -95,6 +108,49 @@ static void reg_remove(disk *d) {
 
 /* ------------------------------------------------------------------- ops */
 
+/* A new format directory appears whole: made under a temporary name with
+ * its size file (total 0) and renamed into place unless one is there, so no
+ * process ever sees it without a size file, and none adds to a total that
+ * is not one. */
+static void make_format_dir(disk *d) {
+  struct stat st;
+  if (fstatat(d->dirfd, d->fmt, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) return;
+  char tmp[64]; /* fmt is under 16 bytes */
+  snprintf(tmp, sizeof tmp, ".%.15s.tmp.%ld.%016llx", d->fmt, (long)getpid(),
+           (unsigned long long)d->word);
+  if (mkdirat(d->dirfd, tmp, 0700) != 0) return;
+  int tfd = openat(d->dirfd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  bool ok = tfd >= 0 && ccache__disk_size_create(d, tfd, "size", 0);
+  if (tfd >= 0) close(tfd);
+  ok = ok && renameat2(d->dirfd, tmp, d->dirfd, d->fmt, RENAME_NOREPLACE) == 0;
+  if (!ok) { /* another process made it first (or no space): theirs stands */
+    char rel[80];
+    snprintf(rel, sizeof rel, "%s/size", tmp);
+    unlinkat(d->dirfd, rel, 0);
+    unlinkat(d->dirfd, tmp, AT_REMOVEDIR);
+    mkdirat(d->dirfd, d->fmt, 0700); /* (renameat2 unsupported: a plain directory) */
+  }
+}
+
+/* The delta of one write or remove: into the size file, or pending. */
+static void account(disk *d, int64_t delta) {
+  uint64_t total = 0;
+  switch (ccache__disk_size_add(d, delta, d->o.io_lock_ms, &total)) {
+    case SIZE_WRITTEN:
+      if (d->o.max_bytes != CCACHE_UNBOUNDED && total > d->o.max_bytes)
+        ccache__disk_cleaner_kick(d, true, false);
+      break;
+    case SIZE_HELD:
+      atomic_fetch_add(&d->lock_timeouts, 1);
+      break;
+    case SIZE_DAMAGED:
+      ccache__disk_cleaner_kick(d, false, true);
+      break;
+    default:
+      break;
+  }
+}
+
 static int disk_attach(void *state, const char *ns) {
   disk *d = state;
   if (!ns || strlen(ns) >= sizeof d->ns) return CCACHE_EINVAL;
@@ -106,14 +162,18 @@ static int disk_attach(void *state, const char *ns) {
   strcpy(d->ns, ns);
   /* A read-only directory can still serve hits: failures to create here
    * only show later, as failed writes and locks (tier_errors). */
-  mkdirat(d->dirfd, d->fmt, 0700);
+  make_format_dir(d);
   mkdirat(d->dirfd, d->ns, 0700);
   char rel[REL_MAX];
   snprintf(rel, sizeof rel, "%s/lock", d->fmt);
   d->lockfd = openat(d->dirfd, rel, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   snprintf(rel, sizeof rel, "%s/size", d->fmt);
-  d->sizefd = openat(d->dirfd, rel, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  ccache__disk_size_update(d, 0, false, 0); /* counts an existing directory once */
+  d->sizefd = openat(d->dirfd, rel, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  /* Attach waits for no one and counts nothing: a format directory that
+   * has no readable size file is counted by the cleaner thread. */
+  uint64_t total;
+  if ((d->sizefd >= 0 || errno == ENOENT) && !ccache__disk_size_peek(d, &total))
+    ccache__disk_cleaner_kick(d, false, true);
   return CCACHE_OK;
 }
 
@@ -162,35 +222,41 @@ static void make_subdirs(disk *d, const char *sub) {
   mkdirat(d->dirfd, sub, 0700);
 }
 
-/* Create the temp file; the first time this process writes in a
- * subdirectory, sweep it of stale temp files. */
-static int open_tmp(disk *d, ccache_key key, const char *sub, char tmp[REL_MAX]) {
-  /* sub is "<ns>/<xx>": under CCACHE__TIER_NS_MAX + 3 bytes. */
-  snprintf(tmp, REL_MAX, "%.40s/.tmp.%ld.%llu", sub, (long)getpid(),
-           (unsigned long long)atomic_fetch_add(&d->tmp_seq, 1));
+/* Sweep the key's folder of stale temp files at this object's first write
+ * there, and again once RESWEEP_S has passed since its last sweep. */
+static void maybe_sweep(disk *d, ccache_key key, const char *sub) {
+  unsigned xx = (unsigned)(key.hi >> 56);
+  uint64_t now = ccache__disk_mono_s();
+  ccache__lock(&d->mu);
+  bool due = d->swept_s[xx] == 0 || now + 1 - d->swept_s[xx] >= RESWEEP_S;
+  if (due) d->swept_s[xx] = now + 1;
+  ccache__unlock(&d->mu);
+  if (!due) return;
+  int sfd = openat(d->dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sfd >= 0) {
+    ccache__disk_sweep_tmp(sfd);
+    close(sfd);
+  }
+}
+
+/* Create a temp file under a name of this tier object; a name that is
+ * taken (whoever left it) is skipped for the next. */
+static int open_tmp(disk *d, const char *sub, char tmp[REL_MAX]) {
   int e = FAULT("open_tmp");
   if (e) {
     errno = e;
     return -1;
   }
-  int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
-  int fd = openat(d->dirfd, tmp, flags, 0600);
-  if (fd < 0 && errno == ENOENT) {
-    make_subdirs(d, sub);
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+  int fd = -1;
+  for (int tries = 0; fd < 0 && tries < 64; tries++) {
+    ccache__disk_tmp_name(d, sub, tmp);
     fd = openat(d->dirfd, tmp, flags, 0600);
-  }
-  if (fd < 0) return -1;
-  unsigned xx = (unsigned)(key.hi >> 56);
-  ccache__lock(&d->mu);
-  bool first = !(d->swept[xx / 8] & (1u << (xx % 8)));
-  d->swept[xx / 8] |= (uint8_t)(1u << (xx % 8));
-  ccache__unlock(&d->mu);
-  if (first) {
-    int sfd = openat(d->dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (sfd >= 0) {
-      ccache__disk_sweep_tmp(sfd);
-      close(sfd);
+    if (fd < 0 && errno == ENOENT) {
+      make_subdirs(d, sub);
+      fd = openat(d->dirfd, tmp, flags, 0600);
     }
+    if (fd < 0 && errno != EEXIST) return -1;
   }
   return fd;
 }
@@ -203,41 +269,78 @@ static int sync_dir(disk *d, const char *sub) {
   return r;
 }
 
+/* Rename tmp to path, and the size of the regular file it replaced into
+ * *old (0: none).  RENAME_NOREPLACE, or RENAME_EXCHANGE over an existing
+ * entry: then tmp names the replaced file, which is measured and removed.
+ * A filesystem without renameat2 gets a plain rename after a stat (the
+ * total may then drift if two processes replace one entry at once). */
+static int publish(disk *d, const char *tmp, const char *path, uint64_t *old) {
+  *old = 0;
+  for (int tries = 0; tries < 16; tries++) {
+    if (renameat2(d->dirfd, tmp, d->dirfd, path, RENAME_NOREPLACE) == 0) return 0;
+    if (errno == EINVAL || errno == ENOSYS) break;
+    if (errno != EEXIST) return -1;
+    if (renameat2(d->dirfd, tmp, d->dirfd, path, RENAME_EXCHANGE) != 0) {
+      if (errno == ENOENT) continue; /* removed in between */
+      if (errno == EINVAL || errno == ENOSYS) break;
+      return -1;
+    }
+    struct stat st;
+    if (fstatat(d->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      /* Not an entry (a directory, a link): put it back, publish nothing. */
+      renameat2(d->dirfd, tmp, d->dirfd, path, RENAME_EXCHANGE);
+      errno = EEXIST;
+      return -1;
+    }
+    *old = (uint64_t)st.st_size;
+    unlinkat(d->dirfd, tmp, 0);
+    return 0;
+  }
+  struct stat st;
+  if (fstatat(d->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+    *old = (uint64_t)st.st_size;
+  return renameat(d->dirfd, tmp, d->dirfd, path);
+}
+
 static int disk_put(void *state, ccache_key key, const void *blob, size_t len) {
   disk *d = state;
   char sub[REL_MAX], path[REL_MAX], tmp[REL_MAX];
   ccache__disk_key_paths(d, key, sub, path);
-  int fd = open_tmp(d, key, sub, tmp);
+  int fd = open_tmp(d, sub, tmp);
   if (fd < 0) return CCACHE_EIO;
+  maybe_sweep(d, key, sub);
   bool ok = ccache__disk_write_full(fd, blob, len) == 0 && (!d->o.fsync || fsync(fd) == 0);
   ok = close(fd) == 0 && ok;
-  struct stat old;
-  uint64_t old_size = 0;
-  if (ok && fstatat(d->dirfd, path, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode))
-    old_size = (uint64_t)old.st_size;
   int e = ok ? FAULT("rename") : 0;
   if (e) errno = e;
-  ok = ok && !e && renameat(d->dirfd, tmp, d->dirfd, path) == 0;
+  uint64_t old = 0;
+  ok = ok && !e && publish(d, tmp, path, &old) == 0;
   if (!ok) {
     unlinkat(d->dirfd, tmp, 0);
     return CCACHE_EIO;
   }
   /* Published.  A failed directory fsync only weakens durability. */
   if (d->o.fsync) sync_dir(d, sub);
-  ccache__disk_maybe_clean(d,
-                           ccache__disk_size_update(d, (int64_t)len - (int64_t)old_size, false, 0));
+  account(d, (int64_t)len - (int64_t)old);
   return CCACHE_OK;
 }
 
+/* Moved aside first, so what is subtracted is exactly the file removed. */
 static int disk_remove(void *state, ccache_key key) {
   disk *d = state;
-  char sub[REL_MAX], path[REL_MAX];
+  char sub[REL_MAX], path[REL_MAX], aside[REL_MAX];
   ccache__disk_key_paths(d, key, sub, path);
+  ccache__disk_tmp_name(d, sub, aside);
+  if (renameat(d->dirfd, path, d->dirfd, aside) != 0)
+    return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
   struct stat st;
-  uint64_t size = 0;
-  if (fstatat(d->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0) size = (uint64_t)st.st_size;
-  if (unlinkat(d->dirfd, path, 0) != 0) return errno == ENOENT ? CCACHE_MISS : CCACHE_EIO;
-  ccache__disk_size_update(d, -(int64_t)size, false, 0);
+  if (fstatat(d->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    renameat(d->dirfd, aside, d->dirfd, path); /* not an entry (a directory?): back it goes */
+    return CCACHE_EIO;
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  if (unlinkat(d->dirfd, aside, 0) != 0) return CCACHE_EIO; /* (a temp file now: swept later) */
+  account(d, -(int64_t)size);
   return CCACHE_OK;
 }
 
@@ -268,22 +371,24 @@ static int disk_remove_if(void *state, ccache_key key, const void *blob, size_t 
   disk *d = state;
   char sub[REL_MAX], path[REL_MAX], aside[REL_MAX];
   ccache__disk_key_paths(d, key, sub, path);
-  snprintf(aside, REL_MAX, "%.40s/.tmp.%ld.rm%llu", sub, (long)getpid(),
-           (unsigned long long)atomic_fetch_add(&d->tmp_seq, 1));
+  ccache__disk_tmp_name(d, sub, aside);
   if (renameat(d->dirfd, path, d->dirfd, aside) != 0)
-    return errno == ENOENT ? CCACHE_MISS : CCACHE_EIO;
+    return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
   /* Young again, so no concurrent sweep takes it for a stale temp file. */
   utimensat(d->dirfd, aside, NULL, AT_SYMLINK_NOFOLLOW);
   struct stat st;
-  uint64_t size = 0;
-  if (fstatat(d->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) == 0) size = (uint64_t)st.st_size;
+  if (fstatat(d->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    renameat(d->dirfd, aside, d->dirfd, path); /* not an entry (a directory?): back it goes */
+    return CCACHE_EIO;
+  }
+  uint64_t size = (uint64_t)st.st_size;
   int rc = CCACHE_OK;
   if (!file_holds(d, aside, blob, len)) {
     rc = CCACHE_MISS; /* published after our read: it stays */
     if (linkat(d->dirfd, aside, d->dirfd, path, 0) == 0) size = 0;
   }
   unlinkat(d->dirfd, aside, 0);
-  if (size) ccache__disk_size_update(d, -(int64_t)size, false, 0);
+  if (size) account(d, -(int64_t)size);
   return rc;
 }
 
@@ -296,38 +401,29 @@ static int disk_health(void *state, uint32_t part, ccache_tier_health *out) {
 
 static int disk_lock(void *state, ccache_key key, void **lock) {
   disk *d = state;
-  unsigned slot = (unsigned)(key.lo % SLOTS);
-  int rc = CCACHE_OK;
-  ccache__lock(&d->mu);
-  if (d->lockfd < 0) {
-    rc = CCACHE_EIO;
-  } else if (d->slot_refs[slot] > 0) {
-    d->slot_refs[slot]++; /* this process holds the byte already */
-  } else if (ccache__disk_byte_lock(d->lockfd, slot, F_WRLCK, F_OFD_SETLK) == 0) {
-    d->slot_refs[slot] = 1;
-  } else {
-    rc = errno == EAGAIN || errno == EACCES ? CCACHE_EBUSY : CCACHE_EIO;
-  }
-  ccache__unlock(&d->mu);
-  if (rc == CCACHE_OK) *lock = (void *)(uintptr_t)(slot + 1);
-  return rc;
+  char sub[REL_MAX], path[REL_MAX];
+  ccache__disk_key_paths(d, key, sub, path);
+  return ccache__disk_lock_take(d, sub, key, lock);
 }
 
 static void disk_unlock(void *state, void *lock) {
-  disk *d = state;
-  unsigned slot = (unsigned)((uintptr_t)lock - 1);
-  ccache__lock(&d->mu);
-  if (d->slot_refs[slot] > 0 && --d->slot_refs[slot] == 0 && d->lockfd >= 0)
-    ccache__disk_byte_lock(d->lockfd, slot, F_UNLCK, F_OFD_SETLK);
-  ccache__unlock(&d->mu);
+  (void)state;
+  ccache__disk_lock_drop(lock);
 }
 
 static void disk_close(void *state) {
   disk *d = state;
+  ccache__disk_cleaner_stop(d);
+  /* The deltas still pending, if the byte can be had (else the total stays
+   * short of them until the directory is recounted). */
+  uint64_t total;
+  if (atomic_load(&d->pending) != 0)
+    ccache__disk_size_add(d, 0, atomic_load(&d->io_stuck) ? 0 : d->o.io_lock_ms, &total);
   reg_remove(d);
   if (d->lockfd >= 0) close(d->lockfd);
   if (d->sizefd >= 0) close(d->sizefd);
   close(d->dirfd);
+  ccache__disk_cleaner_destroy(d);
   ccache__mutex_destroy(&d->mu);
   free(d->dir);
   free(d);
@@ -344,6 +440,22 @@ void ccache_disk_options_init(ccache_disk_options *o) {
   o->lock_poll_max_ms = 100;
   o->lock_wait_ms = 60000;
   o->touch_interval_ms = 60000;
+  o->io_lock_ms = 2000;
+}
+
+/* The random word of a tier object's temp names.  Without getrandom() (a
+ * kernel older than 3.17), the clock and the object's address still differ
+ * between processes and objects. */
+static uint64_t temp_word(void) {
+#ifdef CCACHE_TESTING
+  if (ccache__disk_fixed_word) return ccache__disk_fixed_word;
+#endif
+  uint64_t w = 0;
+  if (getrandom(&w, sizeof w, GRND_NONBLOCK) == (ssize_t)sizeof w && w) return w;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 48) ^
+         (uint64_t)(uintptr_t)&w;
 }
 
 /* mkdir -p, each level 0700; errors show when the directory is opened. */
@@ -413,6 +525,14 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
     close(fd);
     return CCACHE_ENOMEM;
   }
+  if (ccache__disk_cleaner_init(d) != CCACHE_OK) {
+    ccache__mutex_destroy(&d->mu);
+    free(d);
+    free(dir);
+    close(fd);
+    return CCACHE_ENOMEM;
+  }
+  d->word = temp_word();
   memcpy(&d->o, o, sizeof d->o);
   d->o.dir = d->dir = dir;
   d->dirfd = fd;
@@ -438,12 +558,15 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
   };
   int rc = ccache_tier_custom(&ops, d, out);
   if (rc != CCACHE_OK) {
+    ccache__disk_cleaner_destroy(d);
     ccache__mutex_destroy(&d->mu);
     free(dir);
     free(d);
     close(fd);
     return rc;
   }
+  d->tier = *out;
+  d->tier->lock_timeouts = &d->lock_timeouts;
   reg_add(d);
   return CCACHE_OK;
 #endif

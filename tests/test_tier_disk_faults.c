@@ -1,0 +1,707 @@
+/*
+ * test_tier_disk_faults.c - the directory tier against the faults of issue
+ * 20: a stopped process holding the size file's lock (realtime), leftover
+ * temporary files (a name taken, one two hours old), a miss next to another
+ * key's compile, the clean and the recount off the miss path, descriptors
+ * that a compiler started at any moment would inherit, and the
+ * running total under 4 processes x 2 threads writing, removing and
+ * cleaning at once.
+ *
+ * `test_tier_disk_faults` runs the cases that never wait on real time;
+ * `test_tier_disk_faults --realtime` runs those that do (each wait bounded),
+ * registered with the label realtime (left out of the sanitizer runs).
+ * Forked children never use cmocka: they report through pipes and their
+ * exit status.  The parent forks only while it has no other thread.
+ */
+#define _GNU_SOURCE 1 /* pthread_getname_np */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "disk_support.h"
+#include "tier/tier.h"
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static ccache_tier *disk_tier_io(const char *dir, uint64_t max_bytes, uint64_t io_lock_ms) {
+  ccache_disk_options o;
+  ccache_disk_options_init(&o);
+  o.dir = dir;
+  o.max_bytes = max_bytes;
+  o.lock_poll_ms = 1;
+  o.lock_poll_max_ms = 8;
+  o.lock_wait_ms = 2000;
+  o.io_lock_ms = io_lock_ms;
+  ccache_tier *t = NULL;
+  return ccache_tier_disk(&o, &t) == CCACHE_OK ? t : NULL;
+}
+
+/* Children this file started, killed by the teardown even if a test failed
+ * half-way (a stopped or paused child would keep ctest waiting). */
+static pid_t kids[8];
+static int reap_kids(void **state) {
+  (void)state;
+  for (int i = 0; i < 8; i++)
+    if (kids[i] > 0) {
+      kill(kids[i], SIGKILL);
+      waitpid(kids[i], NULL, 0);
+      kids[i] = 0;
+    }
+  ccache__disk_fault = NULL;
+  ccache__disk_clock_s = NULL;
+  ccache__disk_fixed_word = 0;
+  return 0;
+}
+
+/* Read exactly n bytes from fd within ms; false on timeout or EOF. */
+static bool read_within(int fd, void *buf, size_t n, uint64_t ms) {
+  uint64_t until = mono_ms() + ms;
+  size_t got = 0;
+  while (got < n) {
+    uint64_t now = mono_ms();
+    if (now >= until) return false;
+    struct pollfd p = {fd, POLLIN, 0};
+    int r = poll(&p, 1, (int)(until - now));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    ssize_t k = read(fd, (char *)buf + got, n - got);
+    if (k <= 0) return false;
+    got += (size_t)k;
+  }
+  return true;
+}
+
+/* waitpid within ms: the exit status, or -1 (the child is killed). */
+static int wait_within(pid_t pid, uint64_t ms) {
+  uint64_t until = mono_ms() + ms;
+  for (;;) {
+    int st = 0;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (mono_ms() >= until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      return -1;
+    }
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* ------------------------------------------------------------ temp names */
+
+/* A file left in the key's folder by a crash under this very pid: the names
+ * the old scheme drew (.tmp.<pid>.<n>) and, with the word pinned, the names
+ * this scheme draws first.  Neither fails the write. */
+static void temp_name_taken_is_never_an_error(void **state) {
+  (void)state;
+  char *dir = t_tempdir("taken");
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  char sub[1024], p[1200];
+  subdir_path(dir, TAG, PK(1), sub, sizeof sub);
+  /* A directory in use (its size file made by a first cache). */
+  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  assert_non_null(c);
+  t_close(c);
+  mkdir(sub, 0700);
+  const uint64_t word = 0x00c0ffee00c0ffeeull;
+  for (int n = 0; n < 8; n++) {
+    snprintf(p, sizeof p, "%s/.tmp.%ld.%d", sub, (long)getpid(), n);
+    spit(p, "x", 1);
+    snprintf(p, sizeof p, "%s/.tmp.%ld.%016llx.%d", sub, (long)getpid(), (unsigned long long)word,
+             n);
+    spit(p, "x", 1);
+  }
+  ccache__disk_fixed_word = word;
+  c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  assert_non_null(c);
+  assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
+  ccache_stats s = t_stats(c);
+  assert_int_equal(s.tier_errors, 0);
+  assert_int_equal(s.tier_writes, 1);
+  t_close(c);
+  ccache__disk_fixed_word = 0;
+  char path[1024];
+  entry_path(dir, TAG, PK(1), path, sizeof path);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0); /* published: shared with the next process */
+  /* The leftovers are young and their pid is alive: not touched. */
+  assert_int_equal(count_prefix(sub, ".tmp."), 16);
+  tree_scan(dir);
+  assert_int_equal(size_total(dir), tree_bytes);
+  t_rmrf(dir);
+  free(dir);
+}
+
+static _Atomic uint64_t fake_s = 1000;
+static uint64_t fake_clock_s(void) { return atomic_load(&fake_s); }
+
+/* The process wrote into the folder already (and swept it then); a
+ * leftover two hours old is there now: the next write into the folder
+ * removes it, and leaves a young one of a live writer alone. */
+static void leftover_two_hours_old_swept_by_next_write(void **state) {
+  (void)state;
+  char *dir = t_tempdir("sweep");
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  ccache__disk_clock_s = fake_clock_s;
+  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  assert_non_null(c);
+  assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
+  char sub[1024], old[1200], young[1200];
+  subdir_path(dir, TAG, PK(1), sub, sizeof sub);
+  snprintf(old, sizeof old, "%s/.tmp.%ld.0123456789abcdef.0", sub, (long)getpid());
+  snprintf(young, sizeof young, "%s/.tmp.%ld.0123456789abcdef.1", sub, (long)getpid());
+  spit(old, "x", 1);
+  spit(young, "y", 1);
+  set_age(old, 2 * 3600);
+  /* Two hours pass (the leftover was made since the last sweep). */
+  atomic_fetch_add(&fake_s, 2 * 3600);
+  assert_int_equal(t_goc(c, PK(2), &comp, CCACHE_OK), 2); /* same folder: PK's hi byte */
+  struct stat st;
+  assert_int_equal(stat(old, &st), -1);
+  assert_int_equal(stat(young, &st), 0);
+  assert_int_equal(t_stats(c).tier_errors, 0);
+  t_close(c);
+  ccache__disk_clock_s = NULL;
+  t_rmrf(dir);
+  free(dir);
+}
+
+/* ------------------------------------------- per-key compile exclusion */
+
+/* A child compiles PK(5) and never ends; the parent misses on PK(4101),
+ * another key of the same folder (and, in the old layout, the same lock
+ * byte: key.lo mod 4096).  It takes its own lock at once: no wait. */
+static int hold_pipe = -1;
+static void hold_forever(t_compiler *comp, ccache *c, ccache_key pkey) {
+  (void)comp;
+  (void)c;
+  (void)pkey;
+  if (write(hold_pipe, "h", 1) != 1) _exit(20);
+  for (;;) pause();
+}
+
+static void miss_never_waits_for_another_keys_compile(void **state) {
+  (void)state;
+  char *dir = t_tempdir("perkey");
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    hold_pipe = fds[1];
+    t_ctx t = {0};
+    t_codec tc = {0};
+    t_compiler comp = {0};
+    comp.during = hold_forever;
+    ccache_tier *tier = disk_tier_io(dir, CCACHE_UNBOUNDED, 2000);
+    ccache *c = tier ? cache_over(&t, &tc, 100, tier, TAG) : NULL;
+    if (!c) _exit(10);
+    ccache_program *p = NULL;
+    ccache_program_get_or_compile(c, PK(5), t_compile, &comp, &p);
+    _exit(11); /* not reached */
+  }
+  kids[0] = pid;
+  close(fds[1]);
+  char b;
+  assert_true(read_within(fds[0], &b, 1, 30000)); /* the child compiles PK(5) */
+  close(fds[0]);
+  assert_true(key_locked(dir, TAG, PK(5)));
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  ccache *c = cache_over(&t, &tc, 100, disk_tier_io(dir, CCACHE_UNBOUNDED, 2000), TAG);
+  assert_non_null(c);
+  assert_int_equal(t_goc(c, PK(5 + 4096), &comp, CCACHE_OK), 5 + 4096);
+  ccache_stats s = t_stats(c);
+  assert_int_equal(s.tier_lock_waits, 0);
+  assert_int_equal(s.tier_errors, 0);
+  assert_int_equal(s.tier_writes, 1);
+  assert_int_equal(comp.calls, 1);
+  t_close(c);
+  reap_kids(NULL);
+  t_rmrf(dir);
+  free(dir);
+}
+
+/* ---------------------------------------------- the clean off the miss path */
+
+static pthread_t caller;
+static _Atomic int scans, scans_on_caller, scans_elsewhere_named;
+static int count_scans(const char *point) {
+  if (strcmp(point, "scan") != 0) return 0;
+  atomic_fetch_add(&scans, 1);
+  if (pthread_equal(pthread_self(), caller)) {
+    atomic_fetch_add(&scans_on_caller, 1);
+  } else {
+    char name[16] = "";
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    if (strcmp(name, "ccache-clean") == 0) atomic_fetch_add(&scans_elsewhere_named, 1);
+  }
+  return 0;
+}
+
+/* Writes that keep crossing a small cap: every scan runs on the tier's
+ * cleaner thread, none on the thread that missed. */
+static void clean_runs_on_the_cleaner_thread(void **state) {
+  (void)state;
+  enum { PAYLOAD = 1000, PUTS = 60 };
+  const uint64_t e = ccache__tier_entry_len(PAYLOAD);
+  char *dir = t_tempdir("offpath");
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  caller = pthread_self();
+  scans = scans_on_caller = scans_elsewhere_named = 0;
+  ccache__disk_fault = count_scans;
+  ccache_tier *tier = disk_tier(dir, 10 * e, 60000);
+  ccache *c = cache_over(&t, &tc, PAYLOAD, tier, TAG);
+  assert_non_null(c);
+  for (int i = 0; i < PUTS; i++) {
+    assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
+    assert_true(ccache__disk_settle(tier, 30000));
+  }
+  t_close(c);
+  ccache__disk_fault = NULL;
+  /* 60 entries through a cap of 10, down to 9 each time: a clean every
+   * second write after the first ten. */
+  assert_true(scans >= 20);
+  assert_int_equal(scans_on_caller, 0);
+  assert_int_equal(scans_elsewhere_named, scans);
+  tree_scan(dir);
+  assert_true(tree_entries <= 10);
+  assert_int_equal(size_total(dir), tree_bytes);
+  t_rmrf(dir);
+  free(dir);
+}
+
+/* A size file deleted (or damaged) between runs: ccache_open does not
+ * count the directory; the cleaner thread does, and the total is right. */
+static void missing_size_file_recounted_off_the_open_path(void **state) {
+  (void)state;
+  char *dir = t_tempdir("recount");
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  ccache *c = cache_over(&t, &tc, 500, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  for (int i = 0; i < 12; i++) assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
+  t_close(c);
+  char sizef[1200];
+  snprintf(sizef, sizeof sizef, "%s/v1/size", dir);
+  assert_int_equal(unlink(sizef), 0);
+  caller = pthread_self();
+  scans = scans_on_caller = scans_elsewhere_named = 0;
+  ccache__disk_fault = count_scans;
+  ccache_tier *tier = disk_tier(dir, CCACHE_UNBOUNDED, 60000);
+  c = cache_over(&t, &tc, 500, tier, TAG);
+  assert_non_null(c);
+  assert_true(ccache__disk_settle(tier, 30000));
+  assert_int_equal(scans_on_caller, 0);
+  assert_int_equal(scans, 1);
+  /* A write after the recount counts on top of it. */
+  assert_int_equal(t_goc(c, PK(100), &comp, CCACHE_OK), 100);
+  t_close(c);
+  ccache__disk_fault = NULL;
+  tree_scan(dir);
+  assert_int_equal(tree_entries, 13);
+  assert_int_equal(size_total(dir), tree_bytes);
+  t_rmrf(dir);
+  free(dir);
+}
+
+/* ------------------------------------------------ close-on-exec descriptors */
+
+/* At each point where the tier has a directory descriptor of its own open
+ * (just copied for a directory stream; the sweep of a folder; each folder
+ * of the cleaner's listing), every descriptor of this
+ * process that names something under the cache directory must be
+ * close-on-exec: a thread that runs a compiler (fork + exec) at that moment
+ * must not hand it one. */
+static char cloexec_dir[1024];
+static _Atomic int cloexec_checks, cloexec_sweeps, cloexec_bad;
+static int check_cloexec(const char *point) {
+  if (strcmp(point, "scan_folder") != 0 && strcmp(point, "sweep") != 0 && strcmp(point, "dup") != 0)
+    return 0;
+  if (strcmp(point, "sweep") == 0) atomic_fetch_add(&cloexec_sweeps, 1);
+  DIR *fds = opendir("/proc/self/fd");
+  if (!fds) return 0;
+  struct dirent *de;
+  while ((de = readdir(fds)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    char link[300], target[1200];
+    snprintf(link, sizeof link, "/proc/self/fd/%s", de->d_name);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (strncmp(target, cloexec_dir, strlen(cloexec_dir)) != 0) continue;
+    atomic_fetch_add(&cloexec_checks, 1);
+    int flags = fcntl(atoi(de->d_name), F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) atomic_fetch_add(&cloexec_bad, 1);
+  }
+  closedir(fds);
+  return 0;
+}
+
+static void cache_descriptors_are_close_on_exec(void **state) {
+  (void)state;
+  enum { PAYLOAD = 1000 };
+  const uint64_t e = ccache__tier_entry_len(PAYLOAD);
+  char *dir = t_tempdir("cloexec");
+  snprintf(cloexec_dir, sizeof cloexec_dir, "%s", dir);
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  cloexec_checks = cloexec_sweeps = cloexec_bad = 0;
+  ccache__disk_fault = check_cloexec;
+  ccache_tier *tier = disk_tier(dir, 10 * e, 60000);
+  ccache *c = cache_over(&t, &tc, PAYLOAD, tier, TAG);
+  assert_non_null(c);
+  for (int i = 0; i < 20; i++) {
+    assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
+    assert_true(ccache__disk_settle(tier, 30000));
+  }
+  t_close(c);
+  ccache__disk_fault = NULL;
+  print_message("%d descriptors checked at %d sweeps and the cleaners' folders\n",
+                (int)cloexec_checks, (int)cloexec_sweeps);
+  assert_true(cloexec_sweeps >= 1);
+  assert_true(cloexec_checks >= 10);
+  assert_int_equal(cloexec_bad, 0);
+  t_rmrf(dir);
+  free(dir);
+}
+
+/* ------------------------------------------------- the total stays exact */
+
+enum { XPROCS = 4, XTHREADS = 2, XKEYS = 512, XMAXLEN = 2000 };
+#define XOPS (600 / CCACHE_TEST_SCALE > 60 ? 600 / CCACHE_TEST_SCALE : 60)
+
+typedef struct xarg {
+  ccache_tier *t;
+  uint64_t seed;
+  int bad;
+} xarg;
+
+static uint64_t lcg(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 33;
+}
+
+/* Keys spread over the folders (key.hi's top byte), so a clean's listing
+ * takes a while and writes land in folders it has yet to read. */
+static ccache_key XK(uint64_t n) {
+  ccache_key k = {n, n * 0x9E3779B97F4A7C15ull};
+  return k;
+}
+
+/* Puts of random sizes over the same keys in every process (so entries
+ * are replaced and removed under each other), and removes, until the
+ * first thread of any process has done XOPS (a flag shared by the
+ * processes): the writing ends everywhere at once, with no quiet stretch
+ * for a last clean to count alone. */
+static unsigned char blob[XMAXLEN];
+static _Atomic int *xstop;
+static void *xwriter(void *p) {
+  xarg *a = p;
+  for (int i = 0; !atomic_load(xstop); i++) {
+    if (i == XOPS) atomic_store(xstop, 1);
+    ccache_key k = XK(lcg(&a->seed) % XKEYS);
+    if (lcg(&a->seed) % 10 < 8) {
+      size_t len = 64 + lcg(&a->seed) % (XMAXLEN - 64);
+      if (a->t->ops.put(a->t->state, k, blob, len) != CCACHE_OK) a->bad++;
+    } else {
+      int rc = a->t->ops.remove(a->t->state, k);
+      if (rc != CCACHE_OK && rc != CCACHE_MISS) a->bad++;
+    }
+  }
+  return NULL;
+}
+
+/* Then, once every process is through that, each removes the first half
+ * of the keys (and cleans nothing more): the total ends below the cap, so
+ * no quiet final clean can hide what went wrong while they all ran. */
+static void *xremover(void *p) {
+  xarg *a = p;
+  for (int k = 0; k < XKEYS / 2; k++) {
+    int rc = a->t->ops.remove(a->t->state, XK((uint64_t)k));
+    if (rc != CCACHE_OK && rc != CCACHE_MISS) a->bad++;
+  }
+  return NULL;
+}
+
+static int xprocess(const char *dir, int id, int gate, int done, int gate2, int report) {
+  char b;
+  if (read(gate, &b, 1) != 0) return 9; /* the parent closes the pipe: go */
+  ccache_tier *t = disk_tier_io(dir, 64 * 1024, 2000);
+  if (!t) return 10;
+  char ns[CCACHE__TIER_NS_MAX];
+  ccache__tier_ns(ccache__tier_tag_hash(TAG), ns);
+  if (t->ops.attach(t->state, ns) != CCACHE_OK) return 11;
+  pthread_t th[XTHREADS];
+  xarg a[XTHREADS];
+  for (int i = 0; i < XTHREADS; i++) {
+    a[i] = (xarg){t, (uint64_t)(id * XTHREADS + i + 1) * 7919u, 0};
+    if (pthread_create(&th[i], NULL, xwriter, &a[i]) != 0) return 12;
+  }
+  for (int i = 0; i < XTHREADS; i++) pthread_join(th[i], NULL);
+  if (write(done, "d", 1) != 1 || read(gate2, &b, 1) != 0) return 15;
+  for (int i = 0; i < XTHREADS; i++)
+    if (pthread_create(&th[i], NULL, xremover, &a[i]) != 0) return 12;
+  int bad = 0;
+  for (int i = 0; i < XTHREADS; i++) {
+    pthread_join(th[i], NULL);
+    bad += a[i].bad;
+  }
+  ccache_tier_free(t); /* stops the cleaner, writes what is pending */
+  int n = atomic_load(&scans);
+  if (write(report, &n, sizeof n) != (ssize_t)sizeof n) return 13;
+  return bad ? 14 : 0;
+}
+
+static void exact_total_after_concurrent_writes_and_cleans(void **state) {
+  (void)state;
+  char *dir = t_tempdir("exact");
+  int gate[2], rep[2], done[2], gate2[2];
+  assert_int_equal(pipe(gate), 0);
+  assert_int_equal(pipe(rep), 0);
+  assert_int_equal(pipe(done), 0);
+  assert_int_equal(pipe(gate2), 0);
+  scans = 0;
+  caller = pthread_self();
+  xstop = mmap(NULL, sizeof *xstop, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(xstop != MAP_FAILED);
+  atomic_store(xstop, 0);
+  ccache__disk_fault = count_scans; /* (inherited by the children) */
+  fflush(NULL);
+  for (int i = 0; i < XPROCS; i++) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      close(gate[1]);
+      close(rep[0]);
+      close(done[0]);
+      close(gate2[1]);
+      int rc = xprocess(dir, i, gate[0], done[1], gate2[0], rep[1]);
+      free(dir);
+      _exit(rc);
+    }
+    kids[i] = pid;
+  }
+  ccache__disk_fault = NULL;
+  close(gate[0]);
+  close(rep[1]);
+  close(done[1]);
+  close(gate2[0]);
+  close(gate[1]); /* all four start together */
+  char d[XPROCS];
+  assert_true(read_within(done[0], d, sizeof d, 120000)); /* all through the first part */
+  close(done[0]);
+  close(gate2[1]); /* the removals start together */
+  for (int i = 0; i < XPROCS; i++) {
+    assert_int_equal(wait_within(kids[i], 120000), 0);
+    kids[i] = 0;
+  }
+  int total_scans = 0, n;
+  for (int i = 0; i < XPROCS; i++) {
+    assert_true(read_within(rep[0], &n, sizeof n, 1000));
+    total_scans += n;
+  }
+  close(rep[0]);
+  /* The cap (64 KiB) is well under what 512 keys of up to 2 KB hold: the
+   * cleaners ran while the others wrote. */
+  assert_true(total_scans >= 1);
+  print_message("%d scans\n", total_scans);
+  char ns[1024];
+  ns_path(dir, TAG, ns, sizeof ns);
+  tree_scan(dir);
+  uint64_t recorded = size_total(dir);
+  if (recorded != tree_bytes)
+    fail_msg("recorded total %llu, entry files %llu (%d entries, %d scans)",
+             (unsigned long long)recorded, (unsigned long long)tree_bytes, tree_entries,
+             total_scans);
+  munmap((void *)xstop, sizeof *xstop);
+  t_rmrf(dir);
+  free(dir);
+}
+
+/* ------------------------------------------------- realtime: a stopped holder */
+
+/* The stopped holder's victim waits this long for the size file's lock:
+ * long enough that a machine under load cannot blur "waited for it" and
+ * "did not wait" (the bounds below leave 1 s for each). */
+#define IO_LOCK_MS 1500
+
+/* What the process that uses the directory saw, sent to the test. */
+typedef struct seen {
+  uint64_t open_ms, first_ms, second_ms;
+  uint64_t timeouts, writes, errors;
+  int published;
+} seen;
+
+static int user_child(const char *dir, int out, int go) {
+  seen v = {0};
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  uint64_t t0 = mono_ms();
+  ccache_tier *tier = disk_tier_io(dir, CCACHE_UNBOUNDED, IO_LOCK_MS);
+  ccache *c = tier ? cache_over(&t, &tc, 100, tier, TAG) : NULL;
+  if (!c) return 10;
+  uint64_t t1 = mono_ms();
+  ccache_program *p = NULL;
+  if (ccache_program_get_or_compile(c, PK(2), t_compile, &comp, &p) != CCACHE_OK) return 11;
+  ccache_program_release(c, p);
+  uint64_t t2 = mono_ms();
+  if (ccache_program_get_or_compile(c, PK(3), t_compile, &comp, &p) != CCACHE_OK) return 12;
+  ccache_program_release(c, p);
+  uint64_t t3 = mono_ms();
+  ccache_stats s;
+  s.size = sizeof s;
+  ccache_stats_get(c, &s);
+  v.open_ms = t1 - t0;
+  v.first_ms = t2 - t1;
+  v.second_ms = t3 - t2;
+  v.timeouts = s.tier_lock_timeouts;
+  v.writes = s.tier_writes;
+  v.errors = s.tier_errors;
+  char path[1024];
+  struct stat st;
+  entry_path(dir, TAG, PK(2), path, sizeof path);
+  v.published = stat(path, &st) == 0;
+  entry_path(dir, TAG, PK(3), path, sizeof path);
+  v.published += stat(path, &st) == 0;
+  if (write(out, &v, sizeof v) != (ssize_t)sizeof v) return 13;
+  /* The holder is gone: the next write takes the lock and writes the two
+   * deferred deltas with its own. */
+  char b;
+  if (read(go, &b, 1) != 0) return 14;
+  if (ccache_program_get_or_compile(c, PK(4), t_compile, &comp, &p) != CCACHE_OK) return 15;
+  ccache_program_release(c, p);
+  return ccache_close(c) == CCACHE_OK ? 0 : 16;
+}
+
+static void stopped_process_never_hangs_open_or_writes(void **state) {
+  (void)state;
+  char *dir = t_tempdir("stopped");
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
+  t_close(c);
+  /* The holder: takes the size file's lock as a writer does, and is
+   * stopped there (as by ^Z, a debugger or a cgroup freezer). */
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  fflush(NULL);
+  pid_t holder = fork();
+  assert_true(holder >= 0);
+  if (holder == 0) {
+    char lock[1200];
+    snprintf(lock, sizeof lock, "%s/v1/lock", dir);
+    int fd = open(lock, O_RDWR | O_CLOEXEC);
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0; /* the size file's byte */
+    fl.l_len = 1;
+    if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(10);
+    if (write(ready[1], "r", 1) != 1) _exit(11);
+    raise(SIGSTOP);
+    _exit(0);
+  }
+  kids[0] = holder;
+  close(ready[1]);
+  char b;
+  assert_true(read_within(ready[0], &b, 1, 30000));
+  close(ready[0]);
+  int st = 0;
+  assert_int_equal(waitpid(holder, &st, WUNTRACED), holder);
+  assert_true(WIFSTOPPED(st));
+
+  int out[2], go[2];
+  assert_int_equal(pipe(out), 0);
+  assert_int_equal(pipe(go), 0);
+  fflush(NULL);
+  pid_t user = fork();
+  assert_true(user >= 0);
+  if (user == 0) {
+    close(out[0]);
+    close(go[1]);
+    int rc = user_child(dir, out[1], go[0]);
+    free(dir);
+    _exit(rc);
+  }
+  kids[1] = user;
+  close(out[1]);
+  close(go[0]);
+  seen v;
+  /* Bounded: on a library that waits without bound the child hangs in
+   * ccache_open and this read times out. */
+  bool reported = read_within(out[0], &v, sizeof v, 10000);
+  close(out[0]);
+  if (!reported)
+    fail_msg("no report within 10 s: ccache_open or a write hung on the stopped holder");
+  print_message("open %llu ms, first write %llu ms, second %llu ms\n",
+                (unsigned long long)v.open_ms, (unsigned long long)v.first_ms,
+                (unsigned long long)v.second_ms);
+  assert_true(v.open_ms < 1000); /* attach waits for no one */
+  assert_true(v.first_ms >= IO_LOCK_MS && v.first_ms < IO_LOCK_MS + 3000); /* then goes on */
+  assert_true(v.second_ms < 1000); /* after a timeout: one try */
+  assert_int_equal(v.timeouts, 2);
+  assert_int_equal(v.writes, 2);
+  assert_int_equal(v.errors, 0);
+  assert_int_equal(v.published, 2);
+  kill(holder, SIGKILL);
+  assert_int_equal(waitpid(holder, NULL, 0), holder);
+  kids[0] = 0;
+  close(go[1]); /* go on */
+  assert_int_equal(wait_within(user, 10000), 0);
+  kids[1] = 0;
+  tree_scan(dir);
+  assert_int_equal(tree_entries, 4);
+  assert_int_equal(size_total(dir), tree_bytes); /* the deferred deltas went in */
+  t_rmrf(dir);
+  free(dir);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(temp_name_taken_is_never_an_error, reap_kids),
+      cmocka_unit_test_teardown(leftover_two_hours_old_swept_by_next_write, reap_kids),
+      cmocka_unit_test_teardown(miss_never_waits_for_another_keys_compile, reap_kids),
+      cmocka_unit_test_teardown(clean_runs_on_the_cleaner_thread, reap_kids),
+      cmocka_unit_test_teardown(missing_size_file_recounted_off_the_open_path, reap_kids),
+      cmocka_unit_test_teardown(cache_descriptors_are_close_on_exec, reap_kids),
+      cmocka_unit_test_teardown(exact_total_after_concurrent_writes_and_cleans, reap_kids),
+  };
+  const struct CMUnitTest realtime[] = {
+      cmocka_unit_test_teardown(stopped_process_never_hangs_open_or_writes, reap_kids),
+  };
+  if (argc > 1 && strcmp(argv[1], "--realtime") == 0)
+    return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
