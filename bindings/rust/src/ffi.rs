@@ -137,6 +137,9 @@ pub struct ccache_config {
     pub tier_min_compile_us: u64,
     pub tiers: *const *mut ccache_tier,
     pub n_tiers: u32,
+    /// The event hook (`ccache_event_fn`); the crate leaves it unset.
+    pub on_event: Option<unsafe extern "C" fn(ctx: *mut c_void, ev: *const c_void)>,
+    pub event_ctx: *mut c_void,
 }
 
 #[repr(C)]
@@ -149,6 +152,7 @@ pub struct ccache_disk_options {
     pub lock_poll_max_ms: u64,
     pub lock_wait_ms: u64,
     pub touch_interval_ms: u64,
+    pub io_lock_ms: u64,
 }
 
 #[repr(C)]
@@ -235,11 +239,11 @@ stats_struct! {
     compiles,
     /// Program compiles that ran (failed and panicked ones included).
     program_compiles,
-    /// Compiles (both levels) that failed.
+    /// Closure compiles that failed (program level: `program_compile_failures`).
     compile_failures,
-    /// Single-flight joins (both levels).
+    /// Closure-level single-flight joins (program level: `program_waits`).
     waits,
-    /// Nanoseconds spent in compiles.
+    /// Nanoseconds in closure compiles, without nested compiles and waits.
     compile_ns,
     /// Sweeper waits that ended at their deadline.
     sweeper_wakeups,
@@ -261,6 +265,21 @@ stats_struct! {
     tier_lock_waits,
     /// Longest such wait, milliseconds.
     tier_wait_ms_max,
+    /// Compile leases whose renewal failed (each also in `tier_errors`).
+    tier_leases_lost,
+    /// Directory-tier writes and removes whose size accounting was deferred
+    /// (the size file's lock was held past `io_lock_ms`).
+    tier_lock_timeouts,
+    /// Gauge: program handles not yet released.
+    handles_out,
+    /// Program-level single-flight joins.
+    program_waits,
+    /// Program compiles that failed.
+    program_compile_failures,
+    /// Nanoseconds in program compiles (without nested compiles, waits and tier I/O).
+    program_compile_ns,
+    /// Misses on a key among the last 64 evicted by a bound: a bound that thrashes.
+    misses_evicted,
 }
 
 #[repr(C, align(64))]
@@ -353,7 +372,7 @@ extern "C" {
     pub fn ccache_redis_options_init(o: *mut ccache_redis_options);
     pub fn ccache_tier_redis(o: *const ccache_redis_options, out: *mut *mut ccache_tier) -> c_int;
 
-    pub fn ccache_stats_get(c: *mut ccache, out: *mut ccache_stats);
+    pub fn ccache_stats_get(c: *mut ccache, out: *mut ccache_stats) -> c_int;
 
     pub fn ccache_fp_init(fp: *mut ccache_fp);
     pub fn ccache_fp_u64(fp: *mut ccache_fp, v: u64) -> c_int;

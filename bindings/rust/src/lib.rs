@@ -586,8 +586,9 @@ impl<C, P> Cache<C, P> {
     /// A statistics snapshot.
     pub fn stats(&self) -> Stats {
         let mut s = ffi::ccache_stats { size: std::mem::size_of::<ffi::ccache_stats>() as u32, ..Default::default() };
-        // SAFETY: s.size is this struct's size.
-        unsafe { ffi::ccache_stats_get(self.raw.as_ptr(), &mut s) };
+        // SAFETY: s.size is this struct's size.  The status can only be
+        // EFORKED here (a valid cache and size): the snapshot is then zeroes.
+        let _ = unsafe { ffi::ccache_stats_get(self.raw.as_ptr(), &mut s) };
         Stats::from(&s)
     }
 }
