@@ -186,6 +186,13 @@ typedef struct ccache_config {
   ccache_tier *const *tiers;
   /** Number of tiers, 0 (default) .. CCACHE_MAX_TIERS. */
   uint32_t n_tiers;
+  /** Which keys the cache takes, a ccache_key_mode (see ccache/common.h):
+   *  CCACHE_KEYS_FAST (0, default: ccache_key calls) or CCACHE_KEYS_STRONG
+   *  (the *_strong calls with 256-bit keys; its tiers use a namespace of
+   *  their own).  Fixed for the cache's life.  Any other value is
+   *  CCACHE_EINVAL; a config whose size ends before this field is fast.
+   *  Since 0.2. */
+  uint32_t key_mode;
 } ccache_config;
 
 /** Most tiers one cache may have (ccache_config::n_tiers). */
@@ -195,7 +202,7 @@ typedef struct ccache_config {
  * @brief Fill @p cfg with the defaults: size = sizeof *cfg, magic =
  * CCACHE_CONFIG_MAGIC, every bound CCACHE_UNBOUNDED, sweeper_thread 1, no
  * callbacks, no allocator hook, CLOCK_MONOTONIC, no codec, no tiers,
- * tier_min_compile_us 1000.
+ * tier_min_compile_us 1000, key_mode CCACHE_KEYS_FAST.
  * @param cfg caller-owned; NULL is a no-op.  Thread-safe.
  */
 CCACHE_API void ccache_config_init(ccache_config *cfg);
@@ -372,6 +379,28 @@ CCACHE_API void *ccache_program_native(const ccache_program *p);
  */
 CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 
+/**
+ * @brief ccache_program_intern() for a strong cache (ccache_config::key_mode
+ * CCACHE_KEYS_STRONG): the program is interned under all 256 bits of
+ * @p pkey, and a later lookup finds it only with all 256 equal.
+ * @param pkey the program's strong key (read during the call; NULL is
+ *        CCACHE_EINVAL, native destroyed).
+ * Everything else, the statuses included, as ccache_program_intern(); on a
+ * fast cache it returns CCACHE_EINVAL (native destroyed).  16 bytes more
+ * per program than a fast cache's.
+ */
+CCACHE_API int ccache_program_intern_strong(ccache *c, const ccache_strong_key *pkey, void *native,
+                                            uint64_t cost_bytes, ccache_program **out);
+
+/**
+ * @brief ccache_program_fetch() for a strong cache: a hit needs all 256
+ * bits of @p pkey equal.
+ * @param pkey the strong key (read during the call; NULL is CCACHE_EINVAL).
+ * As ccache_program_fetch() otherwise; CCACHE_EINVAL on a fast cache.
+ */
+CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *pkey,
+                                           ccache_program **out);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -423,6 +452,19 @@ CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p);
 
 /**
+ * @brief ccache_put() for a strong cache: the entry is stored under all 256
+ * bits of @p key (16 bytes more per entry than a fast cache's), and
+ * replaces an entry only when all 256 are equal; one whose first 128 bits
+ * alone are equal is a different key that shares a bucket.
+ * @param key the strong key (read during the call; NULL is CCACHE_EINVAL,
+ *        closure destroyed).
+ * As ccache_put() otherwise; CCACHE_EINVAL (closure destroyed) on a fast
+ * cache, and ccache_put() returns it on a strong one.
+ */
+CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *closure,
+                                 ccache_program *p);
+
+/**
  * @brief Look up a closure.  On a hit, @p out holds a lease on the entry.
  *
  * Never returns an expired entry (now >= insert time + ttl_ms), whether or not
@@ -462,6 +504,23 @@ CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_progr
 CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
 
 /**
+ * @brief ccache_fetch() for a strong cache (ccache_config::key_mode
+ * CCACHE_KEYS_STRONG): a hit needs all 256 bits of @p key equal to the
+ * entry's.
+ *
+ * The same common path as ccache_fetch() (no lock, nothing shared written),
+ * with 32 bytes compared instead of 16; bench/run's callgrind row gives its
+ * instructions beside the fast call's.
+ * @param c the cache.
+ * @param key the strong key (read during the call; NULL is CCACHE_EINVAL).
+ * @param out as ccache_fetch().
+ * @return as ccache_fetch(); CCACHE_EINVAL also on a fast cache (and
+ *         ccache_fetch() returns CCACHE_EINVAL on a strong cache).
+ *         Thread-safe, as ccache_fetch().
+ */
+CCACHE_API int ccache_fetch_strong(ccache *c, const ccache_strong_key *key, ccache_lease *out);
+
+/**
  * @brief Release a lease.  If the entry has left the table and this was its
  * last lease, destroy_closure then (if it was the program's last reference)
  * destroy_program run on this thread, with no lock held, before this returns.
@@ -492,6 +551,13 @@ CCACHE_API void ccache_lease_release(ccache *c, ccache_lease *lease);
  *         build: aborts on a closed cache.
  */
 CCACHE_API int ccache_remove(ccache *c, ccache_key key);
+
+/** @brief ccache_remove() for a strong cache (all 256 bits must match).
+ *  @param c the cache.
+ *  @param key the strong key (read during the call).
+ *  @return as ccache_remove(); CCACHE_EINVAL also for a NULL key and on a
+ *          fast cache (and ccache_remove() returns it on a strong one). */
+CCACHE_API int ccache_remove_strong(ccache *c, const ccache_strong_key *key);
 
 /**
  * @brief Remove every closure entry (counts `cleared`, one per entry).
@@ -609,6 +675,19 @@ CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_f
                                      ccache_lease *out);
 
 /**
+ * @brief ccache_get_or_compile() for a strong cache: hits, single-flight
+ * joins and the entry inserted all go by the 256 bits of @p key (a compile
+ * in flight for a key with the same first 128 bits but another check is a
+ * different flight).
+ * @param key the strong key (read during the call; NULL is CCACHE_EINVAL).
+ *        @p compile receives its first half, key->key, as its `key`.
+ * As ccache_get_or_compile() otherwise; CCACHE_EINVAL on a fast cache (and
+ * ccache_get_or_compile() returns it on a strong one).
+ */
+CCACHE_API int ccache_get_or_compile_strong(ccache *c, const ccache_strong_key *key,
+                                            ccache_compile_fn compile, void *ud, ccache_lease *out);
+
+/**
  * Program compile callback, run by ccache_program_get_or_compile() on the
  * thread that owns the miss, once per miss that no tier served, with no
  * cache lock held (a tier's compile locks may be held).
@@ -681,6 +760,23 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
 CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
                                              ccache_program_compile_fn compile, void *ud,
                                              ccache_program **out);
+
+/**
+ * @brief ccache_program_get_or_compile() for a strong cache: the program
+ * table, the single-flight and the tiers all go by the 256 bits of
+ * @p pkey.  Its tiers' namespace is the strong one ("v1/strong-<tag
+ * hash>"), and each entry written carries all 256 bits in its header;
+ * an entry whose 256 bits differ from @p pkey's is never decoded (it
+ * counts in tier_corrupt and is removed).
+ * @param pkey the strong key (read during the call; NULL is CCACHE_EINVAL).
+ *        @p compile, the codec and the tier ops receive its first half,
+ *        pkey->key, as their key.
+ * As ccache_program_get_or_compile() otherwise; CCACHE_EINVAL on a fast
+ * cache (and ccache_program_get_or_compile() returns it on a strong one).
+ */
+CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
+                                                    ccache_program_compile_fn compile, void *ud,
+                                                    ccache_program **out);
 
 /** @} */
 

@@ -11,11 +11,12 @@
 #include "core/internal.h"
 #include "tier/tier.h"
 
-/* Look up under pmu; +1 handle on a hit. */
-static ccache_program *find_locked(ccache *c, ccache_key pkey) {
+/* Look up under pmu; +1 handle on a hit.  The first c->klen bytes of
+ * pkey are compared: all 256 bits in a strong cache. */
+static ccache_program *find_locked(ccache *c, const ccache_strong_key *pkey) {
   ccache__assert_held(&c->pmu);
   ccache_program *p = NULL;
-  HASH_FIND_BYHASHVALUE(hh, c->programs, &pkey, sizeof pkey, ccache__key_hash(pkey), p);
+  HASH_FIND_BYHASHVALUE(hh, c->programs, pkey, c->klen, ccache__key_hash(pkey->key), p);
   if (p) {
     p->refs++;
     c->handles_out++;
@@ -48,8 +49,8 @@ void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle) {
 
 /* Interning shared by ccache_program_intern and the program flights: takes
  * ownership of native; *out +1 handle. */
-static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccache_program **out,
-                  bool count_lookup, const char *api) {
+static int intern(ccache *c, const ccache_strong_key *pkey, void *native, uint64_t cost,
+                  ccache_program **out, bool count_lookup, const char *api) {
   (void)api;
   CCACHE__UTHASH_SCOPE(&c->mem);
   /* Allocated before the lock so a new program costs no allocation under it
@@ -72,12 +73,14 @@ static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccach
     return CCACHE_OK;
   }
   CCACHE__MISUSE(ccache__misuse_native_in(c, native, api));
-  fresh->pkey = pkey;
+  fresh->pkey = pkey->key;
+  fresh->pcheck = pkey->check;
   fresh->native = native;
   fresh->cost = cost;
   fresh->refs = 1;
   fresh->owner = c;
-  HASH_ADD_BYHASHVALUE(hh, c->programs, pkey, sizeof fresh->pkey, ccache__key_hash(pkey), fresh);
+  HASH_ADD_KEYPTR_BYHASHVALUE(hh, c->programs, &fresh->pkey, c->klen, ccache__key_hash(pkey->key),
+                              fresh);
   if (uh_oom) {
     ccache__unlock(&c->pmu);
     ccache__free(&c->mem, fresh);
@@ -92,24 +95,38 @@ static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccach
   return CCACHE_OK;
 }
 
-int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
-                          ccache_program **out) {
+static int intern_k(ccache *c, const ccache_strong_key *pkey, bool strong, void *native,
+                    uint64_t cost_bytes, ccache_program **out, const char *api) {
   if (!c) return CCACHE_EINVAL;
-  CCACHE__CHECK_CACHE(c);
-  int gate = out ? ccache__gate(c) : CCACHE_EINVAL;
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
+  int gate = out && pkey && ccache__mode_ok(c, strong) ? ccache__gate(c) : CCACHE_EINVAL;
   if (gate != CCACHE_OK) {
     /* Ownership of native passes to the cache on error too. */
     ccache__destroy_program(c, native);
     return gate;
   }
   *out = NULL;
-  return intern(c, pkey, native, cost_bytes, out, true, __func__);
+  return intern(c, pkey, native, cost_bytes, out, true, api);
 }
 
-int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
-  CCACHE__CHECK_CACHE(c);
+int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
+                          ccache_program **out) {
+  ccache_strong_key k = ccache__fast_key(pkey);
+  return intern_k(c, &k, false, native, cost_bytes, out, __func__);
+}
+
+int ccache_program_intern_strong(ccache *c, const ccache_strong_key *pkey, void *native,
+                                 uint64_t cost_bytes, ccache_program **out) {
+  return intern_k(c, pkey, true, native, cost_bytes, out, __func__);
+}
+
+static int fetch_k(ccache *c, const ccache_strong_key *pkey, bool strong, ccache_program **out,
+                   const char *api) {
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
+  (void)api;
   if (!c || !out) return CCACHE_EINVAL;
   *out = NULL;
+  if (!pkey || !ccache__mode_ok(c, strong)) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
   ccache__lock(&c->pmu);
@@ -121,6 +138,15 @@ int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
   ccache__unlock(&c->pmu);
   *out = p;
   return p ? CCACHE_OK : CCACHE_MISS;
+}
+
+int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
+  ccache_strong_key k = ccache__fast_key(pkey);
+  return fetch_k(c, &k, false, out, __func__);
+}
+
+int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *pkey, ccache_program **out) {
+  return fetch_k(c, pkey, true, out, __func__);
 }
 
 void *ccache_program_native(const ccache_program *p) { return p ? p->native : NULL; }
@@ -168,17 +194,16 @@ static int call_compile(void *arg, void **native, uint64_t *cost) {
  * which run the compile only when none of them has it; intern it, hand one
  * handle to each waiter, wake them. */
 static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn compile, void *ud,
-                       ccache_program **out) {
+                       ccache_program **out, const char *api) {
   void *native = NULL;
   uint64_t cost = 0, took_ns = 0;
   bool compiled = false;
-  user_compile u = {c, f->key, compile, ud};
+  user_compile u = {c, f->key.key, compile, ud};
   int crc =
-      ccache__tier_obtain(c->tiers, f->key, call_compile, &u, &native, &cost, &compiled, &took_ns);
+      ccache__tier_obtain(c->tiers, &f->key, call_compile, &u, &native, &cost, &compiled, &took_ns);
   if (compiled) atomic_fetch_add_explicit(&c->compile_ns, took_ns, memory_order_relaxed);
   ccache_program *p = NULL;
-  int rc = crc != 0 ? CCACHE_ECOMPILE
-                    : intern(c, f->key, native, cost, &p, false, "ccache_program_get_or_compile");
+  int rc = crc != 0 ? CCACHE_ECOMPILE : intern(c, &f->key, native, cost, &p, false, api);
   if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
 
   ccache__lock(&c->pmu);
@@ -197,11 +222,12 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
   return rc;
 }
 
-int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile,
-                                  void *ud, ccache_program **out) {
+static int goc_k(ccache *c, const ccache_strong_key *pkey, bool strong,
+                 ccache_program_compile_fn compile, void *ud, ccache_program **out,
+                 const char *api) {
   if (out) *out = NULL;
-  CCACHE__CHECK_CACHE(c);
-  if (!c || !compile || !out) return CCACHE_EINVAL;
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
+  if (!c || !compile || !out || !pkey || !ccache__mode_ok(c, strong)) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
   ccache__lock(&c->pmu);
@@ -212,15 +238,27 @@ int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_com
     *out = p;
     return CCACHE_OK;
   }
-  ccache__flight *f = ccache__flight_find_locked(&c->pmu, c->pflights, pkey);
+  ccache__flight *f = ccache__flight_find_locked(&c->pmu, c->pflights, pkey, c->klen);
   if (f && !ccache__flight_mine(f)) return join_flight(c, f, out); /* unlocks */
   int rc = CCACHE_EDEADLK;
   if (!f) {
-    f = ccache__flight_start_locked(&c->pmu, &c->mem, &c->pflights, pkey);
+    f = ccache__flight_start_locked(&c->pmu, &c->mem, &c->pflights, pkey, c->klen);
     rc = f ? CCACHE_OK : CCACHE_ENOMEM;
   }
   c->program_misses++;
   if (rc == CCACHE_OK) atomic_fetch_add(&c->inflight, 1);
   ccache__unlock(&c->pmu);
-  return rc == CCACHE_OK ? run_compile(c, f, compile, ud, out) : rc;
+  return rc == CCACHE_OK ? run_compile(c, f, compile, ud, out, api) : rc;
+}
+
+int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile,
+                                  void *ud, ccache_program **out) {
+  ccache_strong_key k = ccache__fast_key(pkey);
+  return goc_k(c, &k, false, compile, ud, out, __func__);
+}
+
+int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
+                                         ccache_program_compile_fn compile, void *ud,
+                                         ccache_program **out) {
+  return goc_k(c, pkey, true, compile, ud, out, __func__);
 }
