@@ -173,7 +173,7 @@ typedef struct ccache_key {
  * single-flight join, a program lookup, a tier entry loaded - compares all
  * of them.  So two inputs with one match take 2^128 work (a collision of the
  * whole digest), not the 2^64 of a 128-bit key.  Cost: 16 bytes more per
- * closure entry and per program of a strong cache only; the strong calls
+ * closure entry and per program of a strong cache only (bench_memory); the strong calls
  * take the key by pointer (32 bytes) and compare 32 bytes instead of 16;
  * the ccache_key calls, their ABI and their hit path are unchanged.
  * Digest bytes map little-endian: key.lo = bytes 0..7, key.hi = 8..15,

@@ -49,15 +49,16 @@
  * are in the table; the cost is charged while it is non-zero. */
 struct ccache_program {
   UT_hash_handle hh; /* program table, under c->pmu */
-  /* pkey hashed; the first c->klen bytes from pkey on compared: pcheck
-   * too in a strong cache (all 256 bits). */
-  ccache_key pkey;
-  ccache_key pcheck;
   void *native;
   uint64_t cost;       /* bytes */
   uint64_t refs;       /* under c->pmu */
   uint64_t table_refs; /* under c->wlock (table.c's charging) */
   ccache *owner;       /* the cache it belongs to (put validates it) */
+  /* The key, last: hashed, and c->klen bytes from it compared, so in a
+   * strong cache (whose programs are allocated with pcheck[0]) all 256
+   * bits. */
+  ccache_key pkey;
+  ccache_key pcheck[];
 };
 
 /* Entry flags. */

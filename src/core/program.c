@@ -55,7 +55,8 @@ static int intern(ccache *c, const ccache_strong_key *pkey, void *native, uint64
   CCACHE__UTHASH_SCOPE(&c->mem);
   /* Allocated before the lock so a new program costs no allocation under it
    * (uthash's own table growth may still allocate there). */
-  ccache_program *fresh = ccache__calloc(&c->mem, sizeof *fresh);
+  ccache_program *fresh =
+      ccache__calloc(&c->mem, sizeof *fresh + (c->strong ? sizeof(ccache_key) : 0));
   if (!fresh) {
     ccache__destroy_program(c, native);
     return CCACHE_ENOMEM;
@@ -74,7 +75,7 @@ static int intern(ccache *c, const ccache_strong_key *pkey, void *native, uint64
   }
   CCACHE__MISUSE(ccache__misuse_native_in(c, native, api));
   fresh->pkey = pkey->key;
-  fresh->pcheck = pkey->check;
+  if (c->strong) fresh->pcheck[0] = pkey->check;
   fresh->native = native;
   fresh->cost = cost;
   fresh->refs = 1;
