@@ -41,7 +41,7 @@
 #define PROGRESS_LINE_NS 1500000000u
 
 typedef struct options {
-  int requests, decode, threads, layers, json, check, runtime_dims;
+  int requests, decode, threads, layers, json, check, runtime_dims, strong_keys;
   uint64_t seed, max_items, ttl_ms, max_cost;
   const char *config;
 } options;
@@ -112,6 +112,9 @@ static void usage(FILE *f) {
           "  --ttl-ms N       ccache time to live in ms (default unbounded)\n"
           "  --max-cost N     ccache bound on program cost in bytes (default unbounded)\n"
           "  --runtime-dims   attention matmuls take the context length at run time\n"
+          "  --strong-keys    ccache keys are BLAKE2b-256 (ccache_fp_init_strong, a\n"
+          "                   CCACHE_KEYS_STRONG cache) instead of XXH3-128: for graphs\n"
+          "                   from parties you do not trust\n"
           "  --config PATH    model config.json (default the source tree's copy)\n"
           "  --json           machine-readable output\n"
           "  --check          also verify the cache accounting; exit 1 if a check fails\n"
@@ -181,6 +184,8 @@ static int parse_args(int argc, char **argv, options *o) {
       o->json = 1;
     } else if (strcmp(a, "--check") == 0) {
       o->check = 1;
+    } else if (strcmp(a, "--strong-keys") == 0) {
+      o->strong_keys = 1;
     } else if (strcmp(a, "--runtime-dims") == 0) {
       o->runtime_dims = 1;
     } else if (strcmp(a, "--config") == 0 && val) {
@@ -425,6 +430,8 @@ static int open_cache(const app *a, prim_ctx *ctx) {
   cfg.destroy_closure = prims_destroy_closure;
   cfg.destroy_program = prims_destroy_program;
   cfg.ctx = ctx;
+  cfg.key_mode = a->opt.strong_keys ? CCACHE_KEYS_STRONG : CCACHE_KEYS_FAST;
+  ctx->strong_keys = a->opt.strong_keys;
   int st = ccache_open(&cfg, &ctx->cache);
   if (st != CCACHE_OK) fprintf(stderr, "onednn_serving: ccache_open: %s\n", ccache_strerror(st));
   return st == CCACHE_OK ? 0 : -1;
@@ -720,6 +727,7 @@ int main(int argc, char **argv) {
                    .threads = a.opt.threads,
                    .omp_threads = a.omp_threads,
                    .runtime_dims = a.opt.runtime_dims,
+                   .strong_keys = a.opt.strong_keys,
                    .seed = a.opt.seed,
                    .max_items = a.opt.max_items,
                    .ttl_ms = a.opt.ttl_ms,

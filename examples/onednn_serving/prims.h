@@ -124,7 +124,8 @@ typedef struct prim_worker {
 typedef struct prim_ctx {
   acquire_mode mode;
   dnnl_engine_t engine;
-  ccache *cache; /**< MODE_CCACHE only */
+  ccache *cache;   /**< MODE_CCACHE only */
+  int strong_keys; /**< MODE_CCACHE: 256-bit BLAKE2b keys, a CCACHE_KEYS_STRONG cache */
   /* Program accounting (modes 3 and 4), maintained where primitives that
    * outlive one request are created and destroyed. */
   atomic_uint_fast64_t programs_created;

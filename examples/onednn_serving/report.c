@@ -105,9 +105,12 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
           ", %d serving thread(s) x %d OpenMP thread(s)%s\n",
           ri->layers, ri->requests, ri->decode, ri->seed, ri->threads, ri->omp_threads,
           ri->runtime_dims ? ", runtime dims for attention" : "");
-  fprintf(
-      f, "ccache bounds: max-items %s, ttl-ms %s, max-cost %s; per-thread tables cleared at %d\n\n",
-      items, ttl, cost, PER_THREAD_MAX_ENTRIES);
+  fprintf(f,
+          "ccache bounds: max-items %s, ttl-ms %s, max-cost %s; per-thread tables cleared at %d\n",
+          items, ttl, cost, PER_THREAD_MAX_ENTRIES);
+  fprintf(f, "ccache keys: %s\n\n",
+          ri->strong_keys ? "strong (BLAKE2b-256, 256 bits compared on every match; --strong-keys)"
+                          : "fast (XXH3-128; safe only for graphs from trusted parties)");
   fprintf(f, "%-*s", LABEL_W, "");
   for (int i = 0; i < n; i++) fprintf(f, " %16s", r[i].name);
   fputc('\n', f);
@@ -202,9 +205,11 @@ static void json_opt_double(FILE *f, const char *key, int have, double v) {
 void report_json(FILE *f, const run_info *ri, const mode_result *r, int n) {
   fprintf(f,
           "{\n  \"model\": \"SmolLM2-135M\", \"layers\": %d, \"requests\": %d, \"decode\": %d, "
-          "\"seed\": %" PRIu64 ", \"threads\": %d, \"omp_threads\": %d, \"runtime_dims\": %s,\n",
+          "\"seed\": %" PRIu64
+          ", \"threads\": %d, \"omp_threads\": %d, \"runtime_dims\": %s, "
+          "\"key_mode\": \"%s\",\n",
           ri->layers, ri->requests, ri->decode, ri->seed, ri->threads, ri->omp_threads,
-          ri->runtime_dims ? "true" : "false");
+          ri->runtime_dims ? "true" : "false", ri->strong_keys ? "strong" : "fast");
   fprintf(f, "  \"checksums_agree\": %s,\n", ri->checksums_agree ? "true" : "false");
   /* Unbounded is null in JSON: UINT64_MAX does not survive doubles. */
   fprintf(f, "  \"bounds\": {");

@@ -10,6 +10,7 @@
 /** The run's settings, echoed in the report. */
 typedef struct run_info {
   int layers, requests, decode, threads, omp_threads, runtime_dims;
+  int strong_keys; /**< ccache's keys: BLAKE2b-256 (--strong-keys) or XXH3-128 */
   uint64_t seed, max_items, ttl_ms, max_cost;
   int checksums_agree; /**< every request's final logits equal in all modes */
 } run_info;
