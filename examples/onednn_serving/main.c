@@ -392,6 +392,7 @@ static int serve_all(mode_run *run, mode_result *res) {
     res->tl_clears += w->tl_clears;
     res->tl_entries_cleared += w->tl_entries_cleared;
     res->fetch_hits += w->fetch_hits;
+    res->key_ms += (double)w->key_ns / 1e6;
     if (wa[i].scratch_bytes > res->scratch_bytes_max) res->scratch_bytes_max = wa[i].scratch_bytes;
   }
   if (rc == 0) {
@@ -511,6 +512,7 @@ static int run_mode(app *a, acquire_mode mode, mode_result *res, accounting *acc
    * miss is booked as compile time even when it found a shared program),
    * the other modes' hits. */
   res->lookups = mode == MODE_CCACHE ? res->fetch_hits : res->hits;
+  res->have_key_ms = mode == MODE_CCACHE && a->opt.strong_keys;
   *acc = (accounting){atomic_load(&ctx.programs_created), atomic_load(&ctx.programs_destroyed),
                       atomic_load(&ctx.bad_destroys), atomic_load(&ctx.closures_created),
                       atomic_load(&ctx.closures_destroyed)};

@@ -109,6 +109,7 @@ typedef struct prim_worker {
   struct tl_entry *tl;
   uint64_t tl_hits, tl_misses, tl_clears, tl_entries_cleared;
   uint64_t fetch_hits; /**< MODE_CCACHE: requests served by ccache_fetch alone */
+  uint64_t key_ns;     /**< MODE_CCACHE with strong keys: building the keys of those */
   uint64_t requests;   /**< primitive requests */
   uint64_t acquire_ns; /**< getting a primitive: creation, lookup, key building, release */
   uint64_t compile_ns; /**< of which on the miss path (mode 1: all; mode 2: a program's

@@ -29,6 +29,8 @@ typedef struct mode_result {
   uint64_t closure_compiles, program_hits, programs_end, programs_peak, items_end;
   uint64_t ev_capacity, ev_ttl, ev_cost;
   uint64_t fetch_hits; /**< requests served by ccache_fetch alone */
+  int have_key_ms;     /**< key_ms is set: ccache with --strong-keys */
+  double key_ms;       /**< building the strong keys of the fetch_hits requests */
   uint64_t waits;      /**< single-flight joins: a thread waited for another's compile */
   int have_tl_stats;   /**< the per-thread table rows below are set */
   uint64_t tl_hits, tl_misses, tl_clears, tl_entries_cleared;
