@@ -383,11 +383,16 @@ CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
  * @brief ccache_program_intern() for a strong cache (ccache_config::key_mode
  * CCACHE_KEYS_STRONG): the program is interned under all 256 bits of
  * @p pkey, and a later lookup finds it only with all 256 equal.
- * @param pkey the program's strong key (read during the call; NULL is
- *        CCACHE_EINVAL, native destroyed).
- * Everything else, the statuses included, as ccache_program_intern(); on a
- * fast cache it returns CCACHE_EINVAL (native destroyed).  16 bytes more
- * per program than a fast cache's.
+ * @param c the cache (a strong one).
+ * @param pkey the program's strong key (read during the call only).
+ * @param native the native program; ownership passes to the cache whenever
+ *        @p c is not NULL, as in ccache_program_intern().
+ * @param cost_bytes as ccache_program_intern() (bytes).
+ * @param out receives the handle, as ccache_program_intern().
+ * @return as ccache_program_intern(); CCACHE_EINVAL also for a NULL
+ *         @p pkey and on a fast cache (native destroyed either way).
+ * Thread-safe (the program table's lock).  A strong cache's programs take
+ * 16 bytes more than a fast cache's.
  */
 CCACHE_API int ccache_program_intern_strong(ccache *c, const ccache_strong_key *pkey, void *native,
                                             uint64_t cost_bytes, ccache_program **out);
@@ -395,8 +400,12 @@ CCACHE_API int ccache_program_intern_strong(ccache *c, const ccache_strong_key *
 /**
  * @brief ccache_program_fetch() for a strong cache: a hit needs all 256
  * bits of @p pkey equal.
- * @param pkey the strong key (read during the call; NULL is CCACHE_EINVAL).
- * As ccache_program_fetch() otherwise; CCACHE_EINVAL on a fast cache.
+ * @param c the cache (a strong one).
+ * @param pkey the strong key (read during the call only).
+ * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise, as
+ *        ccache_program_fetch().
+ * @return as ccache_program_fetch(); CCACHE_EINVAL also for a NULL @p pkey
+ *         and on a fast cache.  Thread-safe (the program table's lock).
  */
 CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *pkey,
                                            ccache_program **out);
@@ -456,10 +465,13 @@ CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_progr
  * bits of @p key (16 bytes more per entry than a fast cache's), and
  * replaces an entry only when all 256 are equal; one whose first 128 bits
  * alone are equal is a different key that shares a bucket.
- * @param key the strong key (read during the call; NULL is CCACHE_EINVAL,
- *        closure destroyed).
- * As ccache_put() otherwise; CCACHE_EINVAL (closure destroyed) on a fast
- * cache, and ccache_put() returns it on a strong one.
+ * @param c the cache (a strong one).
+ * @param key the strong key (read during the call only).
+ * @param closure the runtime's callable; ownership as in ccache_put().
+ * @param p a live handle of this cache (not consumed).
+ * @return as ccache_put(); CCACHE_EINVAL (closure destroyed) also for a
+ *         NULL @p key and on a fast cache, and ccache_put() returns it on a
+ *         strong one.  Thread-safe, as ccache_put().
  */
 CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *closure,
                                  ccache_program *p);
@@ -679,10 +691,15 @@ CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_f
  * joins and the entry inserted all go by the 256 bits of @p key (a compile
  * in flight for a key with the same first 128 bits but another check is a
  * different flight).
- * @param key the strong key (read during the call; NULL is CCACHE_EINVAL).
- *        @p compile receives its first half, key->key, as its `key`.
- * As ccache_get_or_compile() otherwise; CCACHE_EINVAL on a fast cache (and
- * ccache_get_or_compile() returns it on a strong one).
+ * @param c the cache (a strong one).
+ * @param key the strong key (read during the call only); @p compile
+ *        receives its first half, key->key, as its `key`.
+ * @param compile the callback, as ccache_get_or_compile()'s.
+ * @param ud passed to @p compile; never dereferenced by the cache.
+ * @param out caller-owned lease, as ccache_get_or_compile()'s.
+ * @return as ccache_get_or_compile(); CCACHE_EINVAL also for a NULL @p key
+ *         and on a fast cache (and ccache_get_or_compile() returns it on a
+ *         strong one).  Thread-safe, as ccache_get_or_compile().
  */
 CCACHE_API int ccache_get_or_compile_strong(ccache *c, const ccache_strong_key *key,
                                             ccache_compile_fn compile, void *ud, ccache_lease *out);
@@ -768,11 +785,17 @@ CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
  * hash>"), and each entry written carries all 256 bits in its header;
  * an entry whose 256 bits differ from @p pkey's is never decoded (it
  * counts in tier_corrupt and is removed).
- * @param pkey the strong key (read during the call; NULL is CCACHE_EINVAL).
- *        @p compile, the codec and the tier ops receive its first half,
- *        pkey->key, as their key.
- * As ccache_program_get_or_compile() otherwise; CCACHE_EINVAL on a fast
- * cache (and ccache_program_get_or_compile() returns it on a strong one).
+ * @param c the cache (a strong one).
+ * @param pkey the strong key (read during the call only); @p compile, the
+ *        codec and the tier ops receive its first half, pkey->key, as
+ *        their key.
+ * @param compile the callback, as ccache_program_get_or_compile()'s.
+ * @param ud passed to @p compile; never dereferenced by the cache.
+ * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
+ * @return as ccache_program_get_or_compile(); CCACHE_EINVAL also for a
+ *         NULL @p pkey and on a fast cache (and
+ *         ccache_program_get_or_compile() returns it on a strong one).
+ *         Thread-safe.
  */
 CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
                                                     ccache_program_compile_fn compile, void *ud,

@@ -302,7 +302,12 @@ CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
  *    digests (32 bytes each) in ascending order of (key.lo, key.hi,
  *    check.lo, check.hi).
  *
- * @param nodes, n_nodes, outputs, n_outputs, device as ccache_fp_graph().
+ * @param nodes @p n_nodes nodes, as ccache_fp_graph() (read only, not
+ *        retained).
+ * @param n_nodes number of nodes (items).
+ * @param outputs @p n_outputs graph outputs in order (read only).
+ * @param n_outputs number of outputs (items, >= 1).
+ * @param device target/device string (NUL-terminated; NULL is EINVAL).
  * @param scratch caller-provided workspace of @p n_nodes strong keys, never
  *        NULL (the call allocates nothing); its contents after the call are
  *        unspecified (the parameter digests are sorted in it).
