@@ -174,8 +174,9 @@ CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out);
  * @param fp caller-owned builder (it may be copied by value, as a fast one).
  * @return CCACHE_OK; CCACHE_EINVAL (NULL fp); CCACHE_ENOTSUP (a build
  *         without libsodium: the builder is left unusable, every append
- *         and final on it returns CCACHE_EINVAL).  Allocates nothing;
- *         thread-safe (libsodium is initialised once, on first use).
+ *         and final on it returns CCACHE_EINVAL).  Thread-safe; the
+ *         builder allocates nothing (the process's first strong call runs
+ *         libsodium's sodium_init() once, whatever that needs).
  */
 CCACHE_API int ccache_fp_init_strong(ccache_fp *fp);
 
