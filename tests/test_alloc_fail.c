@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 #include "support.h"
 
 #define U          CCACHE_UNBOUNDED

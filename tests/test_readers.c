@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 #include "support.h"
 
 #define U CCACHE_UNBOUNDED

@@ -31,9 +31,13 @@ extern "C" {
  *  Semantic version of the library.  0.x: no ABI promise yet (SOVERSION 0).
  *  CCACHE_VERSION_NUMBER is MAJOR*10000 + MINOR*100 + PATCH.
  *  @{ */
+/** Major version: changes that break the API or ABI (none promised in 0.x). */
 #define CCACHE_VERSION_MAJOR 0
+/** Minor version: additions (in 0.x, also API/ABI changes, in CHANGELOG.md). */
 #define CCACHE_VERSION_MINOR 2
+/** Patch version: fixes only. */
 #define CCACHE_VERSION_PATCH 0
+/** The version as one number, MAJOR*10000 + MINOR*100 + PATCH (ccache_version()). */
 #define CCACHE_VERSION_NUMBER \
   (CCACHE_VERSION_MAJOR * 10000 + CCACHE_VERSION_MINOR * 100 + CCACHE_VERSION_PATCH)
 /** @} */
@@ -52,6 +56,8 @@ CCACHE_API unsigned ccache_version(void);
  * Pinned integers generated from one list (as libuv's UV_ERRNO_MAP):
  * the value of a code never changes between versions.
  * @{ */
+/** The status codes, one X(name, value, text) per code: CCACHE_<name> is
+ *  `value` and ccache_strerror() returns `text`. */
 #define CCACHE_STATUS_MAP(X)                                                  \
   X(OK, 0, "success")                                                         \
   X(MISS, 1, "not found in the cache (not an error)")                         \

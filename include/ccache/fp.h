@@ -81,9 +81,9 @@ extern "C" {
  */
 typedef struct ccache_fp {
 #if defined(__cplusplus)
-  alignas(64) unsigned char opaque_[1024];
+  alignas(64) unsigned char opaque_[1024]; /**< private; do not touch */
 #else
-  _Alignas(64) unsigned char opaque_[1024];
+  _Alignas(64) unsigned char opaque_[1024]; /**< private; do not touch */
 #endif
 } ccache_fp;
 

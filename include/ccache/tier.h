@@ -168,12 +168,12 @@ typedef struct ccache_tier_ops {
   const char *name; /**< "disk", "redis", ...: a static string, or NULL ("custom") */
   /**
    * Called once per cache, at ccache_open() (only if the cache has a codec):
-   * the namespace every key of this cache lives in, "v<format>/<hash>" with
+   * the namespace every key of this cache lives in, `v<format>/<hash>` with
    * the hash the XXH3-64 of the runtime tag as 16 lowercase hex digits (e.g.
-   * "v1/3f2a9c0d11e2b4a7"), or "v<format>/strong-<hash>" for a strong-key
+   * "v1/3f2a9c0d11e2b4a7"), or `v<format>/strong-<hash>` for a strong-key
    * cache.  Two runtime tags, or two key modes, never share a namespace.
-   * The disk tier maps it to <dir>/v1/<hash>/, the Redis tier to
-   * <prefix>:v1:<hash>:.  In a strong-key cache the ops' key is the strong
+   * The disk tier maps it to `<dir>/v1/<hash>/`, the Redis tier to
+   * `<prefix>:v1:<hash>:`.  In a strong-key cache the ops' key is the strong
    * key's first half (ccache_strong_key::key).
    * May be NULL.
    * @param state the backend's state.
@@ -301,10 +301,10 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * Options of the directory tier.  Initialise with ccache_disk_options_init().
  *
  * **Layout.**  One file per program at
- * <dir>/v<format>/<runtime-tag hash>/<2 hex>/<32 hex key> (the 2 hex digits
+ * `<dir>/v<format>/<runtime-tag hash>/<2 hex>/<32 hex key>` (the 2 hex digits
  * are the key's first two; the key is key.hi then key.lo, 16 lowercase hex
  * digits each), so two runtime versions never overwrite each other.  Also in
- * <dir>/v<format>/: "lock" (the compile locks: byte-range locks, see below)
+ * `<dir>/v<format>/`: "lock" (the compile locks: byte-range locks, see below)
  * and "size" (the running total of entry bytes).  Writers create
  * ".tmp.<pid>.<n>" in the entry's directory and publish it with one
  * rename(); a stale temporary file (its writer dead and the file over 60 s
@@ -334,7 +334,7 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * touch_interval_ms), down to 90 % of the cap, then corrects the total.  So
  * the directory stays under the cap plus the entries written while a
  * clean-up runs (one, for a single writer).  The cap covers every runtime
- * tag under <dir>/v<format>/.  Files changed behind the library's back make
+ * tag under `<dir>/v<format>/`.  Files changed behind the library's back make
  * the running total drift until the next clean-up recounts.
  *
  * Needs a local filesystem with open-file-description locks (Linux >= 3.15;
@@ -406,10 +406,10 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    framed; nothing else of the process is sent.
  *  - the compile lease, under `<k>:lease`: `SET <k>:lease <token> NX PX
  *    lease_ms` takes it (the token is 16 bytes from getrandom(), as 32 hex
- *    digits); `EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return
- *    redis.call('pexpire', KEYS[1], ARGV[2]) end return 0" 1 <k>:lease
- *    <token> lease_ms` renews it; the same script with `del` instead of
- *    `pexpire` (and no ARGV[2]) releases it.  Both scripts act only while the
+ *    digits); `EVAL <script> 1 <k>:lease <token> lease_ms` renews it, the
+ *    script being `if redis.call('get', KEYS[1]) == ARGV[1] then return
+ *    redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`; the same script
+ *    with `del` instead of `pexpire` (and no ARGV[2]) releases it.  Both scripts act only while the
  *    lease still holds this holder's token, so a process whose lease lapsed
  *    can neither extend nor delete the lease another process took since.
  *  - `AUTH [user] password` on each new connection when a password is set.

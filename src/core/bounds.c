@@ -6,6 +6,7 @@
  * table.c's.
  */
 #include "core/internal.h"
+#include "core/readers.h"
 
 int64_t ccache_sweep(ccache *c) {
   if (!c) return CCACHE_EINVAL;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 #include "tier/tier.h"
 
 bool ccache__config_valid(const ccache_config *cfg) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 
 #define FAIL(...)                                   \
   do {                                              \

@@ -1,5 +1,5 @@
 /*
- * compile.c - single-flight get-or-compile at the closure level.
+ * closure_compile.c - single-flight get-or-compile at the closure level.
  *
  * A hit is ccache_fetch()'s path.  A miss registers a flight under wlock and
  * runs the compile with no lock held; callers for the same key meanwhile
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 
 /* A waiter's lease was granted by the owner before it woke us. */
 static int join(ccache *c, ccache__wsec *w, ccache__flight *f, ccache_lease *out) {

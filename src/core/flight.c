@@ -1,5 +1,5 @@
 /*
- * flight.c - single-flight records, shared by both levels (compile.c for
+ * flight.c - single-flight records, shared by both levels (closure_compile.c for
  * closures, program.c for programs).
  *
  * A miss registers a flight for its key (under the level's lock) and runs the

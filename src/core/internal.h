@@ -7,19 +7,10 @@
  * one list; .ci/layers.py checks the call graph against it); the prototypes
  * below are grouped by them.
  *
- * Locking (always taken in this order, never the other way round):
- *   0. reg_mu     readers.c's registry of readers, process-wide: taken only
- *                 when a thread makes its reader or exits, and when a cache
- *                 closes (never with wlock already held).
- *   1. c->wlock   the writer lock: every change to the closure table's
- *                 structure, the FIFO, the bounds, the cost total, the
- *                 closure-level flights and the global counters.
- *   2. readers    writers block the reader side (readers.c) while they change
- *                 the table's structure, and only while holding wlock.
- *   3. c->pmu     the program table, its reference counts and counters.
- * The sweeper's own c->sw_mu is never held together with any of these.
- * No user callback (compile, destroy, clock) runs under any of them; only the
- * allocator hook may.
+ * Locking: the lock tree at the top of docs/design.md names every mutex and
+ * how they nest (here: readers.c's reg_mu, then c->wlock, then the reader
+ * side, then c->pmu; c->sw_mu with none of them).  No user callback runs
+ * under any of them; only the allocator hook may.
  */
 #ifndef CCACHE_INTERNAL_H
 #define CCACHE_INTERNAL_H
@@ -303,7 +294,7 @@ void ccache__program_ref(ccache *c, ccache_program *p);
 /* ================================================================ floor 3 */
 
 /* -------------------------------------------------------------- readers.c */
-#include "core/readers.h"
+/* In core/readers.h (it needs struct ccache, above). */
 
 /* ================================================================ floor 4 */
 
@@ -328,7 +319,7 @@ static inline void *ccache__entry_closure(const ccache__entry *e) {
   return e->closure;
 }
 /* Fill a lease on e.  @p slot is its second word: the reader and slot index
- * holding it (hit.h's ccache__claim_slot), or NULL when it is counted in
+ * holding it (table_inline.h's ccache__claim_slot), or NULL when it is counted in
  * e->refs. */
 static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void *slot) {
   out->closure = ccache__entry_closure(e);
@@ -337,7 +328,7 @@ static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void 
   out->internal_[1] = slot;
 }
 /* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
- * MISS, or CCACHE__EXPIRED.  The hit path proper is hit.h's, inlined into
+ * MISS, or CCACHE__EXPIRED.  The hit path proper is table_inline.h's, inlined into
  * ccache_fetch(); these are its out-of-line forms and slow paths. */
 #define CCACHE__EXPIRED 2
 int ccache__lookup(ccache *c, const ccache_strong_key *key, uint64_t now, uint64_t ttl,

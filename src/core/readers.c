@@ -30,12 +30,14 @@
  * exits, a pthread key destructor retires its readers: their counts move to
  * the cache's retired counts, their slot leases to the entries' refs, and
  * they are freed.  ccache_close() frees the readers of its cache and
- * unlinks them from their threads.  Lock order: registry lock, then wlock.
+ * unlinks them from their threads.  Lock order: registry lock, then wlock
+ * (docs/design.md's lock tree).
  */
 #include <sched.h>
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 
 _Thread_local ccache__tls ccache__tls_readers __attribute__((tls_model("initial-exec")));
 

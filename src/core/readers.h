@@ -1,11 +1,17 @@
 /*
  * readers.h - the closure table's reader side (readers.c): the per-thread
  * reader, the TLS array that finds it, and the inline pieces of a read-side
- * section that the hit path (hit.h, closure.c) needs.  Included by
- * internal.h after struct ccache; not on its own.
+ * section that the hit path (table_inline.h, closure.c) needs.  Included by
+ * the files that use the reader side, after (or instead of) internal.h.
  */
 #ifndef CCACHE_READERS_H
 #define CCACHE_READERS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/internal.h"
 
 /* Store 1 to *flag, then a StoreLoad fence; and the load that follows it on
  * the other side of the pairing.  ThreadSanitizer does not model fences, so

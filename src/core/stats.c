@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/readers.h"
 #include "tier/tier.h"
 
 void ccache_stats_get(ccache *c, ccache_stats *out) {

@@ -1,5 +1,5 @@
 /*
- * hit.h - the hit path: the lookup inside ccache_fetch() and the release of
+ * table_inline.h - the hit path: the lookup inside ccache_fetch() and the release of
  * a lease taken by one, inlined into closure.c's public calls so a hit is one
  * call deep.  Part of the closure table's mechanism (table.c owns the slow
  * paths and everything that changes the table).
@@ -13,6 +13,7 @@
 #define CCACHE_HIT_H
 
 #include "core/internal.h"
+#include "core/readers.h"
 
 /* Claim the lowest free slot of r (free: r->free as just loaded, non-zero)
  * for a lease on e.  @return the lease's second word: r | slot index

@@ -11,8 +11,8 @@
  * and unlock never run at the same time on one lock.  A failed renewal loses
  * the lease: counted, never retried.
  *
- * Locks: r_mu guards the lease list and the thread's state; it is a leaf
- * (never held with a cache lock or across any user callback).
+ * Locks: r_mu guards the lease list and the thread's state; a leaf, never
+ * held across an op or callback (docs/design.md's lock tree).
  */
 #define _GNU_SOURCE 1 /* pthread_setname_np */
 
