@@ -206,16 +206,22 @@ static bool node_ok(const ccache_fp_node *nodes, size_t i) {
   return outputs_ok(n) && operands_ok(nodes, i);
 }
 
-/* Shared with the strong helper (fp_graph_strong.c): one set of rules. */
-bool ccache__fp_graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
-                         size_t n_outputs, const char *device, const void *scratch,
-                         const void *out) {
+static bool graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
+                     size_t n_outputs, const char *device, const void *scratch, const void *out) {
   if (!outputs || !n_outputs || !device || !scratch || !out || (!nodes && n_nodes)) return false;
   for (size_t i = 0; i < n_nodes; i++)
     if (!node_ok(nodes, i)) return false;
   for (size_t k = 0; k < n_outputs; k++)
     if (!ref_ok(nodes, n_nodes, outputs[k])) return false;
   return true;
+}
+
+/* The same rules for the strong helper (fp_graph_strong.c); the fast one
+ * keeps its own static copy, which the compiler may inline. */
+bool ccache__fp_graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
+                         size_t n_outputs, const char *device, const void *scratch,
+                         const void *out) {
+  return graph_ok(nodes, n_nodes, outputs, n_outputs, device, scratch, out);
 }
 
 /* ---- items shared by both node encoders (the caller ensures the room) ---- */
@@ -417,8 +423,7 @@ static void graph_key(const ccache_fp_ref *outputs, size_t n_outputs, const char
 CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
                                const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
                                ccache_key *scratch, ccache_key *out) {
-  if (!ccache__fp_graph_ok(nodes, n_nodes, outputs, n_outputs, device, scratch, out))
-    return CCACHE_EINVAL;
+  if (!graph_ok(nodes, n_nodes, outputs, n_outputs, device, scratch, out)) return CCACHE_EINVAL;
   /* One buffer and one (lazily reset) state serve every stream in turn. */
   XXH3_state_t st;
   unsigned char buf[FPG_BUF_SIZE];
