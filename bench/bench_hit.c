@@ -26,7 +26,9 @@
  * cg_loop_empty (key generation only), cg_loop_uthash (fold hash),
  * cg_loop_uthash_jen (default hash) and cg_loop_ccache; bench/run reads their
  * inclusive instruction counts from callgrind.  CCACHE_BENCH_CG_TTL_MS=t in
- * the environment gives the cache a finite TTL of t ms first.
+ * the environment gives the cache a finite TTL of t ms first.  With
+ * --callgrind-strong the ccache loop runs on a strong cache
+ * (CCACHE_KEYS_STRONG, ccache_fetch_strong).
  */
 #include <pthread.h>
 #include <semaphore.h>
@@ -186,6 +188,50 @@ __attribute__((noipa)) uint64_t cg_loop_ccache(ccache *c, const uint32_t *order,
     ccache_lease_release(c, &l);
   }
   return sum;
+}
+
+/* The strong mode (issue 22): a 256-bit key, its first half bench_key()'s
+ * and its second half derived from it, through ccache_fetch_strong(). */
+static ccache_strong_key strong_of(ccache_key k) {
+  ccache_strong_key s = {k, {k.hi ^ 0x5bd1e9955bd1e995ull, k.lo * 0x9e3779b97f4a7c15ull}};
+  return s;
+}
+
+__attribute__((noipa)) uint64_t cg_loop_ccache_strong(ccache *c, const uint32_t *order, size_t n) {
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    ccache_strong_key k = strong_of(bench_key(KEY_SALT, order[i] + dep));
+    ccache_lease l;
+    if (ccache_fetch_strong(c, &k, &l) != CCACHE_OK) return UINT64_MAX;
+    uintptr_t v = (uintptr_t)l.closure;
+    sum += v;
+    dep = v >> 60;
+    ccache_lease_release(c, &l);
+  }
+  return sum;
+}
+
+/* bench_cc_build()'s cache with the same entries under strong keys. */
+static ccache *strong_build(uint64_t salt, uint64_t n, unsigned nprograms) {
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.sweeper_thread = 0;
+  cfg.key_mode = CCACHE_KEYS_STRONG;
+  ccache *c;
+  BENCH_OK(ccache_open(&cfg, &c));
+  ccache_program **p = calloc(nprograms, sizeof *p);
+  BENCH_CHECK(p != NULL, "out of memory");
+  for (unsigned j = 0; j < nprograms; j++) {
+    ccache_strong_key pk = strong_of(bench_key(99, j));
+    BENCH_OK(ccache_program_intern_strong(c, &pk, (void *)(uintptr_t)(0x1000u + j), 4096, &p[j]));
+  }
+  for (uint64_t i = 0; i < n; i++) {
+    ccache_strong_key k = strong_of(bench_key(salt, i));
+    BENCH_OK(ccache_put_strong(c, &k, bench_closure_of(i), p[i % nprograms]));
+  }
+  for (unsigned j = 0; j < nprograms; j++) ccache_program_release(c, p[j]);
+  free(p);
+  return c;
 }
 
 static uint64_t loop_naive(naive *t, const uint32_t *order, size_t n) {
@@ -432,8 +478,9 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
 
 /* ---------------------------------------------------------- callgrind */
 
-static int callgrind_mode(size_t n, uint64_t size) {
-  ccache *c = bench_cc_build(KEY_SALT, size, NPROGRAMS);
+static int callgrind_mode(size_t n, uint64_t size, bool strong) {
+  ccache *c =
+      strong ? strong_build(KEY_SALT, size, NPROGRAMS) : bench_cc_build(KEY_SALT, size, NPROGRAMS);
   /* CCACHE_BENCH_CG_TTL_MS=t: the same with a finite TTL (fetch reads the
    * clock and takes its general path), for the README's figure. */
   const char *ttl = getenv("CCACHE_BENCH_CG_TTL_MS");
@@ -447,7 +494,7 @@ static int callgrind_mode(size_t n, uint64_t size) {
   uint64_t e = cg_loop_empty(order, n);
   uint64_t u = cg_loop_uthash(uh, order, n);
   uint64_t j = cg_loop_uthash_jen(uj, order, n);
-  uint64_t k = cg_loop_ccache(c, order, n);
+  uint64_t k = strong ? cg_loop_ccache_strong(c, order, n) : cg_loop_ccache(c, order, n);
   BENCH_CHECK(u == want && j == want && k == want, "callgrind loops returned wrong values");
   printf("callgrind mode: %zu lookups at %llu entries done (%llu)\n", n, (unsigned long long)size,
          (unsigned long long)(e & 1));
@@ -459,11 +506,21 @@ static int callgrind_mode(size_t n, uint64_t size) {
 }
 
 int main(int argc, char **argv) {
+  /* --callgrind-strong: the callgrind loop on a strong cache (bench/run). */
+  bool strong = false;
+  int kept = 1;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--callgrind-strong") == 0)
+      strong = true;
+    else
+      argv[kept++] = argv[i];
+  }
+  argc = kept;
   bench_opts o;
   bench_parse(argc, argv, &o,
               "P1 hit latency vs bare uthash; EMLX server-thread mechanism; naive mutex table",
               true);
-  if (o.callgrind >= 0) return callgrind_mode((size_t)o.callgrind, (uint64_t)o.cg_entries);
+  if (o.callgrind >= 0) return callgrind_mode((size_t)o.callgrind, (uint64_t)o.cg_entries, strong);
   bench_report rep;
   bench_report_init(
       &rep, "bench_hit",

@@ -7,6 +7,7 @@
  *  - bytes per closure entry: 1M ccache_put()s of distinct keys sharing one
  *    program (entry structs plus the amortised uthash bucket arrays);
  *  - bytes per program: 1M programs interned, a handle held on each;
+ *  - both again in a strong-key cache (CCACHE_KEYS_STRONG, issue 22);
  * against the 56-byte uthash handle (UT_hash_handle) that any uthash-based
  * table pays per item, and beside a bare uthash table of (16-byte key,
  * pointer) items counted the same way.  Counts are of requested bytes; the
@@ -29,9 +30,10 @@ typedef struct uh_entry {
   void *value;
 } uh_entry;
 
-static ccache *open_counted(bench_counter *cnt) {
+static ccache *open_counted(bench_counter *cnt, bool strong) {
   ccache_config cfg;
   ccache_config_init(&cfg);
+  cfg.key_mode = strong ? CCACHE_KEYS_STRONG : CCACHE_KEYS_FAST;
   cfg.sweeper_thread = 0;
   cfg.alloc = bench_count_alloc;
   cfg.free = bench_count_free;
@@ -41,14 +43,31 @@ static ccache *open_counted(bench_counter *cnt) {
   return c;
 }
 
-static void entries(bench_report *rep, uint64_t n, const char *label) {
+/* A strong key whose first half is k (the second derived from it). */
+static ccache_strong_key strong_of(ccache_key k) {
+  ccache_strong_key s = {k, {~k.hi, k.lo ^ 0x5bd1e995u}};
+  return s;
+}
+
+static int intern_in(ccache *c, bool strong, ccache_key k, void *native, uint64_t cost,
+                     ccache_program **out) {
+  ccache_strong_key sk = strong_of(k);
+  return strong ? ccache_program_intern_strong(c, &sk, native, cost, out)
+                : ccache_program_intern(c, k, native, cost, out);
+}
+
+static void entries(bench_report *rep, uint64_t n, const char *label, bool strong) {
   bench_counter cnt = {0};
-  ccache *c = open_counted(&cnt);
+  ccache *c = open_counted(&cnt, strong);
   ccache_program *p;
-  BENCH_OK(ccache_program_intern(c, bench_key(99, 0), (void *)(uintptr_t)0x1000u, 4096, &p));
+  BENCH_OK(intern_in(c, strong, bench_key(99, 0), (void *)(uintptr_t)0x1000u, 4096, &p));
   long long b0 = cnt.live_bytes, c0 = cnt.live_chunk_bytes, a0 = cnt.live_allocs;
-  for (uint64_t i = 0; i < n; i++)
-    BENCH_OK(ccache_put(c, bench_key(31, i), (void *)(uintptr_t)(0x10000u + 16u * i), p));
+  for (uint64_t i = 0; i < n; i++) {
+    void *closure = (void *)(uintptr_t)(0x10000u + 16u * i);
+    ccache_strong_key sk = strong_of(bench_key(31, i));
+    BENCH_OK(strong ? ccache_put_strong(c, &sk, closure, p)
+                    : ccache_put(c, bench_key(31, i), closure, p));
+  }
   double per = (double)(cnt.live_bytes - b0) / (double)n;
   double per_chunk = (double)(cnt.live_chunk_bytes - c0) / (double)n;
   double allocs = (double)(cnt.live_allocs - a0) / (double)n;
@@ -81,26 +100,28 @@ static void entries(bench_report *rep, uint64_t n, const char *label) {
   BENCH_CHECK(uh_counter.live_bytes == 0, "uthash baseline leaked");
 
   char fig[96];
-  snprintf(fig, sizeof fig, "P6 bytes per closure entry, %s entries", label);
+  snprintf(fig, sizeof fig, "P6 bytes per closure entry, %s entries%s", label,
+           strong ? ", strong keys" : "");
   bench_stat one = {per / (double)sizeof(UT_hash_handle), per / (double)sizeof(UT_hash_handle),
                     per / (double)sizeof(UT_hash_handle), 1};
-  bench_row *row = bench_add(rep, fig, per, "B", (double)sizeof(UT_hash_handle),
-                             "UT_hash_handle floor", one, "ccache / handle", BENCH_VALUE_LE, 128);
+  bench_row *row =
+      bench_add(rep, fig, per, "B", (double)sizeof(UT_hash_handle), "UT_hash_handle floor", one,
+                "ccache / handle", strong ? BENCH_REPORT : BENCH_VALUE_LE, 128);
   snprintf(row->note, sizeof row->note,
            "%.2f allocations/entry; ~%.0f B with glibc chunk overhead; bare uthash item "
            "(key + pointer) %.1f B",
            allocs, per_chunk, uh_per);
 }
 
-static void programs(bench_report *rep, uint64_t n, const char *label) {
+static void programs(bench_report *rep, uint64_t n, const char *label, bool strong) {
   bench_counter cnt = {0};
-  ccache *c = open_counted(&cnt);
+  ccache *c = open_counted(&cnt, strong);
   ccache_program **h = malloc(n * sizeof *h);
   BENCH_CHECK(h != NULL, "out of memory");
   long long b0 = cnt.live_bytes, c0 = cnt.live_chunk_bytes;
   for (uint64_t i = 0; i < n; i++)
-    BENCH_OK(ccache_program_intern(c, bench_key(32, i), (void *)(uintptr_t)(0x10000u + 16u * i), 1,
-                                   &h[i]));
+    BENCH_OK(
+        intern_in(c, strong, bench_key(32, i), (void *)(uintptr_t)(0x10000u + 16u * i), 1, &h[i]));
   double per = (double)(cnt.live_bytes - b0) / (double)n;
   double per_chunk = (double)(cnt.live_chunk_bytes - c0) / (double)n;
   ccache_stats st = {.size = sizeof st};
@@ -114,7 +135,8 @@ static void programs(bench_report *rep, uint64_t n, const char *label) {
   BENCH_CHECK(cnt.live_bytes == 0, "%lld bytes still live after close", cnt.live_bytes);
   free(h);
   char fig[96];
-  snprintf(fig, sizeof fig, "P6 bytes per program, %s programs", label);
+  snprintf(fig, sizeof fig, "P6 bytes per program, %s programs%s", label,
+           strong ? ", strong keys" : "");
   bench_stat one = {per / (double)sizeof(UT_hash_handle), per / (double)sizeof(UT_hash_handle),
                     per / (double)sizeof(UT_hash_handle), 1};
   bench_row *row = bench_add(rep, fig, per, "B", (double)sizeof(UT_hash_handle),
@@ -131,8 +153,10 @@ int main(int argc, char **argv) {
                     "what does an entry cost in memory? (allocator-hook count)");
   uint64_t n = o.quick ? 100000 : 1000000;
   const char *label = o.quick ? "100k" : "1M";
-  entries(&rep, n, label);
-  programs(&rep, n, label);
+  entries(&rep, n, label, false);
+  entries(&rep, n, label, true);
+  programs(&rep, n, label, false);
+  programs(&rep, n, label, true);
   bench_note(&rep,
              "requested bytes counted by config.alloc/free (live after minus live before); "
              "deterministic, so one measurement (no spread)");

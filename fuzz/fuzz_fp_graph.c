@@ -1,5 +1,6 @@
 /*
- * fuzz_fp_graph.c - libFuzzer target for ccache_fp_graph().
+ * fuzz_fp_graph.c - libFuzzer target for ccache_fp_graph() and, on the same
+ * graphs, ccache_fp_graph_strong().
  *
  * The input bytes decode into a graph with random node counts, op names or
  * ids, attribute and constant blobs, output slots with random ranks (some
@@ -180,6 +181,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc != CCACHE_EINVAL) abort();
     if (key.lo != 0x1111 || key.hi != 0x2222) abort(); /* no key is written */
   }
+
+  /* The strong helper on the same graph (issue 22): the same validity, a
+   * deterministic key, nothing written on error; its scratch is its own
+   * (256-bit digests) and may start as garbage. */
+  ccache_strong_key *sscratch = NULL;
+  if (scratch) {
+    sscratch = keep(&a, malloc(n_nodes ? n_nodes * sizeof *sscratch : 1));
+    memset(sscratch, 0xa5, n_nodes ? n_nodes * sizeof *sscratch : 1);
+  }
+  ccache_strong_key skey = {{0x1111, 0x2222}, {0x3333, 0x4444}}, *sout = out ? &skey : NULL;
+  int src = ccache_fp_graph_strong(np, n_nodes, outs, n_outs, device, sscratch, sout);
+  if (valid) {
+    if (src == CCACHE_ENOTSUP) goto done; /* a build without libsodium */
+    if (src != CCACHE_OK) abort();
+    ccache_strong_key again = {{0, 0}, {0, 0}};
+    if (ccache_fp_graph_strong(np, n_nodes, outs, n_outs, device, sscratch, &again) != CCACHE_OK ||
+        memcmp(&again, &skey, sizeof again) != 0)
+      abort(); /* not deterministic (the scratch now holds the first call's digests) */
+  } else {
+    if (src != CCACHE_EINVAL) abort();
+    if (skey.key.lo != 0x1111 || skey.check.hi != 0x4444) abort();
+  }
+done:
   for (size_t i = 0; i < a.n; i++) free(a.ptrs[i]);
   return 0;
 }

@@ -46,6 +46,7 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "tier_min_compile_us",
             "tiers",
             "n_tiers",
+            "key_mode",
             "on_event",
             "event_ctx",
         ],

@@ -9,8 +9,8 @@ static void fp_tensor(ccache_fp *fp, const tensor_spec *t) {
   ccache_fp_bytes(fp, t->strides, (size_t)t->ndims * sizeof t->strides[0]);
 }
 
-void onednn_fp_structure(ccache_fp *fp, const prim_spec *s) {
-  ccache_fp_init(fp);
+/* The structure's fields, after the builder's start. */
+static void fp_structure_fields(ccache_fp *fp, const prim_spec *s) {
   ccache_fp_str(fp, "onednn-2.6/cpu", 14);
   /* Every primitive is built with the user-managed scratchpad (prims.c); a
    * primitive built for oneDNN's own scratchpad would be a different program. */
@@ -30,6 +30,11 @@ void onednn_fp_structure(ccache_fp *fp, const prim_spec *s) {
   }
 }
 
+void onednn_fp_structure(ccache_fp *fp, const prim_spec *s) {
+  ccache_fp_init(fp);
+  fp_structure_fields(fp, s);
+}
+
 void onednn_fp_site(ccache_fp *fp, const call_site *site) {
   ccache_fp_str(fp, "site", 4);
   ccache_fp_i64(fp, site->layer);
@@ -43,6 +48,21 @@ int onednn_program_key(const prim_spec *s, ccache_key *out) {
   ccache_fp fp;
   onednn_fp_structure(&fp, s);
   return ccache_fp_final(&fp, out) == CCACHE_OK ? 0 : -1;
+}
+
+int onednn_program_key_strong(const prim_spec *s, ccache_strong_key *out) {
+  ccache_fp fp;
+  if (ccache_fp_init_strong(&fp) != CCACHE_OK) return -1;
+  fp_structure_fields(&fp, s);
+  return ccache_fp_final_strong(&fp, out) == CCACHE_OK ? 0 : -1;
+}
+
+int onednn_closure_key_strong(const call_site *site, const prim_spec *s, ccache_strong_key *out) {
+  ccache_fp fp;
+  if (ccache_fp_init_strong(&fp) != CCACHE_OK) return -1;
+  fp_structure_fields(&fp, s);
+  onednn_fp_site(&fp, site);
+  return ccache_fp_final_strong(&fp, out) == CCACHE_OK ? 0 : -1;
 }
 
 int onednn_closure_key(const call_site *site, const prim_spec *s, ccache_key *out) {

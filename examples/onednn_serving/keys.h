@@ -25,4 +25,10 @@ int onednn_program_key(const prim_spec *s, ccache_key *out);
 /** Closure key: the structure, then the call site.  @return 0, or -1. */
 int onednn_closure_key(const call_site *site, const prim_spec *s, ccache_key *out);
 
+/** The same two keys in the strong mode (--strong-keys): the same fields,
+ *  hashed with BLAKE2b-256 into 256-bit keys (ccache_fp_init_strong()).
+ *  @return 0, or -1 (e.g. a build without libsodium). */
+int onednn_program_key_strong(const prim_spec *s, ccache_strong_key *out);
+int onednn_closure_key_strong(const call_site *site, const prim_spec *s, ccache_strong_key *out);
+
 #endif

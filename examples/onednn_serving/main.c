@@ -41,7 +41,7 @@
 #define PROGRESS_LINE_NS 1500000000u
 
 typedef struct options {
-  int requests, decode, threads, layers, json, check, runtime_dims;
+  int requests, decode, threads, layers, json, check, runtime_dims, strong_keys;
   uint64_t seed, max_items, ttl_ms, max_cost;
   const char *config;
 } options;
@@ -112,6 +112,9 @@ static void usage(FILE *f) {
           "  --ttl-ms N       ccache time to live in ms (default unbounded)\n"
           "  --max-cost N     ccache bound on program cost in bytes (default unbounded)\n"
           "  --runtime-dims   attention matmuls take the context length at run time\n"
+          "  --strong-keys    ccache keys are BLAKE2b-256 (ccache_fp_init_strong, a\n"
+          "                   CCACHE_KEYS_STRONG cache) instead of XXH3-128: for graphs\n"
+          "                   from parties you do not trust\n"
           "  --config PATH    model config.json (default the source tree's copy)\n"
           "  --json           machine-readable output\n"
           "  --check          also verify the cache accounting; exit 1 if a check fails\n"
@@ -181,6 +184,8 @@ static int parse_args(int argc, char **argv, options *o) {
       o->json = 1;
     } else if (strcmp(a, "--check") == 0) {
       o->check = 1;
+    } else if (strcmp(a, "--strong-keys") == 0) {
+      o->strong_keys = 1;
     } else if (strcmp(a, "--runtime-dims") == 0) {
       o->runtime_dims = 1;
     } else if (strcmp(a, "--config") == 0 && val) {
@@ -387,6 +392,7 @@ static int serve_all(mode_run *run, mode_result *res) {
     res->tl_clears += w->tl_clears;
     res->tl_entries_cleared += w->tl_entries_cleared;
     res->fetch_hits += w->fetch_hits;
+    res->key_ms += (double)w->key_ns / 1e6;
     if (wa[i].scratch_bytes > res->scratch_bytes_max) res->scratch_bytes_max = wa[i].scratch_bytes;
   }
   if (rc == 0) {
@@ -427,6 +433,8 @@ static int open_cache(const app *a, prim_ctx *ctx) {
   cfg.ctx = ctx;
   cfg.on_event = prims_on_event; /* counts compiles per program */
   cfg.event_ctx = ctx;
+  cfg.key_mode = a->opt.strong_keys ? CCACHE_KEYS_STRONG : CCACHE_KEYS_FAST;
+  ctx->strong_keys = a->opt.strong_keys;
   int st = ccache_open(&cfg, &ctx->cache);
   if (st != CCACHE_OK) fprintf(stderr, "onednn_serving: ccache_open: %s\n", ccache_strerror(st));
   return st == CCACHE_OK ? 0 : -1;
@@ -509,6 +517,7 @@ static int run_mode(app *a, acquire_mode mode, mode_result *res, accounting *acc
    * miss is booked as compile time even when it found a shared program),
    * the other modes' hits. */
   res->lookups = mode == MODE_CCACHE ? res->fetch_hits : res->hits;
+  res->have_key_ms = mode == MODE_CCACHE && a->opt.strong_keys;
   *acc = (accounting){atomic_load(&ctx.programs_created), atomic_load(&ctx.programs_destroyed),
                       atomic_load(&ctx.bad_destroys), atomic_load(&ctx.closures_created),
                       atomic_load(&ctx.closures_destroyed)};
@@ -737,6 +746,7 @@ int main(int argc, char **argv) {
                    .threads = a.opt.threads,
                    .omp_threads = a.omp_threads,
                    .runtime_dims = a.opt.runtime_dims,
+                   .strong_keys = a.opt.strong_keys,
                    .seed = a.opt.seed,
                    .max_items = a.opt.max_items,
                    .ttl_ms = a.opt.ttl_ms,

@@ -109,6 +109,7 @@ typedef struct prim_worker {
   struct tl_entry *tl;
   uint64_t tl_hits, tl_misses, tl_clears, tl_entries_cleared;
   uint64_t fetch_hits; /**< MODE_CCACHE: requests served by ccache_fetch alone */
+  uint64_t key_ns;     /**< MODE_CCACHE with strong keys: building the keys of those */
   uint64_t requests;   /**< primitive requests */
   uint64_t acquire_ns; /**< getting a primitive: creation, lookup, key building, release */
   uint64_t compile_ns; /**< of which on the miss path (mode 1: all; mode 2: a program's
@@ -124,7 +125,8 @@ typedef struct prim_worker {
 typedef struct prim_ctx {
   acquire_mode mode;
   dnnl_engine_t engine;
-  ccache *cache; /**< MODE_CCACHE only */
+  ccache *cache;   /**< MODE_CCACHE only */
+  int strong_keys; /**< MODE_CCACHE: 256-bit BLAKE2b keys, a CCACHE_KEYS_STRONG cache */
   /* Program accounting (modes 3 and 4), maintained where primitives that
    * outlive one request are created and destroyed. */
   atomic_uint_fast64_t programs_created;

@@ -105,9 +105,13 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
           ", %d serving thread(s) x %d OpenMP thread(s)%s\n",
           ri->layers, ri->requests, ri->decode, ri->seed, ri->threads, ri->omp_threads,
           ri->runtime_dims ? ", runtime dims for attention" : "");
-  fprintf(
-      f, "ccache bounds: max-items %s, ttl-ms %s, max-cost %s; per-thread tables cleared at %d\n\n",
-      items, ttl, cost, PER_THREAD_MAX_ENTRIES);
+  fprintf(f,
+          "ccache bounds: max-items %s, ttl-ms %s, max-cost %s; per-thread tables cleared at %d\n",
+          items, ttl, cost, PER_THREAD_MAX_ENTRIES);
+  /* Said only when not the default, so the default table is as before. */
+  if (ri->strong_keys)
+    fprintf(f, "ccache keys: strong (BLAKE2b-256, 256 bits compared on every match)\n");
+  fputc('\n', f);
   fprintf(f, "%-*s", LABEL_W, "");
   for (int i = 0; i < n; i++) fprintf(f, " %16s", r[i].name);
   fputc('\n', f);
@@ -151,6 +155,12 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
   ROW_IF("lookups (requests not compiling)", r[i].have_lookup, PRIu64, r[i].lookups);
   ROW_IF("lookup per lookup (us)", have_per_lookup(&r[i]), ".3f", per_lookup_us(&r[i]));
   ROW_IF("lookup per lookup / execution (%)", have_per_lookup(&r[i]), ".3f", per_lookup_pct(&r[i]));
+  if (ri->strong_keys) {
+    ROW_IF("  of which strong keys, per lookup (us)", r[i].have_key_ms && r[i].lookups, ".3f",
+           r[i].key_ms * 1000.0 / (double)r[i].lookups);
+    ROW_IF("  fetch + release, per lookup (us)", r[i].have_key_ms && r[i].lookups, ".3f",
+           per_lookup_us(&r[i]) - r[i].key_ms * 1000.0 / (double)r[i].lookups);
+  }
   ROW_DBL("wall time (ms)", ".1f", r[i].wall_ms);
   ROW_DBL("per-token latency p50 (ms)", ".2f", r[i].p50_ms);
   ROW_DBL("per-token latency p99 (ms)", ".2f", r[i].p99_ms);
@@ -208,9 +218,11 @@ static void json_opt_double(FILE *f, const char *key, int have, double v) {
 void report_json(FILE *f, const run_info *ri, const mode_result *r, int n) {
   fprintf(f,
           "{\n  \"model\": \"SmolLM2-135M\", \"layers\": %d, \"requests\": %d, \"decode\": %d, "
-          "\"seed\": %" PRIu64 ", \"threads\": %d, \"omp_threads\": %d, \"runtime_dims\": %s,\n",
+          "\"seed\": %" PRIu64
+          ", \"threads\": %d, \"omp_threads\": %d, \"runtime_dims\": %s, "
+          "\"key_mode\": \"%s\",\n",
           ri->layers, ri->requests, ri->decode, ri->seed, ri->threads, ri->omp_threads,
-          ri->runtime_dims ? "true" : "false");
+          ri->runtime_dims ? "true" : "false", ri->strong_keys ? "strong" : "fast");
   fprintf(f, "  \"checksums_agree\": %s,\n", ri->checksums_agree ? "true" : "false");
   /* Unbounded is null in JSON: UINT64_MAX does not survive doubles. */
   fprintf(f, "  \"bounds\": {");
@@ -257,6 +269,7 @@ void report_json(FILE *f, const run_info *ri, const mode_result *r, int n) {
               m->misses, m->tl_clears, m->tl_entries_cleared, m->programs_peak);
     fprintf(f, ",\n     \"acquire_ms\": %.3f, \"compile_ms\": %.3f", m->acquire_ms, m->compile_ms);
     json_opt_double(f, "lookup_ms", m->have_lookup, m->lookup_ms);
+    json_opt_double(f, "strong_key_ms", m->have_key_ms, m->key_ms);
     fprintf(f, ", \"exec_ms\": %.3f, \"wall_ms\": %.3f", m->exec_ms, m->wall_ms);
     json_opt_double(f, "lookup_us_per_request", m->have_lookup, lookup_us(m));
     fprintf(f, ", \"exec_us_per_request\": %.4f", exec_us(m));

@@ -280,6 +280,13 @@ typedef struct ccache_config {
   /** Number of tiers, 0 (default) .. CCACHE_MAX_TIERS.  Tiers need a codec:
    *  n_tiers > 0 with a NULL codec is CCACHE_EINVAL. */
   uint32_t n_tiers;
+  /** Which keys the cache takes, a ccache_key_mode (see ccache/common.h):
+   *  CCACHE_KEYS_FAST (0, default: ccache_key calls) or CCACHE_KEYS_STRONG
+   *  (the *_strong calls with 256-bit keys; its tiers use a namespace of
+   *  their own).  Fixed for the cache's life.  Any other value is
+   *  CCACHE_EINVAL; a config whose size ends before this field is fast.
+   *  Since 0.2. */
+  uint32_t key_mode;
   /* ---- First use (0.2): a config whose size ends before these fields gets
    * their defaults. ---- */
   /** The event hook (see ccache_event_fn); NULL (default): no events, and
@@ -296,7 +303,7 @@ typedef struct ccache_config {
  * @brief Fill @p cfg with the defaults: size = sizeof *cfg, magic =
  * CCACHE_CONFIG_MAGIC, every bound CCACHE_UNBOUNDED, sweeper_thread 1, no
  * callbacks, no allocator hook, CLOCK_MONOTONIC, no codec, no tiers,
- * tier_min_compile_us 1000.
+ * tier_min_compile_us 1000, key_mode CCACHE_KEYS_FAST.
  * @param cfg caller-owned; NULL is a no-op.  Thread-safe.
  */
 CCACHE_API void ccache_config_init(ccache_config *cfg);
@@ -511,6 +518,37 @@ CCACHE_API void *ccache_program_native(const ccache_program *p);
  */
 CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 
+/**
+ * @brief ccache_program_intern() for a strong cache (ccache_config::key_mode
+ * CCACHE_KEYS_STRONG): the program is interned under all 256 bits of
+ * @p pkey, and a later lookup finds it only with all 256 equal.
+ * @param c the cache (a strong one).
+ * @param pkey the program's strong key (read during the call only).
+ * @param native the native program; ownership passes to the cache whenever
+ *        @p c is not NULL, as in ccache_program_intern().
+ * @param cost_bytes as ccache_program_intern() (bytes).
+ * @param out receives the handle, as ccache_program_intern().
+ * @return as ccache_program_intern(); CCACHE_EINVAL also for a NULL
+ *         @p pkey and on a fast cache (native destroyed either way).
+ * Thread-safe (the program table's lock).  A strong cache's programs take
+ * 16 bytes more than a fast cache's.
+ */
+CCACHE_API int ccache_program_intern_strong(ccache *c, const ccache_strong_key *pkey, void *native,
+                                            uint64_t cost_bytes, ccache_program **out);
+
+/**
+ * @brief ccache_program_fetch() for a strong cache: a hit needs all 256
+ * bits of @p pkey equal.
+ * @param c the cache (a strong one).
+ * @param pkey the strong key (read during the call only).
+ * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise, as
+ *        ccache_program_fetch().
+ * @return as ccache_program_fetch(); CCACHE_EINVAL also for a NULL @p pkey
+ *         and on a fast cache.  Thread-safe (the program table's lock).
+ */
+CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *pkey,
+                                           ccache_program **out);
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -562,6 +600,22 @@ CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p);
 
 /**
+ * @brief ccache_put() for a strong cache: the entry is stored under all 256
+ * bits of @p key (16 bytes more per entry than a fast cache's), and
+ * replaces an entry only when all 256 are equal; one whose first 128 bits
+ * alone are equal is a different key that shares a bucket.
+ * @param c the cache (a strong one).
+ * @param key the strong key (read during the call only).
+ * @param closure the runtime's callable; ownership as in ccache_put().
+ * @param p a live handle of this cache (not consumed).
+ * @return as ccache_put(); CCACHE_EINVAL (closure destroyed) also for a
+ *         NULL @p key and on a fast cache, and ccache_put() returns it on a
+ *         strong one.  Thread-safe, as ccache_put().
+ */
+CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *closure,
+                                 ccache_program *p);
+
+/**
  * @brief Look up a closure.  On a hit, @p out holds a lease on the entry.
  *
  * Never returns an expired entry (now >= insert time + ttl_ms), whether or not
@@ -601,6 +655,23 @@ CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_progr
 CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
 
 /**
+ * @brief ccache_fetch() for a strong cache (ccache_config::key_mode
+ * CCACHE_KEYS_STRONG): a hit needs all 256 bits of @p key equal to the
+ * entry's.
+ *
+ * The same common path as ccache_fetch() (no lock, nothing shared written),
+ * with 32 bytes compared instead of 16; bench/run's callgrind row gives its
+ * instructions beside the fast call's.
+ * @param c the cache.
+ * @param key the strong key (read during the call; NULL is CCACHE_EINVAL).
+ * @param out as ccache_fetch().
+ * @return as ccache_fetch(); CCACHE_EINVAL also on a fast cache (and
+ *         ccache_fetch() returns CCACHE_EINVAL on a strong cache).
+ *         Thread-safe, as ccache_fetch().
+ */
+CCACHE_API int ccache_fetch_strong(ccache *c, const ccache_strong_key *key, ccache_lease *out);
+
+/**
  * @brief Release a lease.  If the entry has left the table and this was its
  * last lease, destroy_closure then (if it was the program's last reference)
  * destroy_program run on this thread, with no lock held, before this returns.
@@ -631,6 +702,13 @@ CCACHE_API void ccache_lease_release(ccache *c, ccache_lease *lease);
  *         build: aborts on a closed cache.
  */
 CCACHE_API int ccache_remove(ccache *c, ccache_key key);
+
+/** @brief ccache_remove() for a strong cache (all 256 bits must match).
+ *  @param c the cache.
+ *  @param key the strong key (read during the call).
+ *  @return as ccache_remove(); CCACHE_EINVAL also for a NULL key and on a
+ *          fast cache (and ccache_remove() returns it on a strong one). */
+CCACHE_API int ccache_remove_strong(ccache *c, const ccache_strong_key *key);
 
 /**
  * @brief Remove every closure entry (counts `cleared`, one per entry).
@@ -763,6 +841,24 @@ CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_f
                                      ccache_lease *out);
 
 /**
+ * @brief ccache_get_or_compile() for a strong cache: hits, single-flight
+ * joins and the entry inserted all go by the 256 bits of @p key (a compile
+ * in flight for a key with the same first 128 bits but another check is a
+ * different flight).
+ * @param c the cache (a strong one).
+ * @param key the strong key (read during the call only); @p compile
+ *        receives its first half, key->key, as its `key`.
+ * @param compile the callback, as ccache_get_or_compile()'s.
+ * @param ud passed to @p compile; never dereferenced by the cache.
+ * @param out caller-owned lease, as ccache_get_or_compile()'s.
+ * @return as ccache_get_or_compile(); CCACHE_EINVAL also for a NULL @p key
+ *         and on a fast cache (and ccache_get_or_compile() returns it on a
+ *         strong one).  Thread-safe, as ccache_get_or_compile().
+ */
+CCACHE_API int ccache_get_or_compile_strong(ccache *c, const ccache_strong_key *key,
+                                            ccache_compile_fn compile, void *ud, ccache_lease *out);
+
+/**
  * Program compile callback, run by ccache_program_get_or_compile() on the
  * thread that owns the miss, once per miss that no tier served, with no
  * cache lock held (a tier's compile locks may be held).
@@ -838,6 +934,29 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
 CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
                                              ccache_program_compile_fn compile, void *ud,
                                              ccache_program **out);
+
+/**
+ * @brief ccache_program_get_or_compile() for a strong cache: the program
+ * table, the single-flight and the tiers all go by the 256 bits of
+ * @p pkey.  Its tiers' namespace is the strong one ("v1/strong-<tag
+ * hash>"), and each entry written carries all 256 bits in its header;
+ * an entry whose 256 bits differ from @p pkey's is never decoded (it
+ * counts in tier_corrupt and is removed).
+ * @param c the cache (a strong one).
+ * @param pkey the strong key (read during the call only); @p compile, the
+ *        codec and the tier ops receive its first half, pkey->key, as
+ *        their key.
+ * @param compile the callback, as ccache_program_get_or_compile()'s.
+ * @param ud passed to @p compile; never dereferenced by the cache.
+ * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
+ * @return as ccache_program_get_or_compile(); CCACHE_EINVAL also for a
+ *         NULL @p pkey and on a fast cache (and
+ *         ccache_program_get_or_compile() returns it on a strong one).
+ *         Thread-safe.
+ */
+CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
+                                                    ccache_program_compile_fn compile, void *ud,
+                                                    ccache_program **out);
 
 /** @} */
 

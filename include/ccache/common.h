@@ -240,6 +240,53 @@ CCACHE_API int ccache_key_eq(ccache_key a, ccache_key b);
  */
 CCACHE_API char *ccache_key_hex(ccache_key key, char out[CCACHE_KEY_HEX_LEN]);
 
+/**
+ * A 256-bit strong key: a cryptographic digest (BLAKE2b-256 from
+ * ccache_fp_final_strong() / ccache_fp_graph_strong(), or any 256-bit
+ * collision-resistant digest of the caller's own) for a cache opened with
+ * ccache_config::key_mode = CCACHE_KEYS_STRONG.
+ *
+ * Why this shape (the public decision of 0.2, see CHANGELOG "Strong keys"):
+ * the tables stay keyed by 128 bits, @c key, which picks the bucket as a
+ * ccache_key does; every entry of a strong cache stores the full 256 bits,
+ * and every match the cache makes - a hit, an insert that replaces, a
+ * single-flight join, a program lookup, a tier entry loaded - compares all
+ * of them.  So two inputs with one match take 2^128 work (a collision of the
+ * whole digest), not the 2^64 of a 128-bit key.  Cost: 16 bytes more per
+ * closure entry and per program of a strong cache only (bench_memory); the strong calls
+ * take the key by pointer (32 bytes) and compare 32 bytes instead of 16;
+ * the ccache_key calls, their ABI and their hit path are unchanged.
+ * Digest bytes map little-endian: key.lo = bytes 0..7, key.hi = 8..15,
+ * check.lo = 16..23, check.hi = 24..31.
+ */
+typedef struct ccache_strong_key {
+  ccache_key key;   /**< digest bits 0..127: the table key (bucket) */
+  ccache_key check; /**< digest bits 128..255: stored beside it and compared on every match */
+} ccache_strong_key;
+
+/**
+ * Which keys a cache takes (ccache_config::key_mode), fixed at open.
+ *
+ * CCACHE_KEYS_FAST (the default): ccache_key (128 bits, e.g. XXH3-128 from
+ * ccache_fp_final()).  Fast and not collision-resistant: safe only when
+ * every graph (and every byte in it: constants, attributes) comes from a
+ * trusted party, since anyone who can choose a graph can make another with
+ * its key and have the cache serve one's program for the other.
+ *
+ * CCACHE_KEYS_STRONG: ccache_strong_key (256 bits) through the *_strong
+ * calls; the ccache_key calls that take a key return CCACHE_EINVAL on such a
+ * cache (and the *_strong calls on a fast one), so one cache never mixes the
+ * two.  Its tiers use a namespace of their own and their entries carry the
+ * full 256 bits, compared on load: a fast-mode writer can never place an
+ * entry where strong-mode readers look.  The cache itself computes no
+ * digest, so it works in a build without libsodium (with digests from
+ * elsewhere); the strong fingerprint calls need libsodium.
+ */
+typedef enum ccache_key_mode {
+  CCACHE_KEYS_FAST = 0,  /**< 128-bit ccache_key (default) */
+  CCACHE_KEYS_STRONG = 1 /**< 256-bit ccache_strong_key */
+} ccache_key_mode;
+
 /** An open cache.  Opaque; create with ccache_open(). */
 typedef struct ccache ccache;
 

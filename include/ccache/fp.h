@@ -1,6 +1,7 @@
 /**
  * @file ccache/fp.h
- * @brief Structural fingerprints: the XXH3-128 key builder and the graph helper.
+ * @brief Structural fingerprints: the key builder and the graph helper, in
+ * the fast (XXH3-128) and the strong (BLAKE2b-256) mode.
  *
  * Part of the public API: `#include <ccache.h>` includes it with the rest;
  * it may also be included alone.
@@ -18,7 +19,7 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------ */
-/** @name Structural fingerprints (XXH3-128)
+/** @name Structural fingerprints (XXH3-128; strong mode BLAKE2b-256)
  *
  * A streaming builder over xxHash's XXH3-128.  Every field is framed with a
  * one-byte type tag and (for variable-length fields) a 64-bit length, so no
@@ -48,8 +49,15 @@ extern "C" {
  *
  * Collision model: XXH3-128 is a fast *non-cryptographic* hash.  Accidental
  * collisions between honest graphs are negligible (~2^-64 at 2^32 keys), but
- * someone who can choose graphs can construct collisions on purpose.  Do not
- * key a cache shared across trust boundaries on these fingerprints alone.
+ * someone who can choose graphs constructs collisions on purpose with no
+ * search at all: an 8-byte word whose low 32 bits equal the default
+ * secret's word for its lane enters XXH3's accumulators as a plain sum, so
+ * raising one such word by 2^32 and lowering another of the same lane in
+ * the same 1 KiB block keeps the key (tests/test_strong_keys.c builds such a
+ * pair of constant tensors).  The fast mode is therefore safe only when
+ * every graph, and every byte in it, comes from a trusted party.  Anywhere
+ * else use the strong mode below (ccache_fp_init_strong(),
+ * ccache_fp_graph_strong()) with a CCACHE_KEYS_STRONG cache.
  *
  * Errors: an append that fails on an initialised builder (NULL data with a
  * non-zero length, a bad shape) *poisons* it: later appends do nothing and
@@ -154,6 +162,43 @@ CCACHE_API int ccache_fp_key(ccache_fp *fp, ccache_key key);
  *          while none appends to it. */
 CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out);
 
+/**
+ * @brief Start (or restart) a *strong* fingerprint: the same fields and
+ * encoding as the fast builder, hashed with BLAKE2b-256 (libsodium's
+ * crypto_generichash, 32-byte output, no key) into a ccache_strong_key.
+ *
+ * Finding two field sequences with one strong key takes about 2^128 work.
+ * The key mode is part of the stream ("domain"): a strong key is BLAKE2b-256
+ * of "ccache-fp" (9 ASCII bytes), u32 CCACHE_FP_FORMAT_VERSION, the byte
+ * 0x53 ('S', the strong mode), then the fields exactly as listed above.  The
+ * append calls are the same (ccache_fp_u64() ... ccache_fp_shape(), with the
+ * same poisoning rules); finish with ccache_fp_final_strong().
+ * ccache_fp_final() refuses a strong builder (CCACHE_EINVAL) and
+ * ccache_fp_final_strong() a fast one, so a strong key is never truncated to
+ * 128 bits by mistake.  Why BLAKE2b-256 rather than SHA-256: measured in
+ * bench_fingerprint (README's table), libsodium's BLAKE2b is several times
+ * faster per byte and per small input; both give 128-bit collision
+ * resistance.
+ * @param fp caller-owned builder (it may be copied by value, as a fast one).
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL fp); CCACHE_ENOTSUP (a build
+ *         without libsodium: the builder is left unusable, every append
+ *         and final on it returns CCACHE_EINVAL).  Thread-safe; the
+ *         builder allocates nothing (the process's first strong call runs
+ *         libsodium's sodium_init() once, whatever that needs).
+ */
+CCACHE_API int ccache_fp_init_strong(ccache_fp *fp);
+
+/**
+ * @brief Finish a strong builder: the 256-bit key of everything appended.
+ * As ccache_fp_final(): the builder is unchanged and may go on.
+ * @param fp a builder started by ccache_fp_init_strong() (read only).
+ * @param out receives the key; untouched on error.  Caller-owned.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL fp or out, an uninitialised, fast
+ *         or poisoned builder).  Several threads may finish one builder at
+ *         once while none appends to it.
+ */
+CCACHE_API int ccache_fp_final_strong(const ccache_fp *fp, ccache_strong_key *out);
+
 /** An operand or output reference: output slot @c slot of node @c node. */
 typedef struct ccache_fp_ref {
   uint32_t node; /**< index into the node array */
@@ -242,6 +287,48 @@ typedef struct ccache_fp_node {
 CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
                                const ccache_fp_ref *outputs, size_t n_outputs, const char *device,
                                ccache_key *scratch, ccache_key *out);
+
+/**
+ * @brief Strong (BLAKE2b-256) structural fingerprint of a graph: what
+ * ccache_fp_graph() computes, with a cryptographic hash and 256-bit digests
+ * throughout, for a CCACHE_KEYS_STRONG cache.
+ *
+ * Same nodes, same rules (what enters, what never does, the same
+ * validation), same invariances (node numbering, independent build order,
+ * where parameter nodes sit).  Finding two graphs with one key takes about
+ * 2^128 work: every node digest and the key are BLAKE2b-256, operands enter
+ * with their full 256-bit digests, and the parameter summary is the
+ * parameters' digests in sorted order (a sum, as the fast mode's, could be
+ * matched by a generalised-birthday search over many parameters).
+ *
+ * Exact streams (integers little-endian), each hashed with BLAKE2b-256:
+ *  - node: as ccache_fp_graph()'s node stream, except that each operand is
+ *    (its node's 32-byte digest as key.lo, key.hi, check.lo, check.hi,
+ *    u32 slot).
+ *  - graph: "ccache-fp", u32 CCACHE_FP_FORMAT_VERSION, 0x53 ('S'), 0x20;
+ *    u64 device length, device bytes; u64 n_outputs, per output (32-byte
+ *    digest, u32 slot); u64 parameter count, then the parameter nodes'
+ *    digests (32 bytes each) in ascending order of (key.lo, key.hi,
+ *    check.lo, check.hi).
+ *
+ * @param nodes @p n_nodes nodes, as ccache_fp_graph() (read only, not
+ *        retained).
+ * @param n_nodes number of nodes (items).
+ * @param outputs @p n_outputs graph outputs in order (read only).
+ * @param n_outputs number of outputs (items, >= 1).
+ * @param device target/device string (NUL-terminated; NULL is EINVAL).
+ * @param scratch caller-provided workspace of @p n_nodes strong keys, never
+ *        NULL (the call allocates nothing); its contents after the call are
+ *        unspecified (the parameter digests are sorted in it).
+ * @param out receives the key.  Caller-owned.
+ * @return CCACHE_OK; CCACHE_EINVAL (as ccache_fp_graph(); nothing written);
+ *         CCACHE_ENOTSUP (a build without libsodium; nothing written).
+ *         Thread-safe, reentrant.
+ */
+CCACHE_API int ccache_fp_graph_strong(const ccache_fp_node *nodes, size_t n_nodes,
+                                      const ccache_fp_ref *outputs, size_t n_outputs,
+                                      const char *device, ccache_strong_key *scratch,
+                                      ccache_strong_key *out);
 
 /** @} */
 

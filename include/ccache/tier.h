@@ -76,7 +76,10 @@ extern "C" {
  *   u32 header length (56), u64 key.lo, u64 key.hi, u64 XXH3-64 of the
  *   runtime tag, u64 payload length, u64 creation time (ms since the Unix
  *   epoch), the payload (the codec's bytes), then XXH3-128 of header and
- *   payload (u64 low half, u64 high half).
+ *   payload (u64 low half, u64 high half).  A strong-key cache's entries
+ *   (ccache_config::key_mode CCACHE_KEYS_STRONG) have a 72-byte header: the
+ *   same 56 bytes, then the key's check half (u64 check.lo, u64 check.hi),
+ *   so the whole 256-bit key is in the header and must match on load.
  *
  * **Keys must be stable across processes.**  An entry is found by its
  * program key alone, in another process, maybe after a restart or on another
@@ -182,9 +185,11 @@ typedef struct ccache_tier_ops {
    * Called once per cache, at ccache_open() (only if the cache has a codec):
    * the namespace every key of this cache lives in, `v<format>/<hash>` with
    * the hash the XXH3-64 of the runtime tag as 16 lowercase hex digits (e.g.
-   * "v1/3f2a9c0d11e2b4a7").  Two runtime tags never share a namespace.  The
-   * disk tier maps it to `<dir>/v1/<hash>/`, the Redis tier to
-   * `<prefix>:v1:<hash>:`.
+   * "v1/3f2a9c0d11e2b4a7"), or `v<format>/strong-<hash>` for a strong-key
+   * cache.  Two runtime tags, or two key modes, never share a namespace.
+   * The disk tier maps it to `<dir>/v1/<hash>/`, the Redis tier to
+   * `<prefix>:v1:<hash>:`.  In a strong-key cache the ops' key is the strong
+   * key's first half (ccache_strong_key::key).
    * May be NULL.
    * @param state the backend's state.
    * @param ns the namespace, NUL-terminated; valid only during the call.

@@ -36,6 +36,12 @@ bool ccache__config_valid(const ccache_config *cfg) {
     ccache__detail("ccache_config: a bound of 0 (use CCACHE_UNBOUNDED for none)");
     return 0;
   }
+  uint32_t mode = ccache__config_key_mode(cfg);
+  if (mode != CCACHE_KEYS_FAST && mode != CCACHE_KEYS_STRONG) {
+    ccache__detail("ccache_config: key_mode %u is neither CCACHE_KEYS_FAST nor CCACHE_KEYS_STRONG",
+                   (unsigned)mode);
+    return 0;
+  }
   if (!cfg->alloc != !cfg->free) { /* both or neither, as zstd's customMem */
     ccache__detail("ccache_config: alloc and free must be set together");
     return 0;
@@ -112,6 +118,8 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
     c->on_event = cfg->on_event;
     c->event_ctx = cfg->event_ctx;
   }
+  c->strong = ccache__config_key_mode(cfg) == CCACHE_KEYS_STRONG;
+  c->klen = c->strong ? (uint32_t)sizeof(ccache_strong_key) : (uint32_t)sizeof(ccache_key);
   c->next_idx = 1;
   c->fork_gen = atomic_load(&ccache__fork_generation);
   atomic_init(&c->gate, c->fork_gen);

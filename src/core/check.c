@@ -77,6 +77,9 @@ int ccache__check(ccache *c, uint64_t now) {
     if (e->ins_ms < prev_ms) FAIL("insert time decreasing along the FIFO");
     if (d >= c->next_idx - base) FAIL("insert index from the future");
     if (e->hh.hashv != ccache__key_hash(e->key)) FAIL("entry with a stale hash");
+    /* 16 bytes compared in a fast cache, 32 (key and check) in a strong one. */
+    if (e->hh.keylen != c->klen || e->hh.key != (const void *)&e->key)
+      FAIL("entry key length %u, the cache's is %u", (unsigned)e->hh.keylen, (unsigned)c->klen);
     /* Its references: refs plus the leases in readers' slots (mod 2^32),
      * at least the table's own. */
     uint32_t refs = atomic_load(&e->refs) + (uint32_t)ccache__readers_slots_of(c, e);

@@ -31,13 +31,16 @@ bool ccache__took_fetch_miss(ccache *c, ccache_key key) {
 /* Every fetch that is not the common case: a TTL (the clock is read), no
  * reader yet, a writer at work, a miss, an expired entry, a closed gate, bad
  * arguments.  Out of line so the common case below needs no stack frame. */
-__attribute__((noinline)) static int fetch_general(ccache *c, ccache_key key, ccache_lease *out) {
-  CCACHE__MISUSE(ccache__misuse_cache(c, "ccache_fetch"));
-  if (!c || !out) {
+__attribute__((noinline)) static int fetch_general_k(ccache *c, const ccache_strong_key *key,
+                                                     bool strong, ccache_lease *out,
+                                                     const char *api) {
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
+  (void)api;
+  if (!c || !out || !key) {
     if (out) memset(out, 0, sizeof *out);
     return CCACHE_EINVAL;
   }
-  int rc = ccache__gate(c);
+  int rc = ccache__mode_ok(c, strong) ? ccache__gate(c) : CCACHE_EINVAL;
   if (CCACHE__LIKELY(rc == CCACHE_OK)) {
     uint64_t ttl = atomic_load_explicit(&c->ttl_ms, memory_order_relaxed);
     /* The clock is a user callback: read it before any lock, and only when a
@@ -46,17 +49,22 @@ __attribute__((noinline)) static int fetch_general(ccache *c, ccache_key key, cc
     rc = ccache__hit_lookup(c, key, now, ttl, CCACHE__COUNT_HIT | CCACHE__COUNT_MISS,
                             out); /* fills out on a hit */
     if (CCACHE__LIKELY(rc == CCACHE_OK)) {
-      CCACHE__MISUSE(ccache__misuse_lease_out(c, out, key, "ccache_fetch"));
+      CCACHE__MISUSE(ccache__misuse_lease_out(c, out, key->key, api));
       return rc;
     }
     if (rc == CCACHE__EXPIRED) {
       ccache__expire_key(c, key, now);
       rc = CCACHE_MISS;
     }
-    if (rc == CCACHE_MISS) fetch_missed(c, key);
+    if (rc == CCACHE_MISS) fetch_missed(c, key->key);
   }
   memset(out, 0, sizeof *out);
   return rc;
+}
+
+__attribute__((noinline)) static int fetch_general(ccache *c, ccache_key key, ccache_lease *out) {
+  ccache_strong_key k = ccache__fast_key(key);
+  return fetch_general_k(c, &k, false, out, "ccache_fetch");
 }
 
 /* The common case - no TTL, this thread's reader known, no writer, a hit
@@ -79,6 +87,31 @@ int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out) {
   if (CCACHE__UNLIKELY(e == NULL || free == 0)) { /* a miss, or no free slot */
     ccache__reader_exit(r);
     return fetch_general(c, key, out);
+  }
+  ccache__lease_fill(out, e, ccache__claim_slot(r, free, e));
+  ccache__bump(&r->hits, 1);
+  ccache__reader_exit(r);
+  return CCACHE_OK;
+}
+
+/* ccache_fetch()'s common case for a strong cache: the same steps, with
+ * all 32 bytes of the key compared.  On a fast cache nothing matches (its
+ * entries' keys are 16 bytes long) and fetch_general_k refuses the call. */
+int ccache_fetch_strong(ccache *c, const ccache_strong_key *key, ccache_lease *out) {
+#ifdef CCACHE_CHECKED
+  return fetch_general_k(c, key, true, out, "ccache_fetch_strong");
+#endif
+  ccache__reader *r;
+  if (CCACHE__UNLIKELY(!c || !out || !key || !(r = ccache__reader_front_untimed(c)) ||
+                       !ccache__reader_enter(c, r)))
+    return fetch_general_k(c, key, true, out, "ccache_fetch_strong");
+  unsigned hv = ccache__key_hash(key->key);
+  ccache__entry *e;
+  HASH_FIND_BYHASHVALUE(hh, c->table, key, sizeof *key, hv, e);
+  uint64_t free = atomic_load_explicit(&r->free, memory_order_relaxed);
+  if (CCACHE__UNLIKELY(e == NULL || free == 0)) {
+    ccache__reader_exit(r);
+    return fetch_general_k(c, key, true, out, "ccache_fetch_strong");
   }
   ccache__lease_fill(out, e, ccache__claim_slot(r, free, e));
   ccache__bump(&r->hits, 1);
@@ -124,11 +157,14 @@ void ccache_lease_release(ccache *c, ccache_lease *lease) {
   release_general(c, lease);
 }
 
-int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {
+static int put_k(ccache *c, const ccache_strong_key *key, bool strong, void *closure,
+                 ccache_program *p, const char *api) {
+  (void)api;
   if (!c) return CCACHE_EINVAL;
-  CCACHE__CHECK_CACHE(c);
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
   int rc = ccache__gate(c);
-  if (rc == CCACHE_OK && (!p || p->owner != c)) rc = CCACHE_EINVAL;
+  if (rc == CCACHE_OK && (!p || p->owner != c || !key || !ccache__mode_ok(c, strong)))
+    rc = CCACHE_EINVAL;
   if (rc == CCACHE_OK) {
     uint64_t now = ccache__now_ms(c);
     ccache__entry *e = ccache__entry_new(c);
@@ -137,7 +173,7 @@ int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {
      * (found by tests/test_alloc_fail.c: it was destroyed while still in
      * the table, then again when the entry left). */
     ccache__wsec w;
-    ccache__wsec_begin(c, &w);
+    ccache__wsec_begin_(c, &w, api);
     rc = e ? ccache__insert_locked(c, &w, e, key, closure, p, now) : CCACHE_ENOMEM;
     bool in_use = rc != CCACHE_OK && ccache__closure_in_use_locked(c, key, closure);
     ccache__wsec_end(c, &w);
@@ -149,16 +185,36 @@ int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {
   return rc;
 }
 
-int ccache_remove(ccache *c, ccache_key key) {
+int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p) {
+  ccache_strong_key k = ccache__fast_key(key);
+  return put_k(c, &k, false, closure, p, __func__);
+}
+
+int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *closure, ccache_program *p) {
+  return put_k(c, key, true, closure, p, __func__);
+}
+
+static int remove_k(ccache *c, const ccache_strong_key *key, bool strong, const char *api) {
+  (void)api;
   if (!c) return CCACHE_EINVAL;
-  CCACHE__CHECK_CACHE(c);
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
+  if (!key || !ccache__mode_ok(c, strong)) return CCACHE_EINVAL;
   if (ccache__forked(c)) return CCACHE_EFORKED;
   ccache__wsec w;
-  ccache__wsec_begin(c, &w);
-  ccache__entry *e = ccache__find_locked(c, key);
+  ccache__wsec_begin_(c, &w, api);
+  ccache__entry *e = ccache__find_locked_k(c, key);
   if (e) ccache__detach_locked(c, &w, e, &c->n.removed);
   ccache__wsec_end(c, &w);
   return e ? CCACHE_OK : CCACHE_MISS;
+}
+
+int ccache_remove(ccache *c, ccache_key key) {
+  ccache_strong_key k = ccache__fast_key(key);
+  return remove_k(c, &k, false, __func__);
+}
+
+int ccache_remove_strong(ccache *c, const ccache_strong_key *key) {
+  return remove_k(c, key, true, __func__);
 }
 
 int ccache_clear(ccache *c) {

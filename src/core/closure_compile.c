@@ -34,20 +34,18 @@ static int join(ccache *c, ccache__wsec *w, ccache__flight *f, ccache_lease *out
 }
 
 /* A compile that returned 0 must have set a handle of this cache. */
-static int check_program(ccache *c, ccache_key key, const ccache_program *prog) {
+static int check_program(ccache *c, ccache_key key, const ccache_program *prog, const char *api) {
   char hex[CCACHE_KEY_HEX_LEN];
   if (!prog)
     ccache__detail_for(CCACHE_EINVAL,
-                       API
-                       ": the compile callback for key %s returned 0 without setting "
+                       "%s: the compile callback for key %s returned 0 without setting "
                        "*program_out (nothing cached)",
-                       ccache_key_hex(key, hex));
+                       api, ccache_key_hex(key, hex));
   else if (prog->owner != c)
     ccache__detail_for(CCACHE_EINVAL,
-                       API
-                       ": the compile callback for key %s returned a program handle of "
+                       "%s: the compile callback for key %s returned a program handle of "
                        "another cache (nothing cached)",
-                       ccache_key_hex(key, hex));
+                       api, ccache_key_hex(key, hex));
   else
     return CCACHE_OK;
   return CCACHE_EINVAL;
@@ -57,21 +55,21 @@ static int check_program(ccache *c, ccache_key key, const ccache_program *prog) 
  * validated, inserted, and published to the waiters.  Returns the status for
  * the owner and the waiters. */
 static int publish(ccache *c, ccache__flight *f, ccache__entry *e, int st, void *closure,
-                   ccache_program *prog, ccache_lease *out, bool *in_use) {
+                   ccache_program *prog, ccache_lease *out, bool *in_use, const char *api) {
   uint64_t now = ccache__now_ms(c);
   ccache__wsec w;
-  int rc = st != CCACHE_OK ? st : check_program(c, f->key, prog);
-  ccache__wsec_begin_(c, &w, API);
+  int rc = st != CCACHE_OK ? st : check_program(c, f->key.key, prog, api);
+  ccache__wsec_begin_(c, &w, api);
   bool tried = rc == CCACHE_OK;
-  if (tried) rc = ccache__insert_locked(c, &w, e, f->key, closure, prog, now);
+  if (tried) rc = ccache__insert_locked(c, &w, e, &f->key, closure, prog, now);
   /* As in ccache_put(): if the insert failed (ENOMEM) while the entry in the
    * table (put meanwhile, e.g. by the compile itself) holds this very
    * closure, the closure is that entry's, not ours to destroy. */
-  *in_use = tried && rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, f->key, closure);
+  *in_use = tried && rc == CCACHE_ENOMEM && ccache__closure_in_use_locked(c, &f->key, closure);
   if (tried && rc == CCACHE_ENOMEM) {
     char hex[CCACHE_KEY_HEX_LEN];
-    ccache__detail_for(rc, API ": out of memory inserting the compiled entry for key %s",
-                       ccache_key_hex(f->key, hex));
+    ccache__detail_for(rc, "%s: out of memory inserting the compiled entry for key %s", api,
+                       ccache_key_hex(f->key.key, hex));
   }
   if (rc == CCACHE_OK) ccache__lease_locked(c, e, 1 + f->waiters, out);
   f->entry = rc == CCACHE_OK ? e : NULL;
@@ -86,22 +84,22 @@ static int publish(ccache *c, ccache__flight *f, ccache__entry *e, int st, void 
 
 /* The owner: run the compile (no lock held) and publish its result. */
 static int run_compile(ccache *c, ccache__flight *f, ccache__entry *e, ccache_compile_fn compile,
-                       void *ud, ccache_lease *out) {
+                       void *ud, ccache_lease *out, const char *api) {
   void *closure = NULL;
   ccache_program *prog = NULL;
   ccache__run run;
   uint64_t wall_ns;
-  ccache_key key = f->key;
+  ccache_key key = f->key.key;
   ccache__run_begin(c, &run, CCACHE_LEVEL_CLOSURE, key);
   int crc = compile(ud, c, key, &closure, &prog);
   atomic_fetch_add_explicit(&c->compile_ns, ccache__run_end(&run, &wall_ns), memory_order_relaxed);
-  int st = ccache__run_status(&run, crc, API, key);
+  int st = ccache__run_status(&run, crc, api, key);
   /* The handle passes to the cache: the checked build checks it is still
    * one (not released by the compile) before anything reads it. */
-  if (crc == 0 && prog) CCACHE__MISUSE(ccache__misuse_handle_in(c, prog, API));
+  if (crc == 0 && prog) CCACHE__MISUSE(ccache__misuse_handle_in(c, prog, api));
 
   bool in_use;
-  int rc = publish(c, f, e, st, closure, prog, out, &in_use);
+  int rc = publish(c, f, e, st, closure, prog, out, &in_use, api);
   if (crc != 0) atomic_fetch_add(&c->compile_failures, 1);
   if (rc != CCACHE_OK) ccache__entry_free(c, e);
   if (crc == 0) {
@@ -119,23 +117,35 @@ static int run_compile(ccache *c, ccache__flight *f, ccache__entry *e, ccache_co
 }
 
 /* The checked build gives every lease a token (misuse.h). */
-static int lease_out(ccache *c, ccache_key key, ccache_lease *out, int rc) {
-  if (rc == CCACHE_OK) CCACHE__MISUSE(ccache__misuse_lease_out(c, out, key, API));
+static int lease_out(ccache *c, ccache_key key, ccache_lease *out, int rc, const char *api) {
+  if (rc == CCACHE_OK) CCACHE__MISUSE(ccache__misuse_lease_out(c, out, key, api));
   (void)c;
   (void)key;
   (void)out;
+  (void)api;
   return rc;
 }
 
-static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
-                          ccache_lease *out);
+static int get_or_compile(ccache *c, const ccache_strong_key *key, bool strong,
+                          ccache_compile_fn compile, void *ud, ccache_lease *out, const char *api);
 
 int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
                           ccache_lease *out) {
   CCACHE__CHECK_CACHE(c);
   uint64_t seq0 = ccache__detail_seq();
-  int rc = get_or_compile(c, key, compile, ud, out);
-  return lease_out(c, key, out, ccache__goc_finish(rc, seq0, API, key));
+  ccache_strong_key k = ccache__fast_key(key);
+  int rc = get_or_compile(c, &k, false, compile, ud, out, API);
+  return lease_out(c, key, out, ccache__goc_finish(rc, seq0, API, key), API);
+}
+
+int ccache_get_or_compile_strong(ccache *c, const ccache_strong_key *key, ccache_compile_fn compile,
+                                 void *ud, ccache_lease *out) {
+  CCACHE__CHECK_CACHE(c);
+  const char *api = "ccache_get_or_compile_strong";
+  uint64_t seq0 = ccache__detail_seq();
+  int rc = get_or_compile(c, key, true, compile, ud, out, api);
+  ccache_key k = key ? key->key : (ccache_key){0, 0};
+  return lease_out(c, k, out, ccache__goc_finish(rc, seq0, api, k), api);
 }
 
 /* A lookup that missed: counted here unless the fetch before it was. */
@@ -145,35 +155,35 @@ static void count_miss(ccache *c, ccache_key key, bool counted) {
   ccache__count_miss_evicted(c, key);
 }
 
-static int slow_path(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
-                     ccache_lease *out, uint64_t now, bool counted);
+static int slow_path(ccache *c, const ccache_strong_key *key, ccache_compile_fn compile, void *ud,
+                     ccache_lease *out, uint64_t now, bool counted, const char *api);
 
-static int get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
-                          ccache_lease *out) {
+static int get_or_compile(ccache *c, const ccache_strong_key *key, bool strong,
+                          ccache_compile_fn compile, void *ud, ccache_lease *out, const char *api) {
   if (out) memset(out, 0, sizeof *out);
-  if (!c || !compile || !out) return CCACHE_EINVAL;
+  if (!c || !compile || !out || !key || !ccache__mode_ok(c, strong)) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
-  bool counted = ccache__took_fetch_miss(c, key);
+  bool counted = ccache__took_fetch_miss(c, key->key);
   uint64_t ttl = atomic_load_explicit(&c->ttl_ms, memory_order_relaxed);
   uint64_t now = ttl == CCACHE_UNBOUNDED ? 0 : ccache__now_ms(c);
   if (ccache__lookup(c, key, now, ttl, counted ? 0 : CCACHE__COUNT_HIT, out) == CCACHE_OK)
     return CCACHE_OK;
   /* Inside another compile, this call's time is not that compile's. */
   uint64_t nested = ccache__nested_start();
-  int rc = slow_path(c, key, compile, ud, out, now, counted);
+  int rc = slow_path(c, key, compile, ud, out, now, counted, api);
   ccache__nested_end(nested);
   return rc;
 }
 
-static int slow_path(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
-                     ccache_lease *out, uint64_t now, bool counted) {
+static int slow_path(ccache *c, const ccache_strong_key *key, ccache_compile_fn compile, void *ud,
+                     ccache_lease *out, uint64_t now, bool counted, const char *api) {
   /* Allocate before locking; a waiter simply frees it. */
   ccache__entry *e = ccache__entry_new(c);
   ccache__wsec w;
-  ccache__wsec_begin_(c, &w, API);
+  ccache__wsec_begin_(c, &w, api);
   uint64_t ttl = atomic_load(&c->ttl_ms);
-  ccache__entry *found = ccache__find_locked(c, key);
+  ccache__entry *found = ccache__find_locked_k(c, key);
   if (found && !ccache__expired(found->ins_ms, now, ttl)) { /* inserted meanwhile */
     ccache__lease_locked(c, found, 1, out);
     ccache__wsec_end(c, &w);
@@ -183,17 +193,17 @@ static int slow_path(ccache *c, ccache_key key, ccache_compile_fn compile, void 
   }
   if (found) ccache__detach_locked(c, &w, found, &c->n.evicted_ttl);
 
-  ccache__flight *f = ccache__flight_find_locked(&c->wlock, c->flights, key);
+  ccache__flight *f = ccache__flight_find_locked(&c->wlock, c->flights, key, c->klen);
   int rc = CCACHE_OK;
   if (f && ccache__flight_mine(f)) {
     rc = CCACHE_EDEADLK;
   } else if (f) {
     ccache__entry_free(c, e);
     rc = join(c, &w, f, out); /* ends the section */
-    count_miss(c, key, counted);
+    count_miss(c, key->key, counted);
     return rc;
   } else {
-    f = e ? ccache__flight_start_locked(&c->wlock, &c->mem, &c->flights, key) : NULL;
+    f = e ? ccache__flight_start_locked(&c->wlock, &c->mem, &c->flights, key, c->klen) : NULL;
     if (!f) rc = CCACHE_ENOMEM;
   }
   if (rc == CCACHE_OK) {
@@ -201,10 +211,10 @@ static int slow_path(ccache *c, ccache_key key, ccache_compile_fn compile, void 
     c->n.compiles++;
   }
   ccache__wsec_end(c, &w);
-  count_miss(c, key, counted);
+  count_miss(c, key->key, counted);
   if (rc != CCACHE_OK) {
     ccache__entry_free(c, e);
     return rc;
   }
-  return run_compile(c, f, e, compile, ud, out);
+  return run_compile(c, f, e, compile, ud, out, api);
 }

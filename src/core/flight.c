@@ -17,24 +17,25 @@
 #include "core/internal.h"
 
 ccache__flight *ccache__flight_find_locked(ccache__mutex *mu, ccache__flight *table,
-                                           ccache_key key) {
+                                           const ccache_strong_key *key, uint32_t klen) {
   ccache__assert_held(mu);
   (void)mu;
   ccache__flight *f;
-  HASH_FIND_BYHASHVALUE(hh, table, &key, sizeof key, ccache__key_hash(key), f);
+  HASH_FIND_BYHASHVALUE(hh, table, key, klen, ccache__key_hash(key->key), f);
   return f;
 }
 
 ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem *mem,
-                                            ccache__flight **table, ccache_key key) {
+                                            ccache__flight **table, const ccache_strong_key *key,
+                                            uint32_t klen) {
   CCACHE__UTHASH_SCOPE(mem);
   ccache__assert_held(mu);
   (void)mu;
   ccache__flight *f = ccache__calloc(mem, sizeof *f);
   if (!f) return NULL;
-  f->key = key;
+  f->key = *key;
   f->owner = pthread_self();
-  HASH_ADD_BYHASHVALUE(hh, *table, key, sizeof f->key, ccache__key_hash(key), f);
+  HASH_ADD_BYHASHVALUE(hh, *table, key, klen, ccache__key_hash(key->key), f);
   if (uh_oom) {
     ccache__free(mem, f);
     return NULL;

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "base/callback.h"
 #include "base/debug.h"
@@ -41,12 +42,16 @@
  * are in the table; the cost is charged while it is non-zero. */
 struct ccache_program {
   UT_hash_handle hh; /* program table, under c->pmu */
-  ccache_key pkey;
   void *native;
   uint64_t cost;       /* bytes */
   uint64_t refs;       /* under c->pmu */
   uint64_t table_refs; /* under c->wlock (table.c's charging) */
   ccache *owner;       /* the cache it belongs to (put validates it) */
+  /* The key, last: hashed, and c->klen bytes from it compared, so in a
+   * strong cache (whose programs are allocated with pcheck[0]) all 256
+   * bits. */
+  ccache_key pkey;
+  ccache_key pcheck[];
 };
 
 /* Entry flags. */
@@ -64,14 +69,24 @@ struct ccache_program {
  * then the program reference). */
 typedef struct ccache__entry {
   UT_hash_handle hh; /* closure table; app order = insert order: the FIFO */
-  ccache_key key;
-  void *closure; /* or the owning entry, if CCACHE__E_BORROWED */
+  void *closure;     /* or the owning entry, if CCACHE__E_BORROWED */
   ccache_program *program;
   uint64_t idx;    /* insert index, global, increasing (mod 2^64) */
   uint64_t ins_ms; /* insert time, never decreasing along the FIFO */
   _Atomic uint32_t refs;
   uint32_t flags;
+  /* The table key, last: a strong cache's entries are allocated with
+   * check[0] too, the rest of the 256-bit digest, right after it, and the
+   * table compares c->klen bytes from key on (both halves); a fast cache's
+   * entries stay at their size. */
+  ccache_key key;
+  ccache_key check[];
 } ccache__entry;
+_Static_assert(offsetof(ccache__entry, check) == offsetof(ccache__entry, key) + sizeof(ccache_key),
+               "an entry's check must follow its key");
+_Static_assert(offsetof(struct ccache_program, pcheck) ==
+                   offsetof(struct ccache_program, pkey) + sizeof(ccache_key),
+               "a program's check must follow its key");
 
 /* A thread's reader of one cache, and its TLS array: readers.h. */
 typedef struct ccache__reader ccache__reader;
@@ -79,10 +94,10 @@ typedef struct ccache__reader ccache__reader;
 /* A single-flight record: one compile in progress for one key (flight.c). */
 typedef struct ccache__flight {
   UT_hash_handle hh;
-  ccache_key key;
-  pthread_t owner;  /* the thread running the compile */
-  uint32_t waiters; /* threads waiting for the result */
-  uint32_t left;    /* waiters that have not yet taken the result */
+  ccache_strong_key key; /* its first klen bytes are the flight's key */
+  pthread_t owner;       /* the thread running the compile */
+  uint32_t waiters;      /* threads waiting for the result */
+  uint32_t left;         /* waiters that have not yet taken the result */
   int done;
   int status;
   ccache__entry *entry;    /* closure level: the entry (one ref per waiter) */
@@ -116,6 +131,12 @@ struct ccache {
   void *ctx;
   ccache_destroy_fn destroy_closure, destroy_program;
   ccache__mem mem;
+  /* The key mode (ccache_config::key_mode), fixed at open: the bytes of a
+   * ccache_strong_key every table compares, 16 (fast) or 32 (strong).  The
+   * fast hit path never reads it: a strong entry's uthash key length (32)
+   * never matches its 16-byte lookups. */
+  uint32_t klen;
+  bool strong;
 
   _Alignas(CCACHE__CACHELINE) ccache__mutex wlock;
   ccache__entry *table;     /* the closure table; its head is the oldest entry */
@@ -223,9 +244,23 @@ static inline uint64_t ccache__cost_bytes(const ccache *c) {
   return c->cost.hi ? UINT64_MAX : c->cost.lo;
 }
 
+/* A fast call's key as the tables take it (the check is not compared). */
+static inline ccache_strong_key ccache__fast_key(ccache_key key) {
+  ccache_strong_key k = {key, {0, 0}};
+  return k;
+}
+/* Whether a call of this kind of key (strong or not) suits the cache: a
+ * fast cache takes ccache_key calls only, a strong one the *_strong calls. */
+static inline bool ccache__mode_ok(const ccache *c, bool strong) { return c->strong == strong; }
+
 /* Every ccache_config accepted by ccache_open() is at least this long (the
  * struct as of 0.1: the fields before the tier fields). */
 #define CCACHE__CONFIG_MIN_SIZE offsetof(ccache_config, codec)
+/* The key mode of a config (fast when its size ends before the field). */
+static inline uint32_t ccache__config_key_mode(const ccache_config *cfg) {
+  return cfg->size >= offsetof(ccache_config, key_mode) + sizeof cfg->key_mode ? cfg->key_mode
+                                                                               : CCACHE_KEYS_FAST;
+}
 
 /* ================================================================ floor 1 */
 
@@ -251,11 +286,13 @@ void ccache__alarm_ring(ccache *c);
 /* --------------------------------------------------------------- flight.c */
 /* Single-flight records, for both levels; `mu` is the level's lock (held by
  * the caller of every function here) and `cv` its condition variable. */
+/* Keys are compared over their first klen bytes (c->klen). */
 ccache__flight *ccache__flight_find_locked(ccache__mutex *mu, ccache__flight *table,
-                                           ccache_key key);
+                                           const ccache_strong_key *key, uint32_t klen);
 /* A new flight owned by this thread, added to *table; NULL on ENOMEM. */
 ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem *mem,
-                                            ccache__flight **table, ccache_key key);
+                                            ccache__flight **table, const ccache_strong_key *key,
+                                            uint32_t klen);
 bool ccache__flight_mine(const ccache__flight *f);
 /* Join: count the wait and sleep until the owner publishes; returns the
  * flight's status with mu held.  Take the result, then flight_leave. */
@@ -351,27 +388,30 @@ static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void 
 /* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
  * MISS, or CCACHE__EXPIRED.  The hit path proper is table_inline.h's, inlined into
  * ccache_fetch(); these are its out-of-line forms and slow paths. */
-#define CCACHE__EXPIRED    2
+#define CCACHE__EXPIRED 2
 /* What a lookup counts: a hit, a miss (either, both or neither). */
 #define CCACHE__COUNT_HIT  1u
 #define CCACHE__COUNT_MISS 2u
-int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, unsigned count,
-                   ccache_lease *out);
-int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
-                        uint64_t ttl, unsigned count, ccache_lease *out);
+int ccache__lookup(ccache *c, const ccache_strong_key *key, uint64_t now, uint64_t ttl,
+                   unsigned count, ccache_lease *out);
+int ccache__lookup_slow(ccache *c, ccache__reader *r, const ccache_strong_key *key, unsigned hv,
+                        uint64_t now, uint64_t ttl, unsigned count, ccache_lease *out);
 /* A release that is not its own reader's slot, or met a writer: destroys run
  * here if it was the last reference of an entry that has left the table. */
 void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *slot);
 /* The rest need a writer section (wlock held). */
+ccache__entry *ccache__find_locked_k(ccache *c, const ccache_strong_key *key);
+/* The same for a fast key. */
 ccache__entry *ccache__find_locked(ccache *c, ccache_key key);
-bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure);
+bool ccache__closure_in_use_locked(ccache *c, const ccache_strong_key *key, const void *closure);
 /* n leases on an entry in the table; fills out (if not NULL) with one. */
 void ccache__lease_locked(ccache *c, ccache__entry *e, uint32_t n, ccache_lease *out);
 /* Insert e (fresh, from ccache__entry_new): it takes one program reference,
  * borrows or owns closure; then the bounds run.  OK or ENOMEM (then e is
  * untouched and still the caller's). */
-int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_key key,
-                          void *closure, ccache_program *p, uint64_t now);
+int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e,
+                          const ccache_strong_key *key, void *closure, ccache_program *p,
+                          uint64_t now);
 void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause);
 /* A miss on key: counts misses_evicted if a bound evicted it recently. */
 void ccache__count_miss_evicted(ccache *c, ccache_key key);
@@ -381,7 +421,7 @@ void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause);
 /* New bounds: evicts what no longer fits (capacity, then cost). */
 void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, uint64_t max_cost);
 /* Removes key if it is still there and expired at now (a fetch saw it). */
-void ccache__expire_key(ccache *c, ccache_key key, uint64_t now);
+void ccache__expire_key(ccache *c, const ccache_strong_key *key, uint64_t now);
 /* Removes the expired prefix of the FIFO; returns how many left.  If next is
  * not NULL it receives the new oldest entry's deadline on the cache's clock
  * (insert time + ttl, saturated), or UINT64_MAX when there is none. */

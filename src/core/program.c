@@ -11,11 +11,12 @@
 #include "core/internal.h"
 #include "tier/tier.h"
 
-/* Look up under pmu; +1 handle on a hit. */
-static ccache_program *find_locked(ccache *c, ccache_key pkey) {
+/* Look up under pmu; +1 handle on a hit.  The first c->klen bytes of
+ * pkey are compared: all 256 bits in a strong cache. */
+static ccache_program *find_locked(ccache *c, const ccache_strong_key *pkey) {
   ccache__assert_held(&c->pmu);
   ccache_program *p = NULL;
-  HASH_FIND_BYHASHVALUE(hh, c->programs, &pkey, sizeof pkey, ccache__key_hash(pkey), p);
+  HASH_FIND_BYHASHVALUE(hh, c->programs, pkey, c->klen, ccache__key_hash(pkey->key), p);
   if (p) {
     p->refs++;
     c->handles_out++;
@@ -48,13 +49,14 @@ void ccache__program_unref(ccache *c, ccache_program *p, bool is_handle) {
 
 /* Interning shared by ccache_program_intern and the program flights: takes
  * ownership of native; *out +1 handle. */
-static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccache_program **out,
-                  bool count_lookup, const char *api) {
+static int intern(ccache *c, const ccache_strong_key *pkey, void *native, uint64_t cost,
+                  ccache_program **out, bool count_lookup, const char *api) {
   (void)api;
   CCACHE__UTHASH_SCOPE(&c->mem);
   /* Allocated before the lock so a new program costs no allocation under it
    * (uthash's own table growth may still allocate there). */
-  ccache_program *fresh = ccache__calloc(&c->mem, sizeof *fresh);
+  ccache_program *fresh =
+      ccache__calloc(&c->mem, sizeof *fresh + (c->strong ? sizeof(ccache_key) : 0));
   if (!fresh) {
     ccache__destroy_program(c, native);
     return CCACHE_ENOMEM;
@@ -72,12 +74,14 @@ static int intern(ccache *c, ccache_key pkey, void *native, uint64_t cost, ccach
     return CCACHE_OK;
   }
   CCACHE__MISUSE(ccache__misuse_native_in(c, native, api));
-  fresh->pkey = pkey;
+  fresh->pkey = pkey->key;
+  if (c->strong) fresh->pcheck[0] = pkey->check;
   fresh->native = native;
   fresh->cost = cost;
   fresh->refs = 1;
   fresh->owner = c;
-  HASH_ADD_BYHASHVALUE(hh, c->programs, pkey, sizeof fresh->pkey, ccache__key_hash(pkey), fresh);
+  HASH_ADD_KEYPTR_BYHASHVALUE(hh, c->programs, &fresh->pkey, c->klen, ccache__key_hash(pkey->key),
+                              fresh);
   if (uh_oom) {
     ccache__unlock(&c->pmu);
     ccache__free(&c->mem, fresh);
@@ -114,25 +118,38 @@ void ccache__abandon_programs(ccache *c) {
   c->handles_out = 0;
 }
 
-int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
-                          ccache_program **out) {
+static int intern_k(ccache *c, const ccache_strong_key *pkey, bool strong, void *native,
+                    uint64_t cost_bytes, ccache_program **out, const char *api) {
   if (!c) return CCACHE_EINVAL;
-  CCACHE__CHECK_CACHE(c);
-  int gate = out ? ccache__gate(c) : CCACHE_EINVAL;
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
+  int gate = out && pkey && ccache__mode_ok(c, strong) ? ccache__gate(c) : CCACHE_EINVAL;
   if (gate != CCACHE_OK) {
     /* Ownership of native passes to the cache on error too. */
     ccache__destroy_program(c, native);
     return gate;
   }
   *out = NULL;
-  return handle_out(c, pkey, out, intern(c, pkey, native, cost_bytes, out, true, __func__),
-                    __func__);
+  return handle_out(c, pkey->key, out, intern(c, pkey, native, cost_bytes, out, true, api), api);
 }
 
-int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
-  CCACHE__CHECK_CACHE(c);
+int ccache_program_intern(ccache *c, ccache_key pkey, void *native, uint64_t cost_bytes,
+                          ccache_program **out) {
+  ccache_strong_key k = ccache__fast_key(pkey);
+  return intern_k(c, &k, false, native, cost_bytes, out, __func__);
+}
+
+int ccache_program_intern_strong(ccache *c, const ccache_strong_key *pkey, void *native,
+                                 uint64_t cost_bytes, ccache_program **out) {
+  return intern_k(c, pkey, true, native, cost_bytes, out, __func__);
+}
+
+static int fetch_k(ccache *c, const ccache_strong_key *pkey, bool strong, ccache_program **out,
+                   const char *api) {
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
+  (void)api;
   if (!c || !out) return CCACHE_EINVAL;
   *out = NULL;
+  if (!pkey || !ccache__mode_ok(c, strong)) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
   ccache__lock(&c->pmu);
@@ -143,7 +160,16 @@ int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
     c->program_misses++;
   ccache__unlock(&c->pmu);
   *out = p;
-  return handle_out(c, pkey, out, p ? CCACHE_OK : CCACHE_MISS, __func__);
+  return handle_out(c, pkey->key, out, p ? CCACHE_OK : CCACHE_MISS, api);
+}
+
+int ccache_program_fetch(ccache *c, ccache_key pkey, ccache_program **out) {
+  ccache_strong_key k = ccache__fast_key(pkey);
+  return fetch_k(c, &k, false, out, __func__);
+}
+
+int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *pkey, ccache_program **out) {
+  return fetch_k(c, pkey, true, out, __func__);
 }
 
 void *ccache_program_native(const ccache_program *p) { return p ? p->native : NULL; }
@@ -201,22 +227,22 @@ static int call_compile(void *arg, void **native_out, uint64_t *cost_out) {
  * which run the compile only when none of them has it; intern it, hand one
  * handle to each waiter, wake them. */
 static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn compile, void *ud,
-                       ccache_program **out) {
+                       ccache_program **out, const char *api) {
   void *native = NULL;
   uint64_t cost = 0, took_ns = 0;
   bool compiled = false;
-  user_compile u = {c, f->key, compile, ud, 0, CCACHE_OK, false};
+  user_compile u = {c, f->key.key, compile, ud, 0, CCACHE_OK, false};
   int crc =
-      ccache__tier_obtain(c->tiers, f->key, call_compile, &u, &native, &cost, &compiled, &took_ns);
+      ccache__tier_obtain(c->tiers, &f->key, call_compile, &u, &native, &cost, &compiled, &took_ns);
   (void)took_ns; /* the tiers' own threshold; compile time is counted in call_compile */
   ccache_program *p = NULL;
   int rc = crc != 0 ? (u.ran ? u.status : CCACHE_ECOMPILE)
-                    : intern(c, f->key, native, cost, &p, false, API);
+                    : intern(c, &f->key, native, cost, &p, false, api);
   if (crc != 0) atomic_fetch_add(&c->program_compile_failures, 1);
   if (crc == 0 && rc != CCACHE_OK) {
     char hex[CCACHE_KEY_HEX_LEN];
-    ccache__detail_for(rc, API ": out of memory interning the program for key %s",
-                       ccache_key_hex(f->key, hex));
+    ccache__detail_for(rc, "%s: out of memory interning the program for key %s", api,
+                       ccache_key_hex(f->key.key, hex));
   }
 
   ccache__lock(&c->pmu);
@@ -228,7 +254,7 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
     ccache__flight_keep_detail(&c->mem, f);
   }
   f->program = p;
-  ccache_key key = f->key;
+  ccache_key key = f->key.key;
   bool free_f =
       ccache__flight_publish_locked(&c->pmu, &c->mem, &c->pflights, f, rc, &c->pflight_cv);
   atomic_fetch_sub(&c->inflight, 1);
@@ -240,8 +266,8 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
   return rc;
 }
 
-static int get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile, void *ud,
-                          ccache_program **out) {
+static int get_or_compile(ccache *c, const ccache_strong_key *pkey, ccache_program_compile_fn compile,
+                          void *ud, ccache_program **out, const char *api) {
   ccache__lock(&c->pmu);
   ccache_program *p = find_locked(c, pkey);
   if (p) {
@@ -252,32 +278,45 @@ static int get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn 
   }
   /* Inside another compile, this call's time is not that compile's. */
   uint64_t nested = ccache__nested_start();
-  ccache__flight *f = ccache__flight_find_locked(&c->pmu, c->pflights, pkey);
+  ccache__flight *f = ccache__flight_find_locked(&c->pmu, c->pflights, pkey, c->klen);
   int rc = CCACHE_EDEADLK;
   if (f && !ccache__flight_mine(f)) {
     rc = join_flight(c, f, out); /* unlocks */
   } else {
     if (!f) {
-      f = ccache__flight_start_locked(&c->pmu, &c->mem, &c->pflights, pkey);
+      f = ccache__flight_start_locked(&c->pmu, &c->mem, &c->pflights, pkey, c->klen);
       rc = f ? CCACHE_OK : CCACHE_ENOMEM;
     }
     c->program_misses++;
     if (rc == CCACHE_OK) atomic_fetch_add(&c->inflight, 1);
     ccache__unlock(&c->pmu);
-    if (rc == CCACHE_OK) rc = run_compile(c, f, compile, ud, out);
+    if (rc == CCACHE_OK) rc = run_compile(c, f, compile, ud, out, api);
   }
   ccache__nested_end(nested);
   return rc;
 }
 
-int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile,
-                                  void *ud, ccache_program **out) {
+static int goc_k(ccache *c, const ccache_strong_key *pkey, bool strong,
+                 ccache_program_compile_fn compile, void *ud, ccache_program **out,
+                 const char *api) {
   if (out) *out = NULL;
-  CCACHE__CHECK_CACHE(c);
-  if (!c || !compile || !out) return CCACHE_EINVAL;
+  CCACHE__MISUSE(ccache__misuse_cache(c, api));
+  if (!c || !compile || !out || !pkey || !ccache__mode_ok(c, strong)) return CCACHE_EINVAL;
   int gate = ccache__gate(c);
   if (gate != CCACHE_OK) return gate;
   uint64_t seq0 = ccache__detail_seq();
-  int rc = get_or_compile(c, pkey, compile, ud, out);
-  return handle_out(c, pkey, out, ccache__goc_finish(rc, seq0, API, pkey), API);
+  int rc = get_or_compile(c, pkey, compile, ud, out, api);
+  return handle_out(c, pkey->key, out, ccache__goc_finish(rc, seq0, api, pkey->key), api);
+}
+
+int ccache_program_get_or_compile(ccache *c, ccache_key pkey, ccache_program_compile_fn compile,
+                                  void *ud, ccache_program **out) {
+  ccache_strong_key k = ccache__fast_key(pkey);
+  return goc_k(c, &k, false, compile, ud, out, __func__);
+}
+
+int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
+                                         ccache_program_compile_fn compile, void *ud,
+                                         ccache_program **out) {
+  return goc_k(c, pkey, true, compile, ud, out, __func__);
 }

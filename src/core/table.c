@@ -27,7 +27,8 @@ void (*ccache__after_write_hook)(ccache *c);
 /* ------------------------------------------------------------- entries */
 
 ccache__entry *ccache__entry_new(ccache *c) {
-  return ccache__malloc(&c->mem, sizeof(ccache__entry));
+  /* A strong cache's entries have room for check[0]. */
+  return ccache__malloc(&c->mem, sizeof(ccache__entry) + (c->strong ? sizeof(ccache_key) : 0));
 }
 
 void ccache__entry_free(ccache *c, ccache__entry *e) { ccache__free(&c->mem, e); }
@@ -111,11 +112,11 @@ uint64_t ccache__abandon_entries(ccache *c) {
 /* The slow path of a lookup: a writer holds (or wants) the table, or this
  * thread has no reader.  The same lookup under wlock; counts on the reader,
  * or in the retired counts. */
-int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned hv, uint64_t now,
-                        uint64_t ttl, unsigned count, ccache_lease *out) {
+int ccache__lookup_slow(ccache *c, ccache__reader *r, const ccache_strong_key *key, unsigned hv,
+                        uint64_t now, uint64_t ttl, unsigned count, ccache_lease *out) {
   ccache__entry *e;
   ccache__lock(&c->wlock);
-  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
+  HASH_FIND_BYHASHVALUE(hh, c->table, key, c->klen, hv, e);
   bool hit = e && !ccache__expired(e->ins_ms, now, ttl);
   if (hit) {
     ccache__take_lease(r, e, out);
@@ -133,8 +134,8 @@ int ccache__lookup_slow(ccache *c, ccache__reader *r, ccache_key key, unsigned h
   return hit ? CCACHE_OK : e ? CCACHE__EXPIRED : CCACHE_MISS;
 }
 
-int ccache__lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl, unsigned count,
-                   ccache_lease *out) {
+int ccache__lookup(ccache *c, const ccache_strong_key *key, uint64_t now, uint64_t ttl,
+                   unsigned count, ccache_lease *out) {
   return ccache__hit_lookup(c, key, now, ttl, count, out);
 }
 
@@ -231,20 +232,25 @@ void ccache__wsec_end(ccache *c, ccache__wsec *w) {
 
 /* ------------------------------------------------------------- writers */
 
-ccache__entry *ccache__find_locked(ccache *c, ccache_key key) {
+ccache__entry *ccache__find_locked_k(ccache *c, const ccache_strong_key *key) {
   ccache__assert_held(&c->wlock);
   /* Under wlock the structure cannot change: no read-side section needed. */
   ccache__entry *e;
-  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, ccache__key_hash(key), e);
+  HASH_FIND_BYHASHVALUE(hh, c->table, key, c->klen, ccache__key_hash(key->key), e);
   return e;
+}
+
+ccache__entry *ccache__find_locked(ccache *c, ccache_key key) {
+  ccache_strong_key k = ccache__fast_key(key);
+  return ccache__find_locked_k(c, &k);
 }
 
 /* After a failed insert the closure is the caller's to destroy, unless the
  * entry now in the table under key holds that very pointer (a re-put, or a
  * compile that returned what was put meanwhile).  Both ccache_put() and the
  * closure compile once destroyed such a closure twice. */
-bool ccache__closure_in_use_locked(ccache *c, ccache_key key, const void *closure) {
-  ccache__entry *cur = ccache__find_locked(c, key);
+bool ccache__closure_in_use_locked(ccache *c, const ccache_strong_key *key, const void *closure) {
+  ccache__entry *cur = ccache__find_locked_k(c, key);
   return cur && ccache__entry_closure(cur) == closure;
 }
 
@@ -372,15 +378,17 @@ void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, u
   enforce_locked(c, w, NULL);
 }
 
-int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_key key,
-                          void *closure, ccache_program *p, uint64_t now) {
+int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e,
+                          const ccache_strong_key *key, void *closure, ccache_program *p,
+                          uint64_t now) {
   CCACHE__UTHASH_SCOPE(&c->mem);
   ccache__assert_held(&c->wlock);
-  unsigned hv = ccache__key_hash(key);
-  ccache__entry *old = ccache__find_locked(c, key);
+  unsigned hv = ccache__key_hash(key->key);
+  ccache__entry *old = ccache__find_locked_k(c, key);
   ccache__entry *owner = NULL;
 
-  e->key = key;
+  e->key = key->key;
+  if (c->strong) e->check[0] = key->check;
   e->program = p;
   e->idx = c->next_idx;
   /* Insert times never decrease along the FIFO, even if the clock steps
@@ -399,7 +407,7 @@ int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_k
   /* Add before deleting the old entry: the add is the only step that can
    * fail, and if it does the table is exactly as before. */
   block_readers(c, w);
-  HASH_ADD_BYHASHVALUE(hh, c->table, key, sizeof e->key, hv, e);
+  HASH_ADD_KEYPTR_BYHASHVALUE(hh, c->table, &e->key, c->klen, hv, e);
   if (uh_oom) return CCACHE_ENOMEM;
   if (owner) atomic_fetch_add_explicit(&owner->refs, 1, memory_order_relaxed);
   ccache__program_ref(c, p);
@@ -418,10 +426,10 @@ int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e, ccache_k
 
 /* ---------------------------------------------------------------- expiry */
 
-void ccache__expire_key(ccache *c, ccache_key key, uint64_t now) {
+void ccache__expire_key(ccache *c, const ccache_strong_key *key, uint64_t now) {
   ccache__wsec w;
   ccache__wsec_begin(c, &w);
-  ccache__entry *e = ccache__find_locked(c, key);
+  ccache__entry *e = ccache__find_locked_k(c, key);
   if (e && ccache__expired(e->ins_ms, now, atomic_load(&c->ttl_ms)))
     ccache__detach_locked(c, &w, e, &c->n.evicted_ttl);
   ccache__wsec_end(c, &w);

@@ -40,14 +40,16 @@ static inline void ccache__take_lease(ccache__reader *r, ccache__entry *e, ccach
   ccache__lease_fill(out, e, slot);
 }
 
-static inline int ccache__hit_lookup(ccache *c, ccache_key key, uint64_t now, uint64_t ttl,
-                                     unsigned count, ccache_lease *out) {
-  unsigned hv = ccache__key_hash(key);
+/* The general lookup: key's first c->klen bytes are compared (all 256 bits
+ * in a strong cache). */
+static inline int ccache__hit_lookup(ccache *c, const ccache_strong_key *key, uint64_t now,
+                                     uint64_t ttl, unsigned count, ccache_lease *out) {
+  unsigned hv = ccache__key_hash(key->key);
   ccache__reader *r = ccache__reader_get(c);
   if (CCACHE__UNLIKELY(!r || !ccache__reader_enter(c, r)))
     return ccache__lookup_slow(c, r, key, hv, now, ttl, count, out);
   ccache__entry *e;
-  HASH_FIND_BYHASHVALUE(hh, c->table, &key, sizeof key, hv, e);
+  HASH_FIND_BYHASHVALUE(hh, c->table, key, c->klen, hv, e);
   if (CCACHE__LIKELY(e != NULL) && !ccache__expired(e->ins_ms, now, ttl)) {
     ccache__take_lease(r, e, out);
     if (count & CCACHE__COUNT_HIT) ccache__bump(&r->hits, 1);

@@ -1,5 +1,7 @@
 /*
- * fingerprint.c - the streaming structural fingerprint builder (XXH3-128).
+ * fingerprint.c - the streaming structural fingerprint builder (XXH3-128,
+ * or BLAKE2b-256 in the strong mode: the same fields and buffer, another
+ * hash behind fp_feed() and the finals).
  *
  * A key is XXH3-128 (unseeded, default secret) of one byte stream:
  *
@@ -33,6 +35,7 @@
 #include <string.h>
 
 #include "fp/fp_encode.h"
+#include "fp/fp_strong.h"
 
 /* Field tags of the builder.  Pinned: changing one needs a format bump.
  * 0x10 and 0x20 open node and graph streams (fp_graph.c) and are never field
@@ -47,8 +50,11 @@ enum {
   FP_TAG_KEY = 0x07,   /* u64 LE lo, u64 LE hi */
 };
 
-/* Stream prefix: magic + version (13 bytes). */
-#define FP_HEADER_LEN (CCACHE__FP_MAGIC_LEN + 4u)
+/* Stream prefix: magic + version (13 bytes), and in the strong mode the
+ * mode byte after it (fp.h: the key mode is part of the domain). */
+#define FP_HEADER_LEN    (CCACHE__FP_MAGIC_LEN + 4u)
+#define FP_MODE_STRONG   0x53u /* 'S' */
+#define FP_HEADER_STRONG (FP_HEADER_LEN + 1u)
 
 /*
  * Storage.  area[] holds the stream bytes not yet hashed:
@@ -90,7 +96,10 @@ typedef struct
   alignas(64) unsigned char area[FP_AREA]; /* stream bytes; XXH3 state once spilled */
   uint32_t live;                           /* FP_LIVE, FP_POISONED or garbage */
   uint32_t used;                           /* end of the pending bytes in area */
-  bool spilled;                            /* area starts with the XXH3 state */
+  bool spilled;                            /* area starts with the hash state */
+  bool strong; /* BLAKE2b-256 (fp_strong.h) instead of XXH3-128; its state
+                  takes the first CCACHE__SHASH_STATE_LEN bytes of the same
+                  FP_STATE_LEN, so the buffer logic is one for both modes */
 } fp_impl;
 
 _Static_assert(sizeof(fp_impl) <= sizeof(ccache_fp), "fp_impl must fit ccache_fp");
@@ -100,7 +109,9 @@ _Static_assert(sizeof(XXH3_state_t) + 1u + 8u + FP_DIRECT_MIN <= FP_AREA,
                "a buffered field must fit the post-spill buffer");
 _Static_assert(sizeof(XXH3_state_t) + FP_SHAPE_MAX <= FP_AREA,
                "a shape field must fit the post-spill buffer");
-_Static_assert(FP_HEADER_LEN <= FP_AREA, "the header must fit the buffer");
+_Static_assert(FP_HEADER_STRONG <= FP_AREA, "the header must fit the buffer");
+_Static_assert(CCACHE__SHASH_STATE_LEN <= sizeof(XXH3_state_t),
+               "the strong state must fit the space of the XXH3 state");
 
 static fp_impl *fp_get(ccache_fp *fp) { return (fp_impl *)(void *)fp->opaque_; }
 
@@ -115,6 +126,14 @@ static const XXH3_state_t *fp_cstate(const fp_impl *b) {
 }
 
 /* ---- buffer management ---- */
+
+/* Bytes into the builder's hash state, whichever mode. */
+static void fp_feed(fp_impl *b, const void *data, size_t len) {
+  if (b->strong)
+    ccache__shash_update(b->area, data, len);
+  else
+    ccache__fp_update(fp_state(b), data, len);
+}
 
 /* Hand the pending bytes to the XXH3 state, moving the stream's prefix into
  * a new state on first use.  Afterwards the buffer is empty (used ==
@@ -131,13 +150,15 @@ fp_flush(fp_impl *b) {
     unsigned char head[sizeof(XXH3_state_t)];
     uint32_t n = b->used < FP_STATE_LEN ? b->used : FP_STATE_LEN;
     memcpy(head, b->area, n);
-    XXH3_128bits_reset(fp_state(b));
-    XXH3_128bits_update(fp_state(b), head, n);
+    if (b->strong)
+      ccache__shash_init(b->area);
+    else
+      XXH3_128bits_reset(fp_state(b));
+    fp_feed(b, head, n);
     b->spilled = true;
     if (b->used < FP_STATE_LEN) b->used = FP_STATE_LEN;
   }
-  if (b->used > FP_STATE_LEN)
-    XXH3_128bits_update(fp_state(b), b->area + FP_STATE_LEN, b->used - FP_STATE_LEN);
+  if (b->used > FP_STATE_LEN) fp_feed(b, b->area + FP_STATE_LEN, b->used - FP_STATE_LEN);
   b->used = FP_STATE_LEN;
 }
 
@@ -195,16 +216,30 @@ static inline void fp_copy_short(unsigned char *dst, const unsigned char *src, s
 
 /* ---- public API ---- */
 
-CCACHE_API void ccache_fp_init(ccache_fp *fp) {
-  if (!fp) return;
-  fp_impl *b = fp_get(fp);
+static void fp_start(fp_impl *b, bool strong) {
   /* The state is left as is: it is reset the first time it is needed. */
   b->live = FP_LIVE;
   b->spilled = false;
+  b->strong = strong;
   unsigned char *p = b->area;
   memcpy(p, CCACHE__FP_MAGIC, CCACHE__FP_MAGIC_LEN);
   p = put_u32(p + CCACHE__FP_MAGIC_LEN, CCACHE_FP_FORMAT_VERSION);
+  if (strong) p = put_u8(p, FP_MODE_STRONG);
   fp_commit(b, p);
+}
+
+CCACHE_API void ccache_fp_init(ccache_fp *fp) {
+  if (fp) fp_start(fp_get(fp), false);
+}
+
+CCACHE_API int ccache_fp_init_strong(ccache_fp *fp) {
+  if (!fp) return CCACHE_EINVAL;
+  if (!ccache__shash_ready()) {
+    fp_get(fp)->live = 0; /* unusable: every later call refuses it */
+    return CCACHE_ENOTSUP;
+  }
+  fp_start(fp_get(fp), true);
+  return CCACHE_OK;
 }
 
 /* The three 9-byte fields share one writer; only the tag differs. */
@@ -251,7 +286,7 @@ fp_blob_long(fp_impl *b, unsigned char tag, const void *data, size_t len) {
   *p++ = tag;
   fp_commit(b, put_u64(p, (uint64_t)len));
   fp_flush(b);
-  ccache__fp_update(fp_state(b), data, len);
+  fp_feed(b, data, len);
   return CCACHE_OK;
 }
 
@@ -325,7 +360,7 @@ CCACHE_API char *ccache_key_hex(ccache_key key, char out[CCACHE_KEY_HEX_LEN]) {
 CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out) {
   if (!fp || !out) return CCACHE_EINVAL;
   const fp_impl *b = fp_cget(fp);
-  if (b->live != FP_LIVE) return CCACHE_EINVAL;
+  if (b->live != FP_LIVE || b->strong) return CCACHE_EINVAL;
   XXH128_hash_t h;
   if (!b->spilled) {
     /* The whole stream is in the buffer: one one-shot hash, no state. */
@@ -340,5 +375,22 @@ CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out) {
   }
   out->lo = h.low64;
   out->hi = h.high64;
+  return CCACHE_OK;
+}
+
+CCACHE_API int ccache_fp_final_strong(const ccache_fp *fp, ccache_strong_key *out) {
+  if (!fp || !out) return CCACHE_EINVAL;
+  const fp_impl *b = fp_cget(fp);
+  if (b->live != FP_LIVE || !b->strong) return CCACHE_EINVAL;
+  if (!b->spilled) {
+    ccache__shash(b->area, b->used, out);
+    return CCACHE_OK;
+  }
+  /* Finish a copy of the state with the pending bytes: the builder stays. */
+  _Alignas(CCACHE__SHASH_STATE_ALIGN) unsigned char tail[CCACHE__SHASH_STATE_LEN];
+  memcpy(tail, b->area, sizeof tail);
+  if (b->used > FP_STATE_LEN)
+    ccache__shash_update(tail, b->area + FP_STATE_LEN, b->used - FP_STATE_LEN);
+  ccache__shash_final(tail, out);
   return CCACHE_OK;
 }

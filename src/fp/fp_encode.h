@@ -101,4 +101,13 @@ static inline unsigned char *put_u64(unsigned char *p, uint64_t v) {
 }
 #endif
 
+/* fp_graph.c: whether a graph is valid for ccache_fp_graph() (and the
+ * strong helper, which has the same rules); scratch and out only checked
+ * for NULL. */
+#include <stdbool.h>
+#include "ccache.h"
+bool ccache__fp_graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
+                         size_t n_outputs, const char *device, const void *scratch,
+                         const void *out);
+
 #endif

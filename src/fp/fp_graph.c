@@ -207,14 +207,21 @@ static bool node_ok(const ccache_fp_node *nodes, size_t i) {
 }
 
 static bool graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
-                     size_t n_outputs, const char *device, const ccache_key *scratch,
-                     const ccache_key *out) {
+                     size_t n_outputs, const char *device, const void *scratch, const void *out) {
   if (!outputs || !n_outputs || !device || !scratch || !out || (!nodes && n_nodes)) return false;
   for (size_t i = 0; i < n_nodes; i++)
     if (!node_ok(nodes, i)) return false;
   for (size_t k = 0; k < n_outputs; k++)
     if (!ref_ok(nodes, n_nodes, outputs[k])) return false;
   return true;
+}
+
+/* The same rules for the strong helper (fp_graph_strong.c); the fast one
+ * keeps its own static copy, which the compiler may inline. */
+bool ccache__fp_graph_ok(const ccache_fp_node *nodes, size_t n_nodes, const ccache_fp_ref *outputs,
+                         size_t n_outputs, const char *device, const void *scratch,
+                         const void *out) {
+  return graph_ok(nodes, n_nodes, outputs, n_outputs, device, scratch, out);
 }
 
 /* ---- items shared by both node encoders (the caller ensures the room) ---- */

@@ -100,8 +100,9 @@ static void remove_bad(struct ccache__tiers *ts, uint32_t i, ccache_key key, con
 /* Ask tier i for key: T_HIT with a decoded native program (and the tiers
  * above filled), or T_MISS (absent, failed, corrupt, foreign or undecodable;
  * each counted where it applies). */
-static int load(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **native,
+static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *sk, void **native,
                 uint64_t *cost) {
+  ccache_key key = sk->key; /* what backends and codecs see */
   ccache_tier *t = ts->t[i];
   void *blob = NULL;
   size_t len = 0;
@@ -122,7 +123,7 @@ static int load(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **nat
   const void *payload = NULL;
   size_t plen = 0;
   int found = T_MISS;
-  switch (ccache__tier_verify(blob, len, key, ts->tag_hash, &payload, &plen)) {
+  switch (ccache__tier_verify_mode(blob, len, sk, ts->strong, ts->tag_hash, &payload, &plen)) {
     case CCACHE__ENTRY_CORRUPT:
       atomic_fetch_add(&ts->corrupt, 1);
       note(ts, CCACHE_EVENT_TIER_CORRUPT, i, key, "get",
@@ -180,8 +181,9 @@ enum { L_DONE, L_HIT, L_TIMEOUT };
 
 /* Take tier i's lock (or give up on it), polling its entry while another
  * process holds the lock.  *waited_ns grows by the time spent waiting. */
-static int lock_one(struct ccache__tiers *ts, uint32_t i, ccache_key key, held_locks *h,
-                    void **native, uint64_t *cost, uint64_t *waited_ns) {
+static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *sk,
+                    held_locks *h, void **native, uint64_t *cost, uint64_t *waited_ns) {
+  ccache_key key = sk->key;
   ccache_tier *t = ts->t[i];
   uint64_t start = 0, delay = t->ops.poll_ms;
   for (;;) {
@@ -214,7 +216,7 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, ccache_key key, held_l
     sleep_ms(delay < left ? delay : left);
     delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
     /* The holder may have published while we slept. */
-    if (load(ts, i, key, native, cost) == T_HIT) {
+    if (load(ts, i, sk, native, cost) == T_HIT) {
       *waited_ns += ccache__mono_ns() - start;
       return L_HIT;
     }
@@ -222,12 +224,12 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, ccache_key key, held_l
   if (start) *waited_ns += ccache__mono_ns() - start;
   /* Got the lock (or gave up on a broken one): the holder before us may
    * have published just before letting go. */
-  return load(ts, i, key, native, cost) == T_HIT ? L_HIT : L_DONE;
+  return load(ts, i, sk, native, cost) == T_HIT ? L_HIT : L_DONE;
 }
 
 /* Take the locks in tier order.  T_HIT if an entry turned up meanwhile. */
-static int lock_all(struct ccache__tiers *ts, ccache_key key, held_locks *h, void **native,
-                    uint64_t *cost) {
+static int lock_all(struct ccache__tiers *ts, const ccache_strong_key *key, held_locks *h,
+                    void **native, uint64_t *cost) {
   uint64_t waited_ns = 0;
   bool waited = false;
   int found = T_MISS;
@@ -274,7 +276,8 @@ static uint64_t realtime_ms(void) {
 }
 
 /* Encode the program just compiled and write it to every usable tier. */
-static void store(struct ccache__tiers *ts, ccache_key key, void *native) {
+static void store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *native) {
+  ccache_key key = sk->key;
   void *bytes = NULL;
   size_t len = 0;
   int rc;
@@ -291,10 +294,10 @@ static void store(struct ccache__tiers *ts, ccache_key key, void *native) {
   unsigned char *blob = NULL;
   size_t blen = 0;
   if ((uint64_t)len <= CCACHE__TIER_MAX_PAYLOAD && (bytes || len == 0)) {
-    blen = ccache__tier_entry_len(len);
+    blen = ccache__tier_entry_len_mode(len, ts->strong);
     blob = ccache__malloc(&ts->mem, blen);
   }
-  if (blob) ccache__tier_frame(blob, key, ts->tag_hash, realtime_ms(), bytes, len);
+  if (blob) ccache__tier_frame_mode(blob, sk, ts->strong, ts->tag_hash, realtime_ms(), bytes, len);
   CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
   if (!blob) { /* too large, NULL bytes, or no memory: not stored */
     ccache__tier_fail(ts, ts->n, key, "encode", blen ? CCACHE_ENOMEM : CCACHE_EINVAL, 0,
@@ -312,9 +315,9 @@ static bool any_usable(const struct ccache__tiers *ts) {
   return false;
 }
 
-int ccache__tier_obtain(struct ccache__tiers *ts, ccache_key key, ccache__tier_compile_fn compile,
-                        void *arg, void **native, uint64_t *cost, bool *compiled,
-                        uint64_t *compile_ns) {
+int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
+                        ccache__tier_compile_fn compile, void *arg, void **native, uint64_t *cost,
+                        bool *compiled, uint64_t *compile_ns) {
   *compiled = false;
   *compile_ns = 0;
   if (!ts || !ts->has_codec || !any_usable(ts)) {

@@ -39,10 +39,15 @@ struct ccache_tier {
 
 /* -------------------------------------------------------- tier_format.c */
 #define CCACHE__TIER_MAGIC       "CCTIER\0\n" /* 8 bytes, no terminator stored */
-#define CCACHE__TIER_HDR         56u          /* header bytes */
-#define CCACHE__TIER_SUM         16u          /* trailing XXH3-128 */
+#define CCACHE__TIER_HDR         56u          /* header bytes (fast keys) */
+/* A strong cache's entries: the same header, then the key's check half
+ * (u64 check.lo, u64 check.hi), so the whole 256-bit key is in the header
+ * (and in what a signature over the header will cover). */
+#define CCACHE__TIER_HDR_STRONG  72u
+#define CCACHE__TIER_SUM         16u /* trailing XXH3-128 */
 #define CCACHE__TIER_MAX_PAYLOAD ((uint64_t)1 << 40)
-/* "v<format>/<16 hex>" and its terminator fit in this. */
+/* "v<format>/<16 hex>" (fast) or "v<format>/strong-<16 hex>" and its
+ * terminator fit in this. */
 #define CCACHE__TIER_NS_MAX      32u
 
 typedef enum ccache__entry_check {
@@ -52,14 +57,27 @@ typedef enum ccache__entry_check {
 } ccache__entry_check;
 
 uint64_t ccache__tier_tag_hash(const char *tag);
-void ccache__tier_ns(uint64_t tag_hash, char out[CCACHE__TIER_NS_MAX]);
+/* The namespace of a cache's entries: the key mode is part of it, so a
+ * fast cache never reads or writes where a strong one looks. */
+void ccache__tier_ns_mode(uint64_t tag_hash, bool strong, char out[CCACHE__TIER_NS_MAX]);
 /* Bytes of an entry holding `payload_len` bytes (payload_len is at most
  * CCACHE__TIER_MAX_PAYLOAD). */
+size_t ccache__tier_entry_len_mode(size_t payload_len, bool strong);
+/* Write the entry into dst (ccache__tier_entry_len_mode(len, strong)
+ * bytes); a strong entry carries key->check too. */
+void ccache__tier_frame_mode(unsigned char *dst, const ccache_strong_key *key, bool strong,
+                             uint64_t tag_hash, uint64_t created_ms, const void *payload,
+                             size_t len);
+/* Check an entry in full (for a strong cache: its header length and all
+ * 256 bits of the key); on OK, *payload and *len point into blob. */
+ccache__entry_check ccache__tier_verify_mode(const void *blob, size_t blob_len,
+                                             const ccache_strong_key *key, bool strong,
+                                             uint64_t tag_hash, const void **payload, size_t *len);
+/* The same for a fast cache (strong = false, the key's 128 bits). */
+void ccache__tier_ns(uint64_t tag_hash, char out[CCACHE__TIER_NS_MAX]);
 size_t ccache__tier_entry_len(size_t payload_len);
-/* Write the entry into dst (ccache__tier_entry_len(len) bytes). */
 void ccache__tier_frame(unsigned char *dst, ccache_key key, uint64_t tag_hash, uint64_t created_ms,
                         const void *payload, size_t len);
-/* Check an entry in full; on OK, *payload and *len point into blob. */
 ccache__entry_check ccache__tier_verify(const void *blob, size_t blob_len, ccache_key key,
                                         uint64_t tag_hash, const void **payload, size_t *len);
 
@@ -108,6 +126,7 @@ struct ccache__tiers {
   ccache_codec codec;
   int has_codec;
   uint64_t tag_hash;
+  bool strong; /* ccache_config::key_mode is CCACHE_KEYS_STRONG */
   uint64_t min_compile_us;
   uint32_t n;
   ccache_tier *t[CCACHE_MAX_TIERS];
@@ -196,9 +215,9 @@ typedef int (*ccache__tier_compile_fn)(void *arg, void **native, uint64_t *cost)
  * tiers (ts may be NULL: none), or from `compile` (then *compiled is set and
  * *compile_ns is the time it ran, for the cache's compile_ns; else 0).
  * Returns 0, or the compile's non-zero result. */
-int ccache__tier_obtain(struct ccache__tiers *ts, ccache_key pkey, ccache__tier_compile_fn compile,
-                        void *arg, void **native, uint64_t *cost, bool *compiled,
-                        uint64_t *compile_ns);
+int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *pkey,
+                        ccache__tier_compile_fn compile, void *arg, void **native, uint64_t *cost,
+                        bool *compiled, uint64_t *compile_ns);
 /* Fills the tier_* fields of a stats snapshot (ts NULL: leaves them). */
 void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s);
 

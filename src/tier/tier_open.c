@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "base/detail.h"
+#include <stddef.h>
+
 #include "tier/tier.h"
 
 /* ---------------------------------------------------------- the tier objects */
@@ -105,6 +107,9 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
     ts->has_codec = 1;
   }
   ts->tag_hash = ccache__tier_tag_hash(cfg->runtime_tag);
+  /* A config that ends before key_mode is a fast cache's. */
+  ts->strong = cfg->size >= offsetof(ccache_config, key_mode) + sizeof cfg->key_mode &&
+               cfg->key_mode == CCACHE_KEYS_STRONG;
   ts->min_compile_us = cfg->tier_min_compile_us;
   if (CFG_HAS(cfg, event_ctx)) {
     ts->on_event = cfg->on_event;
@@ -114,7 +119,7 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
   /* Without a codec the tiers are only owned (and closed at close). */
   if (!ts->has_codec) return CCACHE_OK;
   char ns[CCACHE__TIER_NS_MAX];
-  ccache__tier_ns(ts->tag_hash, ns);
+  ccache__tier_ns_mode(ts->tag_hash, ts->strong, ns);
   for (uint32_t i = 0; i < ts->n; i++) {
     ccache_tier *t = ts->t[i];
     rc = CCACHE_OK;

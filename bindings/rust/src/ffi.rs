@@ -137,6 +137,8 @@ pub struct ccache_config {
     pub tier_min_compile_us: u64,
     pub tiers: *const *mut ccache_tier,
     pub n_tiers: u32,
+    /// `ccache_key_mode`; the crate opens fast-key caches (0).
+    pub key_mode: u32,
     /// The event hook (`ccache_event_fn`); the crate leaves it unset.
     pub on_event: Option<unsafe extern "C" fn(ctx: *mut c_void, ev: *const c_void)>,
     pub event_ctx: *mut c_void,
