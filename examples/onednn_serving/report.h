@@ -32,8 +32,8 @@ typedef struct mode_result {
   uint64_t event_compiles, programs_recompiled, most_compiles_of_one;
   uint64_t ev_capacity, ev_ttl, ev_cost;
   uint64_t fetch_hits; /**< requests served by ccache_fetch alone */
-  int have_key_ms;        /**< key_ms is set: ccache with --strong-keys */
-  double key_ms;          /**< building the strong keys of the fetch_hits requests */
+  int have_key_ms;     /**< key_ms is set: ccache with --strong-keys */
+  double key_ms;       /**< building the strong keys of the fetch_hits requests */
   uint64_t waits; /**< single-flight joins, both levels: a thread waited for another's compile */
   uint64_t closure_waits; /**< the closure-level ones (ccache_stats::waits) */
   int have_tl_stats;      /**< the per-thread table rows below are set */

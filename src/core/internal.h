@@ -388,7 +388,7 @@ static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void 
 /* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
  * MISS, or CCACHE__EXPIRED.  The hit path proper is table_inline.h's, inlined into
  * ccache_fetch(); these are its out-of-line forms and slow paths. */
-#define CCACHE__EXPIRED 2
+#define CCACHE__EXPIRED    2
 /* What a lookup counts: a hit, a miss (either, both or neither). */
 #define CCACHE__COUNT_HIT  1u
 #define CCACHE__COUNT_MISS 2u

@@ -266,8 +266,9 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
   return rc;
 }
 
-static int get_or_compile(ccache *c, const ccache_strong_key *pkey, ccache_program_compile_fn compile,
-                          void *ud, ccache_program **out, const char *api) {
+static int get_or_compile(ccache *c, const ccache_strong_key *pkey,
+                          ccache_program_compile_fn compile, void *ud, ccache_program **out,
+                          const char *api) {
   ccache__lock(&c->pmu);
   ccache_program *p = find_locked(c, pkey);
   if (p) {
