@@ -128,7 +128,7 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
   ROW_U64("distinct program keys", distinct_programs);
   ROW_IF("closure compiles (call sites)", r[i].have_cache_stats, PRIu64, r[i].closure_compiles);
   ROW_IF("program hits (shared by layers)", r[i].have_cache_stats, PRIu64, r[i].program_hits);
-  ROW_IF("program compiles seen by the event hook", r[i].have_cache_stats, PRIu64,
+  ROW_IF("program compiles seen by event hook", r[i].have_cache_stats, PRIu64,
          r[i].event_compiles);
   ROW_IF("  programs compiled more than once", r[i].have_cache_stats, PRIu64,
          r[i].programs_recompiled);

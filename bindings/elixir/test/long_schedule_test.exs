@@ -92,10 +92,10 @@ defmodule CCacheLongScheduleTest do
     found = monitored(calls(:ls_inline, big), 3)
     labels = found |> Enum.map(&elem(&1, 0)) |> Enum.uniq()
     IO.puts("\ncontrol, reported: #{inspect(found)}")
-    # an inline put (external size + a 3.5 MB copy) and an inline 3.5 MB
-    # copy each take several ms; a copy out of a reference is the same
-    # copy but is not asserted (close to 1 ms on a fast machine)
-    assert :put in labels
+    # an inline 3.5 MB copy into the caller's heap takes several ms, so the
+    # monitor must report it; an inline put and a copy out of a reference
+    # are reported on most runs but not asserted (each came in under 1 ms
+    # in some CI runs)
     assert :fetch_copy in labels
   end
 end
