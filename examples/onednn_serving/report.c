@@ -128,8 +128,7 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
   ROW_U64("distinct program keys", distinct_programs);
   ROW_IF("closure compiles (call sites)", r[i].have_cache_stats, PRIu64, r[i].closure_compiles);
   ROW_IF("program hits (shared by layers)", r[i].have_cache_stats, PRIu64, r[i].program_hits);
-  ROW_IF("program compiles seen by event hook", r[i].have_cache_stats, PRIu64,
-         r[i].event_compiles);
+  ROW_IF("program compiles seen by event hook", r[i].have_cache_stats, PRIu64, r[i].event_compiles);
   ROW_IF("  programs compiled more than once", r[i].have_cache_stats, PRIu64,
          r[i].programs_recompiled);
   ROW_IF("  most compiles of one program", r[i].have_cache_stats, PRIu64,
@@ -156,7 +155,7 @@ void report_table(FILE *f, const run_info *ri, const mode_result *r, int n) {
   ROW_IF("lookup per lookup (us)", have_per_lookup(&r[i]), ".3f", per_lookup_us(&r[i]));
   ROW_IF("lookup per lookup / execution (%)", have_per_lookup(&r[i]), ".3f", per_lookup_pct(&r[i]));
   if (ri->strong_keys) {
-    ROW_IF("  of which strong keys, per lookup (us)", r[i].have_key_ms && r[i].lookups, ".3f",
+    ROW_IF("  of which strong key, per lookup (us)", r[i].have_key_ms && r[i].lookups, ".3f",
            r[i].key_ms * 1000.0 / (double)r[i].lookups);
     ROW_IF("  fetch + release, per lookup (us)", r[i].have_key_ms && r[i].lookups, ".3f",
            per_lookup_us(&r[i]) - r[i].key_ms * 1000.0 / (double)r[i].lookups);
