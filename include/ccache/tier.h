@@ -363,8 +363,9 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
 #define CCACHE_TIER_UP 0u /**< in use, and its most recent op succeeded (or none failed) */
 #define CCACHE_TIER_DOWN \
   1u /**< its most recent op failed; a Redis server is then in
-                                     reconnect backoff (backoff_left_ms) and ops on its keys
-                                     fail at once (compiled locally) until it ends */
+                                     reconnect backoff (backoff_left_ms) and its keys go to
+                                     the next server of their rendezvous order until a
+                                     command it answers brings it back */
 #define CCACHE_TIER_DISABLED \
   2u /**< not used by this cache: its attach failed, or the
                                      cache has no codec */
@@ -386,7 +387,18 @@ typedef struct ccache_tier_health {
   uint64_t leases_lost;     /**< leases whose renewal failed (tier_leases_lost, per part) */
   uint64_t lock_waits;      /**< lock attempts that found the lock held by another
                              process (each CCACHE_EBUSY answer) */
+  /* Appended (issue 23): a caller whose size ends before them gets the fields above. */
+  uint64_t fallback_reads;  /**< hits on this server for keys whose first server (in their
+                             rendezvous order) is another: entries written while it was down */
+  uint64_t fallback_writes; /**< entries and compile leases written here because the keys'
+                             earlier servers were down */
+  uint64_t failovers;       /**< new primary addresses this server slot followed (Sentinel);
+                             0 for a plain server */
 } ccache_tier_health;
+
+/** The size of ccache_tier_health before fallback_reads: the smallest
+ * out->size ccache_tier_health_get() accepts. */
+#define CCACHE_TIER_HEALTH_SIZE_V1 (offsetof(ccache_tier_health, fallback_reads))
 
 /**
  * @brief Report the health of one part of one of a cache's tiers, for
@@ -397,13 +409,13 @@ typedef struct ccache_tier_health {
  * @param c the cache.
  * @param tier index into the cache's tiers (ccache_config::tiers order).
  * @param part 0 .. out->parts - 1 (servers in the order of the server list).
- * @param out caller-owned; set out->size = sizeof *out first.  Filled
- *        entirely on CCACHE_OK (kind points to a static string); untouched
- *        otherwise.
+ * @param out caller-owned; set out->size = sizeof *out first.  Its first
+ *        out->size bytes (at most sizeof) are filled on CCACHE_OK (kind
+ *        points to a static string); untouched otherwise.
  * @return CCACHE_OK; CCACHE_MISS (@p tier is not one of the cache's tiers,
  *         or @p part is past its last part: the end of an iteration);
  *         CCACHE_EINVAL (NULL @p c or @p out, out->size below
- *         sizeof(ccache_tier_health)); CCACHE_EFORKED (a cache created
+ *         CCACHE_TIER_HEALTH_SIZE_V1); CCACHE_EFORKED (a cache created
  *         before fork(), in the child).  Checked build: aborts on a closed
  *         cache.
  * Thread-safe, and cheap enough to poll (no I/O: it reads counters and the
@@ -566,9 +578,33 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * (highest-random-weight) hashing: the largest XXH3-64 of the key seeded
  * with the XXH3-64 of the server's name as written ("host:port" or
  * "unix:/path").  Every process given the same names, in any order, picks
- * the same server; a server that is down loses only its own share of the
- * keys (those fetches compile locally: there is no fail-over, so a key's
- * lease never moves between servers).
+ * the same server.  Sorting the same weights gives each key its
+ * rendezvous order over all the servers.
+ *
+ * **Fallback.**  A server is down from a failed connect or a broken
+ * command until a command it answers (see "Faults" below).  A key's entry
+ * and its compile lease go to the first server of its rendezvous order that
+ * is not down, so processes that agree which servers are down agree where
+ * each key lives: with one server dead, a fleet still compiles each program
+ * once.  (Removing a server moves only its keys: the fallback of a key is
+ * where it would live without its first server.)  A lookup reads the
+ * servers in the key's order, skipping those that are down; the first hit
+ * wins, and a hit after the first live server is copied to that server, so
+ * entries written to a fallback stay readable after their server comes back,
+ * and move back to it as they are read.  A server that comes back (its
+ * backoff over, a command answered) takes its keys back at once.  A miss
+ * costs one GET per live server; a bad entry's conditional delete goes to
+ * every live server.  An error reply (OOM, NOPERM) is an answer: the key
+ * stays with that server (the op is a tier error).
+ *
+ * **The guarantee.**  While every process sees the same servers down, each
+ * key is compiled at most once in the fleet (lease_ms and wait_ms aside).
+ * While they disagree (a server just died or came back, and some processes
+ * have not yet failed a command on it or seen it answer), two processes may
+ * look for a key's lease on different servers: a waiter whose lease holder's
+ * server died falls back, finds no lease there and compiles.  So a server
+ * lost or regained costs at most one extra compile per process per key
+ * whose first live server changed, and none for any other key.
  *
  * **Connections.**  hiredis connections over sockets the library makes
  * itself, close-on-exec from their creation (SOCK_CLOEXEC: a child that
@@ -586,17 +622,20 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * **Faults never fail a fetch.**  A server absent at start, killed, slow
  * past the timeouts, a dropped connection, an error reply (`OOM command not
  * allowed` under maxmemory, NOAUTH, WRONGPASS, ...) each fail that one op
- * (tier_errors +1; the program compiles).  A failed connect or a connection
- * that breaks puts the server in reconnect backoff: no new connection is
- * tried for reconnect_min_ms, doubling on each further failure up to
- * reconnect_max_ms, and ops on its keys fail at once meanwhile.  Only a
+ * (tier_errors +1; the program compiles) when no other server can take
+ * it.  A failed connect or a connection that breaks puts the server in
+ * reconnect backoff: no new connection is tried for reconnect_min_ms,
+ * doubling on each further failure up to reconnect_max_ms, and ops on its
+ * keys go to their fallback meanwhile (a tier error if every server is
+ * down).  Only a
  * command the server answers ends it: a connect alone does not, since a
  * stopped server (SIGSTOP, a debugger, a frozen cgroup) whose listen backlog
  * is open still accepts connections and answers nothing; it is backed off
  * like an unreachable one.  An error reply does not start a backoff (the
  * connection is fine, and the server answered).  ccache_tier_health_get()
  * reports each server: up or down (backed off, for how long), its errors
- * and last error line, the leases held and lost on it and the lock waits.
+ * and last error line, the leases held and lost on it, the lock waits, and
+ * the fallback reads and writes it served for other servers' keys.
  *
  * **Signals.**  hiredis writes with write(2), which raises SIGPIPE on a
  * connection the server has reset.  The library never changes the process's

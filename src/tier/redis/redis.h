@@ -57,11 +57,15 @@ typedef struct ccache__rserver {
   char last_error[256];   /* under mu: this server's most recent failure */
 
   /* For ccache_tier_health (relaxed atomics). */
-  _Atomic uint64_t errors;      /* failed ops on this server (connect, I/O, error reply,
+  _Atomic uint64_t errors;          /* failed ops on this server (connect, I/O, error reply,
                                    refused in backoff) */
-  _Atomic uint64_t leases_held; /* gauge: compile leases this tier holds on it */
-  _Atomic uint64_t leases_lost; /* renewals that failed (the lease may lapse) */
-  _Atomic uint64_t lock_waits;  /* lease attempts answered "held by another" */
+  _Atomic uint64_t leases_held;     /* gauge: compile leases this tier holds on it */
+  _Atomic uint64_t leases_lost;     /* renewals that failed (the lease may lapse) */
+  _Atomic uint64_t lock_waits;      /* lease attempts answered "held by another" */
+  _Atomic uint64_t fallback_reads;  /* hits here on keys whose first server is another */
+  _Atomic uint64_t fallback_writes; /* entries and leases written here for keys whose
+                                       earlier servers were down */
+  _Atomic uint64_t failovers;       /* new addresses followed (Sentinel) */
 
   ccache__mutex renew_mu;
   struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
@@ -121,6 +125,9 @@ void ccache__rservers_free(ccache__rserver *s, size_t n);
 /* Highest-random-weight choice: the index of the server whose
  * XXH3-64(key bytes, seed) is largest (ties: the smaller name). */
 size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey);
+/* pkey's whole rendezvous order: order[0..n-1] the server indices by
+ * decreasing weight (order[0] is ccache__rendezvous()). */
+void ccache__rendezvous_order(const ccache__rserver *s, size_t n, ccache_key pkey, uint8_t *order);
 
 /* ---------------------------------------------------------- redis_conn.c */
 /* Takes ownership of servers (freed by ccache__rpool_destroy, or by the
@@ -147,6 +154,12 @@ void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len);
 /* Records a failure of server's that the tier found in a reply (counted as
  * a reply error). */
 void ccache__rpool_note_error(ccache__rpool *p, size_t server, const char *line);
+/* Whether server is inside its backoff window now (an op on it would be
+ * refused at once). */
+int ccache__rpool_refusing(ccache__rpool *p, size_t server);
+/* Whether server is down: it failed and no command was answered since
+ * (its backoff window may have passed: the next op tries it again). */
+int ccache__rpool_down(ccache__rpool *p, size_t server);
 /* Server's backoff, error count and last error line. */
 void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver_state *out);
 

@@ -476,6 +476,22 @@ void ccache__rreply_free(redisReply *r) {
   if (r) freeReplyObject(r);
 }
 
+int ccache__rpool_refusing(ccache__rpool *p, size_t server) {
+  ccache__rserver *s = &p->servers[server];
+  ccache__lock(&s->mu);
+  int refuse = s->down_until_ms && mono_ms() < s->down_until_ms;
+  ccache__unlock(&s->mu);
+  return refuse;
+}
+
+int ccache__rpool_down(ccache__rpool *p, size_t server) {
+  ccache__rserver *s = &p->servers[server];
+  ccache__lock(&s->mu);
+  int down = s->backoff_ms != 0;
+  ccache__unlock(&s->mu);
+  return down;
+}
+
 void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver_state *out) {
   ccache__rserver *s = &p->servers[server];
   ccache__lock(&s->mu);

@@ -6,9 +6,10 @@
  * where a server's seed is the hash of its canonical name.  The choice
  * depends only on the key and the set of names, not on the order of the
  * list, so processes given the same servers in any order agree; removing a
- * server moves only the keys it held.  Nothing fails over: while a server is
- * unreachable its keys are tier errors (compiled locally), so two processes
- * never disagree about where a key's lease lives.
+ * server moves only the keys it held.  The same weights, sorted, give each
+ * key its whole rendezvous order: the server a key falls back to when its
+ * first is down is the one it would map to if the first were removed, so
+ * processes that agree which servers are down agree where the key lives.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -136,20 +137,44 @@ int ccache__rservers_parse(const char *list, ccache__rserver **out, size_t *n, c
   return CCACHE_OK;
 }
 
-size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey) {
+static uint64_t weight(const ccache__rserver *sv, ccache_key pkey) {
   unsigned char kb[16];
   for (int i = 0; i < 8; i++) {
     kb[i] = (unsigned char)(pkey.lo >> (8 * i));
     kb[8 + i] = (unsigned char)(pkey.hi >> (8 * i));
   }
+  return XXH3_64bits_withSeed(kb, sizeof kb, sv->seed);
+}
+
+/* Whether server a (weight wa) comes before server b (weight wb). */
+static int before(const ccache__rserver *s, size_t a, uint64_t wa, size_t b, uint64_t wb) {
+  return wa > wb || (wa == wb && strcmp(s[a].name, s[b].name) < 0);
+}
+
+size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey) {
   size_t best = 0;
   uint64_t best_w = 0;
   for (size_t i = 0; i < n; i++) {
-    uint64_t w = XXH3_64bits_withSeed(kb, sizeof kb, s[i].seed);
-    if (i == 0 || w > best_w || (w == best_w && strcmp(s[i].name, s[best].name) < 0)) {
+    uint64_t w = weight(&s[i], pkey);
+    if (i == 0 || before(s, i, w, best, best_w)) {
       best = i;
       best_w = w;
     }
   }
   return best;
+}
+
+void ccache__rendezvous_order(const ccache__rserver *s, size_t n, ccache_key pkey, uint8_t *order) {
+  uint64_t w[CCACHE__REDIS_MAX_SERVERS];
+  for (size_t i = 0; i < n; i++) { /* insertion sort: n is small */
+    uint64_t wi = weight(&s[i], pkey);
+    size_t j = i;
+    while (j > 0 && before(s, i, wi, order[j - 1], w[j - 1])) {
+      order[j] = order[j - 1];
+      w[j] = w[j - 1];
+      j--;
+    }
+    order[j] = (uint8_t)i;
+    w[j] = wi;
+  }
 }
