@@ -30,6 +30,11 @@
  * that intact entry, filled in from a lower tier, has the same one.  Bad
  * entries are rare, so sending one back once costs nothing that matters.)
  *
+ * Fallback: every op walks the key's rendezvous order, passing over servers
+ * that are down (try_server); entries and leases go to the first server
+ * that answers, lookups read on past a miss and copy a later hit back to
+ * that first server (see the header's "Fallback" and docs/design.md).
+ *
  * Health (ops.health): one part per server, from the pool's per-server
  * state and the lease counts kept here.
  */
