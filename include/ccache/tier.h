@@ -606,6 +606,26 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * lost or regained costs at most one extra compile per process per key
  * whose first live server changed, and none for any other key.
  *
+ * **Sentinel.**  With servers = "sentinel:HOST:PORT[,...]/NAME[,...]" each
+ * primary name takes the place of a server: keys are sharded over the names
+ * by the rendezvous rule (seeded by the name, so a failover moves no key),
+ * with the same fallback.  Before its first connect, after a connection
+ * fails, and after a primary answers `-READONLY` (it was demoted while this
+ * process held connections to it), the tier asks the Sentinels in list
+ * order `SENTINEL get-master-addr-by-name NAME` on a fresh connection each
+ * (`AUTH [sentinel_user] sentinel_password` first when set) and connects to
+ * the first address answered; a new address counts as a failover followed
+ * (ccache_tier_health::failovers).  The -READONLY op itself is a tier error;
+ * the next op goes to the new primary, with no backoff.  No Sentinel
+ * answering, or none knowing the name, is a connect failure (backoff, tier
+ * errors), never a failed fetch.  There is no `+switch-master` subscriber:
+ * a primary is followed when it fails or refuses a write.  Sentinel's ACL
+ * user needs `+sentinel|get-master-addr-by-name` (and AUTH).  Between the
+ * primary's death and the Sentinels' failover (down-after-milliseconds plus
+ * the election) its keys are tier errors unless another primary name is
+ * listed to fall back to; entries not yet replicated when it died are gone
+ * (compiled again once).
+ *
  * **Connections.**  hiredis connections over sockets the library makes
  * itself, close-on-exec from their creation (SOCK_CLOEXEC: a child that
  * another thread fork()s and exec()s never inherits one), made on first use
@@ -659,7 +679,11 @@ typedef struct ccache_redis_options {
   uint32_t size; /**< sizeof, set by ccache_redis_options_init() */
   /** "host:port[,host:port...]" (port 1..65535; IPv6 as "[addr]:port") or
    *  "unix:/absolute/path" entries, comma-separated, at most 64, no
-   *  duplicates, no spaces; copied.  Required (the default NULL is
+   *  duplicates, no spaces; or, as the whole value,
+   *  "sentinel:HOST:PORT[,HOST:PORT...]/NAME[,NAME...]": Redis Sentinels
+   *  (same item syntax) and up to 64 primary names (1..128 printable bytes,
+   *  no spaces), the primaries sharded by name as servers are (see
+   *  "Sentinel" above); copied.  Required (the default NULL is
    *  CCACHE_EINVAL). */
   const char *servers;
   /** Key prefix, 1..256 bytes, default "ccache"; NULL means the default;
@@ -686,6 +710,12 @@ typedef struct ccache_redis_options {
   uint64_t reconnect_min_ms;   /**< reconnect backoff start, ms (>= 1; default 100) */
   uint64_t reconnect_max_ms;   /**< reconnect backoff cap, ms (>= reconnect_min_ms;
                                     default 5000) */
+  /** Sentinel mode: the Sentinels' own ACL user (needs sentinel_password),
+   *  or NULL; copied.  user/password above are the primaries'. */
+  const char *sentinel_user;
+  /** Sentinel mode: the Sentinels' password (their requirepass), or NULL;
+   *  copied and wiped when the tier is freed. */
+  const char *sentinel_password;
 } ccache_redis_options;
 
 /**

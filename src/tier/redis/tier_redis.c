@@ -396,7 +396,16 @@ static int op_health(void *state, uint32_t part, ccache_tier_health *out) {
   ccache__rserver_state st;
   ccache__rpool_server_state(&r->pool, part, &st);
   out->parts = (uint32_t)r->pool.n;
-  snprintf(out->where, sizeof out->where, "%s", s->name);
+  if (s->sentinel) {
+    ccache__lock(&s->mu);
+    if (s->at_port)
+      snprintf(out->where, sizeof out->where, "%.120s (%.120s:%d)", s->name, s->at_host, s->at_port);
+    else
+      snprintf(out->where, sizeof out->where, "%s", s->name);
+    ccache__unlock(&s->mu);
+  } else {
+    snprintf(out->where, sizeof out->where, "%s", s->name);
+  }
   if (out->status != CCACHE_TIER_DISABLED)
     out->status = st.failing ? CCACHE_TIER_DOWN : CCACHE_TIER_UP;
   out->backoff_ms = st.backoff_ms;
@@ -448,6 +457,7 @@ static int check_options(const ccache_redis_options *o, char *why, size_t why_le
   if (o->prefix && (!*o->prefix || strlen(o->prefix) > CCACHE__REDIS_MAX_PREFIX))
     BAD("prefix must be 1..%d bytes", CCACHE__REDIS_MAX_PREFIX);
   if (o->user && !o->password) BAD("an ACL user needs a password");
+  if (o->sentinel_user && !o->sentinel_password) BAD("a Sentinel ACL user needs a password");
   if (o->connect_timeout_ms == 0 || o->command_timeout_ms == 0)
     BAD("connect_timeout_ms and command_timeout_ms must be >= 1");
   if (o->entry_ttl_ms == 0) BAD("entry_ttl_ms must be >= 1 or CCACHE_UNBOUNDED");
@@ -465,25 +475,34 @@ int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccach
   if (!o || !ops || !out) return CCACHE_EINVAL;
   int rc = check_options(o, why, why_len);
   if (rc != CCACHE_OK) return rc;
-  ccache__rserver *servers = NULL;
-  size_t n = 0;
-  rc = ccache__rservers_parse(o->servers, &servers, &n, why, why_len);
+  ccache__rserver *servers = NULL, *sentinels = NULL;
+  size_t n = 0, n_sentinels = 0;
+  if (o->servers && strncmp(o->servers, "sentinel:", 9) == 0)
+    rc = ccache__rservers_parse_sentinel(o->servers, &servers, &n, &sentinels, &n_sentinels, why,
+                                         why_len);
+  else
+    rc = ccache__rservers_parse(o->servers, &servers, &n, why, why_len);
   if (rc != CCACHE_OK) return rc;
   ccache__redis *r = calloc(1, sizeof *r);
   if (!r || !(r->prefix = strdup(o->prefix ? o->prefix : "ccache"))) {
     free(r);
     ccache__rservers_free(servers, n);
+    ccache__rservers_free(sentinels, n_sentinels);
     return CCACHE_ENOMEM;
   }
   rc = ccache__rpool_init(&r->pool, servers, n, o->user, o->password, o->connect_timeout_ms,
                           o->command_timeout_ms, o->reconnect_min_ms, o->reconnect_max_ms);
   if (rc != CCACHE_OK) {
     ccache__rservers_free(servers, n);
+    ccache__rservers_free(sentinels, n_sentinels);
     free(r->prefix);
     free(r);
     return rc;
   }
-  if (ccache__mutex_init(&r->lent_mu) != CCACHE_OK) {
+  /* From here the pool owns the Sentinels (freed by ccache__rpool_destroy). */
+  rc = ccache__rpool_set_sentinels(&r->pool, sentinels, n_sentinels, o->sentinel_user,
+                                   o->sentinel_password);
+  if (rc != CCACHE_OK || ccache__mutex_init(&r->lent_mu) != CCACHE_OK) {
     ccache__rpool_destroy(&r->pool);
     free(r->prefix);
     free(r);
