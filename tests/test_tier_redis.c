@@ -2524,6 +2524,248 @@ static void redis_e2e_server_killed_mid_run_one_extra_per_process_at_most(void *
   for (int i = 0; i < 3; i++) rf_stop(&s[i]);
 }
 
+/* ------------------------------------------------------------ Sentinel */
+static void redis_sentinel_spec_validation(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      "sentinel:",
+      "sentinel:127.0.0.1:26379",
+      "sentinel:127.0.0.1:26379/",
+      "sentinel:/mym",
+      "sentinel:127.0.0.1:26379/a,a",
+      "sentinel:127.0.0.1:26379/a b",
+      "sentinel:127.0.0.1:26379/a/b",
+      "sentinel:127.0.0.1:26379/a,",
+      "sentinel:127.0.0.1/mym",
+      "127.0.0.1:6379,sentinel:127.0.0.1:26379/mym",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ccache_redis_options o;
+    opts(&o, bad[i]);
+    ccache_tier_ops ops;
+    ccache__redis *r = NULL;
+    char why[256];
+    if (ccache__redis_new(&o, &ops, &r, why, sizeof why) != CCACHE_EINVAL)
+      fail_msg("accepted '%s'", bad[i]);
+    assert_true(why[0] != '\0');
+  }
+  ccache_redis_options o;
+  opts(&o, "sentinel:127.0.0.1:1,127.0.0.1:2/a,b");
+  o.sentinel_user = "watcher";
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_EINVAL); /* a user needs a password */
+  o.sentinel_password = "pw";
+  be b;
+  be_open(&b, &o, NS);
+  ccache__rpool *p = ccache__redis_pool(b.r);
+  assert_int_equal(p->n, 2);
+  assert_int_equal(p->n_sentinels, 2);
+  assert_string_equal(p->servers[0].name, "a");
+  assert_true(p->servers[0].sentinel && p->servers[1].sentinel);
+  /* Nothing listens: no primary, tier errors only. */
+  assert_int_equal(put_n(&b, 1, 10), CCACHE_EIO);
+  assert_int_equal(get_check(&b, 1, 10), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&b), "Sentinel"));
+  be_close(&b);
+}
+
+static char sentinel_conf[512];
+
+/* Primary servers[0], its replica servers[1] (in sync), and a Sentinel
+ * servers[2] watching it as "mym" (quorum 1, down after 500 ms) that has
+ * found the replica.  Every wait is bounded. */
+static void sentinel_trio(void) {
+  rf_server *s = servers;
+  start(&s[0], NULL);
+  char port[16];
+  snprintf(port, sizeof port, "%d", s[0].port);
+  static char port_arg[16];
+  memcpy(port_arg, port, sizeof port);
+  const char *const repl[] = {"--replicaof", "127.0.0.1", port_arg, NULL};
+  start(&s[1], repl);
+  snprintf(sentinel_conf, sizeof sentinel_conf,
+           "bind 127.0.0.1\n"
+           "sentinel monitor mym 127.0.0.1 %d 1\n"
+           "sentinel down-after-milliseconds mym 500\n"
+           "sentinel failover-timeout mym 5000\n",
+           s[0].port);
+  assert_int_equal(rf_start_sentinel(&s[2], sentinel_conf), 0);
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  int linked = 0, found = 0;
+  while (rf_now_ms() < deadline && !(linked && found)) {
+    redisReply *r = rf_cmd(&s[1], "INFO replication");
+    linked = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+    if (r) freeReplyObject(r);
+    r = rf_cmd(&s[2], "SENTINEL replicas mym");
+    found = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1;
+    if (r) freeReplyObject(r);
+    if (!(linked && found)) rf_poll_pause();
+  }
+  assert_true(linked);
+  assert_true(found);
+}
+
+/* The port Sentinel names for mym now (0 if none). */
+static int sentinel_primary_port(void) {
+  redisReply *r = rf_cmd(&servers[2], "SENTINEL get-master-addr-by-name mym");
+  int port = 0;
+  if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) port = atoi(r->element[1]->str);
+  if (r) freeReplyObject(r);
+  return port;
+}
+
+/* Entries (not leases) of the e2e namespace on s, counted with SCAN. */
+static long long scan_entries(rf_server *s) {
+  long long n = 0;
+  char cursor[32] = "0";
+  for (int round = 0; round < 100000; round++) {
+    redisReply *r = rf_cmd(s, "SCAN %s MATCH ccache:* COUNT 100", cursor);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+    for (size_t i = 0; i < r->element[1]->elements; i++)
+      n += strstr(r->element[1]->element[i]->str, ":lease") == NULL;
+    freeReplyObject(r);
+    if (strcmp(cursor, "0") == 0) break;
+  }
+  return n;
+}
+
+static ccache_tier_health part_health(ccache *c) {
+  ccache_tier_health h;
+  memset(&h, 0, sizeof h);
+  h.size = sizeof h;
+  assert_int_equal(ccache_tier_health_get(c, 0, 0, &h), CCACHE_OK);
+  return h;
+}
+
+#define SENT_KEYS 12
+
+/* The primary is killed mid-run: the run finishes with the right answers
+ * (its keys compiled locally meanwhile); after the Sentinel's failover the
+ * next run compiles exactly the keys missing on the promoted replica, and
+ * the run after it compiles nothing. */
+static void redis_sentinel_primary_killed_failover_followed(void **state) {
+  (void)state;
+  need_redis();
+  sentinel_trio();
+  rf_server *s = servers;
+  char spec[96];
+  snprintf(spec, sizeof spec, "sentinel:%s/mym", s[2].addr);
+  ccache_redis_options o;
+  opts(&o, spec);
+  o.reconnect_min_ms = 10;
+  o.reconnect_max_ms = 100;
+  o.command_timeout_ms = 500;
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c1 = e2e_open(&ctx, &o, E2E_TAG);
+  for (uint64_t k = 1; k <= SENT_KEYS / 2; k++) assert_int_equal(e2e_get(c1, k), (int)k);
+  assert_int_equal(atomic_load(&e2e_compiles), SENT_KEYS / 2);
+  rf_kill(&s[0]);
+  for (uint64_t k = SENT_KEYS / 2 + 1; k <= SENT_KEYS; k++) {
+    int id = e2e_get(c1, k);
+    assert_true(id == (int)k || id == (int)k + 100000);
+  }
+  assert_int_equal(atomic_load(&e2e_compiles), SENT_KEYS);
+  /* The failover: Sentinel names the replica, which is a primary now. */
+  unsigned long long t0 = rf_now_ms(), deadline = t0 + 3 * WAIT_MS;
+  while (sentinel_primary_port() != s[1].port && rf_now_ms() < deadline) rf_poll_pause();
+  assert_int_equal(sentinel_primary_port(), s[1].port);
+  int promoted = 0;
+  while (!promoted && rf_now_ms() < deadline) {
+    redisReply *r = rf_cmd(&s[1], "INFO replication");
+    promoted = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "role:master");
+    if (r) freeReplyObject(r);
+    if (!promoted) rf_poll_pause();
+  }
+  assert_true(promoted);
+  long long present = scan_entries(&s[1]);
+  print_message("failover after %llu ms; %lld of %d entries on the promoted replica\n",
+                rf_now_ms() - t0, present, SENT_KEYS);
+  assert_true(present >= 0 && present <= SENT_KEYS / 2); /* only run 1's first half was stored */
+  t_ctx ctx2 = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c2 = e2e_open(&ctx2, &o, E2E_TAG);
+  for (uint64_t k = 1; k <= SENT_KEYS; k++) {
+    int id = e2e_get(c2, k);
+    assert_true(id == (int)k || id == (int)k + 100000);
+  }
+  print_message("run 2: %llu compiles\n", (unsigned long long)atomic_load(&e2e_compiles));
+  assert_int_equal(atomic_load(&e2e_compiles), SENT_KEYS - present);
+  assert_int_equal(t_stats(c2).tier_errors, 0);
+  t_close(c2);
+  t_ctx ctx3 = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c3 = e2e_open(&ctx3, &o, E2E_TAG);
+  for (uint64_t k = 1; k <= SENT_KEYS; k++) assert_int_equal(e2e_get(c3, k), (int)k + 100000);
+  assert_int_equal(atomic_load(&e2e_compiles), 0);
+  t_close(c3);
+  /* The first cache follows too, once its backoff allows a connect. */
+  deadline = rf_now_ms() + WAIT_MS;
+  int id = -1;
+  while (rf_now_ms() < deadline) {
+    id = e2e_get(c1, 1000 + (uint64_t)(rf_now_ms() % 100000));
+    if (part_health(c1).failovers == 1 && part_health(c1).status == CCACHE_TIER_UP) break;
+    rf_poll_pause();
+  }
+  ccache_tier_health h = part_health(c1);
+  print_message("first cache: where \"%s\", failovers %llu\n", h.where,
+                (unsigned long long)h.failovers);
+  assert_int_equal(h.failovers, 1);
+  char want[48];
+  snprintf(want, sizeof want, "mym (%s)", s[1].addr);
+  assert_string_equal(h.where, want);
+  (void)id;
+  t_close(c1);
+}
+
+/* The primary is demoted live (REPLICAOF) while the tier holds a pooled
+ * connection to it: the write on that connection answers -READONLY (a
+ * tier error), the tier asks the Sentinel again, and the next write goes
+ * to the new primary, with no backoff. */
+static void redis_sentinel_demoted_primary_readonly_followed(void **state) {
+  (void)state;
+  need_redis();
+  sentinel_trio();
+  rf_server *s = servers;
+  char spec[96];
+  snprintf(spec, sizeof spec, "sentinel:%s/mym", s[2].addr);
+  be b;
+  be_open_simple(&b, spec);
+  assert_int_equal(put_n(&b, 1, 32), CCACHE_OK); /* on the primary; its connection pooled */
+  assert_int_equal(cnt(&b).connects, 1);
+  /* Swap the roles by hand, and tell the Sentinel. */
+  redisReply *r = rf_cmd(&s[1], "REPLICAOF NO ONE");
+  assert_non_null(r);
+  freeReplyObject(r);
+  r = rf_cmd(&s[0], "REPLICAOF 127.0.0.1 %d", s[1].port);
+  assert_non_null(r);
+  freeReplyObject(r);
+  r = rf_cmd(&s[2], "SENTINEL REMOVE mym");
+  assert_non_null(r);
+  freeReplyObject(r);
+  r = rf_cmd(&s[2], "SENTINEL MONITOR mym 127.0.0.1 %d 1", s[1].port);
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  assert_int_equal(sentinel_primary_port(), s[1].port);
+  assert_int_equal(put_n(&b, 2, 32), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&b), "READONLY"));
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.reply_errors, 1);
+  assert_int_equal(c.io_errors + c.connect_failures, 0);
+  assert_int_equal(put_n(&b, 2, 32), CCACHE_OK); /* followed at once: no backoff */
+  char key[256];
+  entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", 2);
+  assert_int_equal(rf_int(&s[1], "EXISTS %s", key), 1);
+  assert_int_equal(cnt(&b).connects, 2);
+  ccache__rserver *sv = &ccache__redis_pool(b.r)->servers[0];
+  assert_int_equal(atomic_load(&sv->failovers), 1);
+  assert_int_equal(get_check(&b, 2, 32), CCACHE_OK);
+  be_close(&b);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
@@ -2562,6 +2804,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_e2e_one_server_dead_fleet_compiles_each_key_once, stop_all),
       cmocka_unit_test_teardown(redis_e2e_server_killed_between_halves_compiles_each_key_once,
                                 stop_all),
+      cmocka_unit_test_teardown(redis_sentinel_spec_validation, stop_all),
+      cmocka_unit_test_teardown(redis_sentinel_demoted_primary_readonly_followed, stop_all),
   };
   /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
    * `test_tier_redis realtime` runs them (CTest label realtime: plain and
@@ -2572,6 +2816,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_e2e_stalled_server_never_starves_renewals, stop_all),
       cmocka_unit_test_teardown(redis_e2e_server_killed_mid_run_one_extra_per_process_at_most,
                                 stop_all),
+      cmocka_unit_test_teardown(redis_sentinel_primary_killed_failover_followed, stop_all),
   };
   if (argc > 1 && strcmp(argv[1], "realtime") == 0)
     return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);

@@ -105,7 +105,7 @@ typedef void (*ccache__rhook_fn)(void *arg, size_t server, const char *cmd);
 typedef struct ccache__rpool {
   ccache__rserver *servers;
   size_t n;
-  char *user, *password;     /* AUTH [user] password, or NULL */
+  char *user, *password;      /* AUTH [user] password, or NULL */
   ccache__rserver *sentinels; /* Sentinel mode: the Sentinels (NULL otherwise) */
   size_t n_sentinels;
   char *s_user, *s_password; /* the Sentinels' AUTH [user] password, or NULL */

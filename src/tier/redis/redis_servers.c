@@ -215,8 +215,7 @@ int ccache__rservers_parse_sentinel(const char *spec, ccache__rserver **out, siz
     size_t len = end ? (size_t)(end - q) : strlen(q);
     made = i + 1;
     int bad = len == 0 || len > SENTINEL_NAME_MAX;
-    for (size_t j = 0; j < len && !bad; j++)
-      bad = q[j] <= ' ' || q[j] == 0x7f;
+    for (size_t j = 0; j < len && !bad; j++) bad = q[j] <= ' ' || q[j] == 0x7f;
     if (bad) {
       snprintf(why, why_len, "primary name '%.*s': want 1..%d printable bytes, no spaces",
                (int)(len > 64 ? 64 : len), q, SENTINEL_NAME_MAX);

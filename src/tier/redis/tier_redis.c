@@ -399,7 +399,8 @@ static int op_health(void *state, uint32_t part, ccache_tier_health *out) {
   if (s->sentinel) {
     ccache__lock(&s->mu);
     if (s->at_port)
-      snprintf(out->where, sizeof out->where, "%.120s (%.120s:%d)", s->name, s->at_host, s->at_port);
+      snprintf(out->where, sizeof out->where, "%.120s (%.120s:%d)", s->name, s->at_host,
+               s->at_port);
     else
       snprintf(out->where, sizeof out->where, "%s", s->name);
     ccache__unlock(&s->mu);
