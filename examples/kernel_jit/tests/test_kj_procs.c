@@ -177,6 +177,13 @@ static void bad_flags_exit_2(void **state) {
       {EXE, "--redis", "localhost:65536", NULL},
       {EXE, "--redis", "127.0.0.1:6379,", NULL},
       {EXE, "--redis", ":6379", NULL},
+      {EXE, "--redis-sentinel", NULL},
+      {EXE, "--redis-sentinel", "127.0.0.1:26379", NULL},
+      {EXE, "--redis-sentinel", "127.0.0.1:26379/", NULL},
+      {EXE, "--redis-sentinel", "/mym", NULL},
+      {EXE, "--redis-sentinel", "127.0.0.1:26379/a,", NULL},
+      {EXE, "--redis", "127.0.0.1:6379", "--redis-sentinel", "127.0.0.1:26379/mym", NULL},
+      {EXE, "--redis-sentinel", "127.0.0.1:26379/mym", "--redis", "127.0.0.1:6379", NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) assert_usage_error(cases[i]);
   /* --help is not an error: usage on stdout, exit 0. */
