@@ -60,7 +60,10 @@ static void child_exit(int code) {
 
 static int stop_all(void **state) {
   (void)state;
-  for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++) rf_stop(&servers[i]);
+  for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++) {
+    rf_stop(&servers[i]);
+    servers[i].admin_user = servers[i].admin_pass = NULL; /* a failed test's */
+  }
   return 0;
 }
 
@@ -2766,6 +2769,43 @@ static void redis_sentinel_demoted_primary_readonly_followed(void **state) {
   be_close(&b);
 }
 
+/* The Sentinel's own ACL user, limited to exactly what the tier sends it
+ * (the header's line): the primary is found; a wrong password is a tier
+ * error naming AUTH, never a failed call. */
+static void redis_sentinel_acl_user(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = servers;
+  start(&s[0], NULL);
+  snprintf(sentinel_conf, sizeof sentinel_conf,
+           "bind 127.0.0.1\n"
+           "user default off\n"
+           "user watcher on >pw +sentinel|get-master-addr-by-name\n"
+           "user admin on >adm +@all\n"
+           "sentinel monitor mym 127.0.0.1 %d 1\n",
+           s[0].port);
+  s[2].admin_user = "admin";
+  s[2].admin_pass = "adm";
+  assert_int_equal(rf_start_sentinel(&s[2], sentinel_conf), 0);
+  char spec[96];
+  snprintf(spec, sizeof spec, "sentinel:%s/mym", s[2].addr);
+  ccache_redis_options o;
+  opts(&o, spec);
+  o.sentinel_user = "watcher";
+  o.sentinel_password = "pw";
+  be b;
+  be_open(&b, &o, NS);
+  assert_int_equal(put_n(&b, 1, 32), CCACHE_OK);
+  assert_int_equal(get_check(&b, 1, 32), CCACHE_OK);
+  be_close(&b);
+  o.sentinel_password = "wrong";
+  be_open(&b, &o, NS);
+  assert_int_equal(get_check(&b, 1, 32), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&b), "AUTH"));
+  be_close(&b);
+  s[2].admin_user = s[2].admin_pass = NULL;
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
@@ -2806,6 +2846,7 @@ int main(int argc, char **argv) {
                                 stop_all),
       cmocka_unit_test_teardown(redis_sentinel_spec_validation, stop_all),
       cmocka_unit_test_teardown(redis_sentinel_demoted_primary_readonly_followed, stop_all),
+      cmocka_unit_test_teardown(redis_sentinel_acl_user, stop_all),
   };
   /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
    * `test_tier_redis realtime` runs them (CTest label realtime: plain and

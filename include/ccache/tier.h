@@ -619,8 +619,10 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * the next op goes to the new primary, with no backoff.  No Sentinel
  * answering, or none knowing the name, is a connect failure (backoff, tier
  * errors), never a failed fetch.  There is no `+switch-master` subscriber:
- * a primary is followed when it fails or refuses a write.  Sentinel's ACL
- * user needs `+sentinel|get-master-addr-by-name` (and AUTH).  Between the
+ * a primary is followed when it fails or refuses a write.  The Sentinels
+ * are sent nothing else, so their ACL user can be limited to exactly
+ * `user watcher on >secret +sentinel|get-master-addr-by-name` (a line of
+ * sentinel.conf); the primaries need the ACL below.  Between the
  * primary's death and the Sentinels' failover (down-after-milliseconds plus
  * the election) its keys are tier errors unless another primary name is
  * listed to fall back to; entries not yet replicated when it died are gone
