@@ -2565,6 +2565,9 @@ static void redis_sentinel_spec_validation(void **state) {
   assert_int_equal(p->n_sentinels, 2);
   assert_string_equal(p->servers[0].name, "a");
   assert_true(p->servers[0].sentinel && p->servers[1].sentinel);
+  /* CLOSURE_CACHE_REDIS takes the same form (nothing listens: compiled). */
+  run_env_child("sentinel:127.0.0.1:1/a", 1, 5, CCACHE_OK);
+  run_env_child("sentinel:127.0.0.1:1", 1, 0, CCACHE_EINVAL);
   /* Nothing listens: no primary, tier errors only. */
   assert_int_equal(put_n(&b, 1, 10), CCACHE_EIO);
   assert_int_equal(get_check(&b, 1, 10), CCACHE_EIO);
