@@ -375,8 +375,10 @@ typedef struct ccache_tier_health {
   uint32_t size;            /**< set to sizeof(ccache_tier_health) by the caller */
   uint32_t parts;           /**< parts of this tier (servers of a Redis tier; 1 otherwise) */
   const char *kind;         /**< the backend's name ("disk", "redis", "custom"): static */
-  char where[256];          /**< this part: "host:port" or "unix:/path" of a server, the
-                             directory of a disk tier; "" if the backend does not say */
+  char where[256];          /**< this part: "host:port" or "unix:/path" of a server,
+                             "NAME (host:port)" of a Sentinel primary (its address last
+                             answered; "NAME" before any), the directory of a disk
+                             tier; "" if the backend does not say */
   uint32_t status;          /**< CCACHE_TIER_UP, CCACHE_TIER_DOWN or CCACHE_TIER_DISABLED */
   uint64_t backoff_ms;      /**< a server's current reconnect backoff step, ms (0: healthy) */
   uint64_t backoff_left_ms; /**< ms until it may be connected again (0: now) */
