@@ -2582,7 +2582,9 @@ static char sentinel_conf[512];
  * found the replica.  Every wait is bounded. */
 static void sentinel_trio(void) {
   rf_server *s = servers;
-  start(&s[0], NULL);
+  /* No 5 s wait for more replicas before the first (diskless) sync. */
+  const char *const prim[] = {"--repl-diskless-sync-delay", "0", NULL};
+  start(&s[0], prim);
   char port[16];
   snprintf(port, sizeof port, "%d", s[0].port);
   static char port_arg[16];
