@@ -207,7 +207,8 @@ static int op_get(void *state, ccache_key pkey, void **blob, size_t *len) {
      * a server in backoff is passed over without counting a refusal. */
     if (home != r->pool.n && ccache__rpool_refusing(&r->pool, order[k])) continue;
     int got = try_server(r, order[k], 2, argv, lens, &rep);
-    if (got == SKIPPED) continue; /* rc stays: MISS if a server answered */
+    if (got == SKIPPED) continue;                        /* rc stays: MISS if a server answered */
+    if (got != CCACHE_OK && home != r->pool.n) continue; /* a fallback's error: still a miss */
     rc = got;
     if (rc != CCACHE_OK) return rc;
     if (home == r->pool.n) home = order[k];
