@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -102,6 +103,18 @@ static int spawn(rf_server *s) {
   const char *argv[32 + RF_MAX_ARGS];
   int n = 0;
   argv[n++] = bin;
+  char conf[200];
+  if (s->sentinel_conf) {
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", s->dir);
+    FILE *f = fopen(conf, "w");
+    if (!f || fputs(s->sentinel_conf, f) < 0) {
+      if (f) fclose(f);
+      return -1;
+    }
+    if (fclose(f) != 0) return -1;
+    argv[n++] = conf;
+    argv[n++] = "--sentinel";
+  }
   argv[n++] = "--port", argv[n++] = port;
   argv[n++] = "--bind", argv[n++] = "127.0.0.1";
   argv[n++] = "--unixsocket", argv[n++] = s->sock;
@@ -169,11 +182,18 @@ static int spawn(rf_server *s) {
   return -1;
 }
 
+int rf_start_sentinel(rf_server *s, const char *conf) {
+  s->sentinel_conf = conf;
+  return rf_start(s, NULL);
+}
+
 int rf_start(rf_server *s, const char *const *extra) {
   const char *user = s->admin_user, *pass = s->admin_pass; /* the caller's, if any */
+  const char *conf = s->sentinel_conf;
   memset(s, 0, sizeof *s);
   s->admin_user = user;
   s->admin_pass = pass;
+  s->sentinel_conf = conf;
   for (int i = 0; extra && extra[i]; i++) {
     if (i == RF_MAX_ARGS) {
       fprintf(stderr, "redis fixture: more than %d extra arguments\n", RF_MAX_ARGS);
@@ -238,6 +258,7 @@ void rf_stop(rf_server *s) {
     rf_kill(s);
   }
   close_admin(s);
+  s->sentinel_conf = NULL; /* the next rf_start of this slot is a plain server */
   if (!s->dir[0]) return;
   DIR *d = opendir(s->dir);
   if (d) {
@@ -254,7 +275,7 @@ void rf_stop(rf_server *s) {
   s->dir[0] = '\0';
 }
 
-static redisReply *vcmd(rf_server *s, const char *fmt, va_list ap) {
+static redisReply *vcmd_once(rf_server *s, const char *fmt, va_list ap) {
   if (!s->admin) {
     struct timeval tv = {5, 0};
     s->admin = redisConnectUnixWithTimeout(s->sock, tv);
@@ -272,6 +293,32 @@ static redisReply *vcmd(rf_server *s, const char *fmt, va_list ap) {
   }
   redisReply *r = redisvCommand(s->admin, fmt, ap);
   if (!r) close_admin(s);
+  return r;
+}
+
+/* With SIGPIPE blocked (a server that closed the admin connection, as a
+ * Sentinel does to clients of an instance it reconfigures, must not kill
+ * the test; one raised is consumed), and once more on a new connection
+ * if the old one had been closed. */
+static redisReply *vcmd(rf_server *s, const char *fmt, va_list ap) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  va_list again;
+  va_copy(again, ap);
+  int had = s->admin != NULL;
+  redisReply *r = vcmd_once(s, fmt, ap);
+  if (!r && had) r = vcmd_once(s, fmt, again);
+  va_end(again);
+  sigset_t pending;
+  sigpending(&pending);
+  if (sigismember(&pending, SIGPIPE) == 1) {
+    const struct timespec zero = {0, 0};
+    while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   return r;
 }
 

@@ -30,6 +30,9 @@ typedef struct rf_server {
   const char *args[RF_MAX_ARGS]; /* extra arguments (not copied: static strings) */
   int nargs;
   const char *admin_user, *admin_pass; /* AUTH for rf_cmd, if the server needs it */
+  const char *sentinel_conf;           /* Sentinel mode: the config's text (kept by
+                                          pointer); written to dir/sentinel.conf at
+                                          each start, since Sentinel rewrites it */
   struct redisContext *admin;          /* rf_cmd's connection (unix socket) */
 } rf_server;
 
@@ -44,6 +47,9 @@ int rf_free_port(void);
  * admin_pass, which the caller may set first (--requirepass X sets
  * admin_pass itself).  0, or -1 with a message on stderr. */
 int rf_start(rf_server *s, const char *const *extra);
+/* Start a Sentinel (redis-server dir/sentinel.conf --sentinel) whose
+ * config is conf (kept by pointer), on a free port; otherwise as rf_start. */
+int rf_start_sentinel(rf_server *s, const char *conf);
 /* Start it again on the same port and directory (after rf_kill). */
 int rf_restart(rf_server *s);
 /* SIGKILL the server and reap it (the scratch directory stays). */

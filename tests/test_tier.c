@@ -1303,9 +1303,19 @@ static void tier_health_reports_each_tier(void **state) {
   /* The end of the iteration, and bad calls. */
   assert_int_equal(ccache_tier_health_get(r.c, 0, 1, &h), CCACHE_MISS);
   assert_int_equal(ccache_tier_health_get(r.c, 2, 0, &h), CCACHE_MISS);
-  h.size = sizeof h - 1;
+  h.size = CCACHE_TIER_HEALTH_SIZE_V1 - 1;
   assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_EINVAL);
+  /* A caller built before the fallback fields: only its size is written. */
+  memset(&h, 0xAB, sizeof h);
+  h.size = CCACHE_TIER_HEALTH_SIZE_V1;
+  assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_OK);
+  assert_int_equal(h.size, CCACHE_TIER_HEALTH_SIZE_V1);
+  assert_int_equal(h.errors, 4);
+  assert_int_equal(h.fallback_reads, 0xABABABABABABABABull); /* past its size: untouched */
+  assert_int_equal(h.failovers, 0xABABABABABABABABull);
   h.size = sizeof h;
+  assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_OK);
+  assert_int_equal(h.fallback_reads + h.fallback_writes + h.failovers, 0);
   assert_int_equal(ccache_tier_health_get(r.c, 0, 0, NULL), CCACHE_EINVAL);
   free(r.m[1]->pending);
   r.m[1]->pending = NULL;

@@ -60,7 +60,10 @@ static void child_exit(int code) {
 
 static int stop_all(void **state) {
   (void)state;
-  for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++) rf_stop(&servers[i]);
+  for (size_t i = 0; i < sizeof servers / sizeof servers[0]; i++) {
+    rf_stop(&servers[i]);
+    servers[i].admin_user = servers[i].admin_pass = NULL; /* a failed test's */
+  }
   return 0;
 }
 
@@ -533,7 +536,8 @@ static void redis_rendezvous_spread_and_one_down(void **state) {
   }
   assert_int_equal(moved, size[2]);
 
-  /* s[1] goes down: only its share is lost (tier errors), the rest hits. */
+  /* s[1] goes down: only its share is lost (misses on the fallback
+   * servers, which answer), the rest hits where it was. */
   rf_kill(&s[1]);
   int ok = 0, err = 0, miss = 0;
   for (uint64_t k = 0; k < SPREAD_KEYS; k++) {
@@ -543,8 +547,8 @@ static void redis_rendezvous_spread_and_one_down(void **state) {
     miss += rc == CCACHE_MISS;
   }
   assert_int_equal(ok, size[0] + size[2]);
-  assert_int_equal(err, size[1]);
-  assert_int_equal(miss, 0);
+  assert_int_equal(err, 0);
+  assert_int_equal(miss, size[1]);
   ccache__rcounters c = cnt(&b);
   /* Each failed get: the dead pooled connection (io error), a refused
    * connect, or a skip during the backoff. */
@@ -1087,6 +1091,8 @@ static void redis_fork_child_refuses(void **state) {
 #define E2E_TAG     "test-runtime 1.0"
 
 static _Atomic uint64_t e2e_compiles; /* compile callbacks run in this process */
+#define E2E_KEYS_COUNTED 64
+static _Atomic uint32_t e2e_key_compiles[E2E_KEYS_COUNTED]; /* per key n < 64 */
 
 /* The codec: a native program is a t_obj; its bytes are payload(pkey.lo). */
 static int e2e_encode(void *ctx, ccache_key pkey, void *native, void **bytes, size_t *len) {
@@ -1117,6 +1123,7 @@ static int e2e_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
                        uint64_t *cost_out) {
   (void)ud, (void)c;
   atomic_fetch_add(&e2e_compiles, 1);
+  if (pkey.lo < E2E_KEYS_COUNTED) atomic_fetch_add(&e2e_key_compiles[pkey.lo], 1);
   unsigned char *p = payload(pkey.lo, 1 << 16);
   uint64_t h = 0;
   for (int round = 0; round < 8; round++)
@@ -1250,6 +1257,7 @@ static void redis_e2e_server_down_never_fails_a_fetch(void **state) {
 typedef struct fleet_report {
   int ok;
   uint64_t compiles, tier_hits, tier_misses, tier_errors, lock_waits, wait_ms_max;
+  uint32_t per_key[E2E_KEYS_COUNTED]; /* compiles of key n in this process */
 } fleet_report;
 
 static void fleet_send(int fd, ccache *c, int ok) {
@@ -1265,6 +1273,7 @@ static void fleet_send(int fd, ccache *c, int ok) {
   rep.tier_errors = st.tier_errors;
   rep.lock_waits = st.tier_lock_waits;
   rep.wait_ms_max = st.tier_wait_ms_max;
+  for (int i = 0; i < E2E_KEYS_COUNTED; i++) rep.per_key[i] = atomic_load(&e2e_key_compiles[i]);
   if (write(fd, &rep, sizeof rep) != (ssize_t)sizeof rep) _exit(3);
 }
 
@@ -1282,8 +1291,13 @@ static int fleet_recv(int fd, fleet_report *rep) {
 
 /* Child: wait for the start signal, then get every key, starting at
  * offset `first` (so the processes collide on different keys). */
-static void fleet_child(const char *servers, int go_fd, int out_fd, int first) {
+/* Child: wait for the start signal, then get every key, starting at
+ * offset `first` (so the processes collide on different keys).  With
+ * ready_fd >= 0 it runs in two halves: keys 1..FLEET_KEYS/2, then a byte
+ * on ready_fd and a second start byte from go_fd, then the rest. */
+static void fleet_child2(const char *servers, int go_fd, int ready_fd, int out_fd, int first) {
   atomic_store(&e2e_compiles, 0);
+  for (int i = 0; i < E2E_KEYS_COUNTED; i++) atomic_store(&e2e_key_compiles[i], 0);
   ccache_redis_options o;
   opts(&o, servers);
   o.poll_ms = 1;
@@ -1303,14 +1317,22 @@ static void fleet_child(const char *servers, int go_fd, int out_fd, int first) {
   char go;
   if (go_fd >= 0 && read(go_fd, &go, 1) != 1) _exit(6);
   int ok = 1;
-  for (int i = 0; i < FLEET_KEYS; i++) {
-    uint64_t k = (uint64_t)((first + i) % FLEET_KEYS) + 1;
-    int id = e2e_get(c, k);
-    ok = ok && (id == (int)k || id == (int)k + 100000);
+  int parts = ready_fd >= 0 ? 2 : 1, per = FLEET_KEYS / parts;
+  for (int part = 0; part < parts; part++) {
+    if (part == 1 && (write(ready_fd, "R", 1) != 1 || read(go_fd, &go, 1) != 1)) _exit(7);
+    for (int i = 0; i < per; i++) {
+      uint64_t k = (uint64_t)(part * per + (first + i) % per) + 1;
+      int id = e2e_get(c, k);
+      ok = ok && (id == (int)k || id == (int)k + 100000);
+    }
   }
   fleet_send(out_fd, c, ok);
   ccache_close(c);
   child_exit(0);
+}
+
+static void fleet_child(const char *servers, int go_fd, int out_fd, int first) {
+  fleet_child2(servers, go_fd, -1, out_fd, first);
 }
 
 static void redis_e2e_four_processes_compile_each_key_once(void **state) {
@@ -1855,7 +1877,7 @@ static void redis_tier_health_reports_each_server(void **state) {
   memset(&health_during, 0, sizeof health_during);
   assert_int_equal(ccache_program_get_or_compile(c, PK(ka), health_compile, NULL, &p), CCACHE_OK);
   ccache_program_release(c, p);
-  assert_int_equal(e2e_get(c, kb), (int)kb); /* B down: compiled */
+  assert_int_equal(e2e_get(c, kb), (int)kb); /* B down: compiled, stored on A */
   assert_int_equal(health_during.leases_held, 1);
   ccache_tier_health h[2];
   for (uint32_t i = 0; i < 2; i++) {
@@ -1886,12 +1908,19 @@ static void redis_tier_health_reports_each_server(void **state) {
   assert_int_equal(h[1].status, CCACHE_TIER_DOWN);
   assert_int_equal(h[1].backoff_ms, 60000);
   assert_true(h[1].backoff_left_ms > 0 && h[1].backoff_left_ms <= 60000);
-  /* get: refused at connect; then lock, get, put: refused in backoff. */
-  assert_int_equal(h[1].errors, 4);
+  /* ka's first miss on A looks for a fallback copy on B: refused at
+   * connect (later misses pass B over in its backoff, uncounted); then kb's
+   * get, lock, get, put each refused on B in backoff, and answered by A,
+   * its fallback, which took kb's lease and entry. */
+  assert_int_equal(h[1].errors, 5);
   assert_non_null(strstr(h[1].last_error, "connect"));
   assert_int_equal(h[1].leases_held + h[1].lock_waits, 0);
+  assert_int_equal(h[0].fallback_writes, 2);
+  assert_int_equal(h[0].fallback_reads, 0);
+  assert_int_equal(h[1].fallback_writes + h[1].fallback_reads + h[1].failovers, 0);
+  assert_int_equal(h[0].failovers, 0);
   ccache_stats st = t_stats(c);
-  assert_int_equal(st.tier_errors, 4);
+  assert_int_equal(st.tier_errors, 0); /* every op found a server that answered */
   t_close(c);
   rf_stop(&servers[0]);
   rf_stop(&servers[1]);
@@ -2216,6 +2245,572 @@ static void redis_e2e_stalled_server_never_starves_renewals(void **state) {
   rf_stop(&servers[1]);
 }
 
+/* ------------------------------------------------------------ fallback */
+/* A key's rendezvous order is the order it would move in as servers are
+ * removed: its second server is where it maps without its first, its third
+ * where it maps without both.  (No server is contacted.) */
+static void redis_rendezvous_order_is_the_removal_order(void **state) {
+  (void)state;
+  static const char *const names[3] = {"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"};
+  be all, without[3];
+  be_open_simple(&all, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003");
+  for (int d = 0; d < 3; d++) {
+    char two[64];
+    snprintf(two, sizeof two, "%s,%s", names[(d + 1) % 3], names[(d + 2) % 3]);
+    be_open_simple(&without[d], two);
+  }
+  ccache__rpool *p = ccache__redis_pool(all.r);
+  int second_moved[3] = {0, 0, 0};
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) {
+    uint8_t order[3];
+    ccache__rendezvous_order(p->servers, p->n, PK(k), order);
+    assert_int_equal(order[0], ccache__redis_server_of(all.r, PK(k)));
+    assert_true(order[0] != order[1] && order[1] != order[2] && order[0] != order[2]);
+    ccache__rpool *q = ccache__redis_pool(without[order[0]].r);
+    size_t alt = ccache__redis_server_of(without[order[0]].r, PK(k));
+    assert_string_equal(q->servers[alt].name, names[order[1]]);
+    second_moved[order[1]]++;
+  }
+  for (int i = 0; i < 3; i++) assert_true(second_moved[i] > 0); /* fallbacks spread too */
+  be_close(&all);
+  for (int d = 0; d < 3; d++) be_close(&without[d]);
+}
+
+static uint64_t fb_count(be *b, size_t server, int writes) {
+  ccache__rserver *sv = &ccache__redis_pool(b->r)->servers[server];
+  return atomic_load(writes ? &sv->fallback_writes : &sv->fallback_reads);
+}
+
+/* wait_backoff_over, declared further down. */
+static void wait_backoff_over(be *b, size_t i);
+
+/* A dead server's keys are written to the next server of their order and
+ * read from there; when it comes back it takes its keys back: reads find
+ * the fallback copy and fill it in, new writes and leases go to it. */
+static void redis_fallback_written_read_filled_and_given_back(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = servers;
+  for (int i = 0; i < 3; i++) start(&s[i], NULL);
+  char list[200];
+  snprintf(list, sizeof list, "%.31s,%.31s,%.31s", s[0].addr, s[1].addr, s[2].addr);
+  be b;
+  be_open_simple(&b, list);
+  ccache__rpool *p = ccache__redis_pool(b.r);
+  long long share = 0;
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) share += ccache__redis_server_of(b.r, PK(k)) == 1;
+  assert_true(share >= 60 && share <= 140); /* Binomial(300, 1/3) */
+  rf_kill(&s[1]);
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) assert_int_equal(put_n(&b, k, 32), CCACHE_OK);
+  assert_int_equal(rf_int(&s[0], "DBSIZE") + rf_int(&s[2], "DBSIZE"), SPREAD_KEYS);
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) {
+    uint8_t order[3];
+    ccache__rendezvous_order(p->servers, p->n, PK(k), order);
+    if (order[0] != 1) continue;
+    char key[256];
+    entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", k);
+    assert_int_equal(rf_int(&s[order[1]], "EXISTS %s", key), 1);
+  }
+  assert_int_equal(fb_count(&b, 0, 1) + fb_count(&b, 2, 1), share);
+  assert_int_equal(fb_count(&b, 1, 1), 0);
+  /* Read back while s[1] is down: every key hits, s[1]'s on their fallback. */
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) assert_int_equal(get_check(&b, k, 32), CCACHE_OK);
+  assert_int_equal(fb_count(&b, 0, 0) + fb_count(&b, 2, 0), share);
+
+  /* s[1] comes back empty: its keys miss there, hit on the fallback and are
+   * copied back to it. */
+  assert_int_equal(rf_restart(&s[1]), 0);
+  wait_backoff_over(&b, 1);
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) assert_int_equal(get_check(&b, k, 32), CCACHE_OK);
+  assert_int_equal(rf_int(&s[1], "DBSIZE"), share);
+  assert_int_equal(fb_count(&b, 0, 0) + fb_count(&b, 2, 0), 2 * share);
+  for (uint64_t k = 0; k < SPREAD_KEYS; k++) assert_int_equal(get_check(&b, k, 32), CCACHE_OK);
+  assert_int_equal(fb_count(&b, 0, 0) + fb_count(&b, 2, 0), 2 * share); /* all first hits */
+  assert_int_equal(fb_count(&b, 1, 0), 0);
+  /* New keys of s[1]: entry and lease there. */
+  int checked = 0;
+  for (uint64_t k = SPREAD_KEYS; k < SPREAD_KEYS + 60; k++) {
+    if (ccache__redis_server_of(b.r, PK(k)) != 1) continue;
+    assert_int_equal(put_n(&b, k, 32), CCACHE_OK);
+    void *l = NULL;
+    assert_int_equal(b.ops.lock(b.r, PK(k), &l), CCACHE_OK);
+    char key[256];
+    entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", k);
+    assert_int_equal(rf_int(&s[1], "EXISTS %s", key), 1);
+    assert_int_equal(rf_int(&s[1], "EXISTS %s:lease", key), 1);
+    b.ops.unlock(b.r, l);
+    checked++;
+  }
+  assert_true(checked > 0);
+  assert_int_equal(fb_count(&b, 0, 1) + fb_count(&b, 2, 1), share); /* no new fallback write */
+  be_close(&b);
+  for (int i = 0; i < 3; i++) rf_stop(&s[i]);
+}
+
+/* Fork n fleet children over list (ready_fd: see fleet_child2). */
+static void fleet_fork(pid_t *pid, int n, const char *list, int go_rd, int ready_wr, int out_wr,
+                       int *close_in_child, int n_close) {
+  fflush(NULL);
+  for (int i = 0; i < n; i++) {
+    pid[i] = fork();
+    assert_true(pid[i] >= 0);
+    if (pid[i] == 0) {
+      for (int j = 0; j < n_close; j++) close(close_in_child[j]);
+      fleet_child2(list, go_rd, ready_wr, out_wr, i * (FLEET_KEYS / 8));
+    }
+  }
+}
+
+/* Reports of n children, summed per key into per_key (fleet-wide). */
+static uint64_t fleet_collect(pid_t *pid, int n, int out_rd, uint32_t *per_key, uint64_t *errors) {
+  uint64_t compiles = 0;
+  *errors = 0;
+  memset(per_key, 0, E2E_KEYS_COUNTED * sizeof *per_key);
+  for (int i = 0; i < n; i++) {
+    fleet_report rep;
+    assert_int_equal(fleet_recv(out_rd, &rep), 0);
+    assert_true(rep.ok); /* every fetch gave the right program */
+    compiles += rep.compiles;
+    *errors += rep.tier_errors;
+    for (int k = 0; k < E2E_KEYS_COUNTED; k++) per_key[k] += rep.per_key[k];
+  }
+  for (int i = 0; i < n; i++) {
+    int st = 0;
+    assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  return compiles;
+}
+
+/* The server of list's three with the most of keys from..FLEET_KEYS (the
+ * ports, hence the shares, change from run to run); *share: how many. */
+static int fleet_victim(const char *list, uint64_t from, int *share) {
+  be b;
+  be_open_simple(&b, list);
+  int n[3] = {0, 0, 0};
+  for (uint64_t k = from; k <= FLEET_KEYS; k++) n[ccache__redis_server_of(b.r, PK(k))]++;
+  be_close(&b);
+  int v = 0;
+  for (int i = 1; i < 3; i++)
+    if (n[i] > n[v]) v = i;
+  *share = n[v];
+  return v;
+}
+
+/* Three servers, one dead before the run: 4 processes still compile each
+ * key once between them (its keys go to their fallback, where the
+ * processes all look).  Before fallback, each process compiled the dead
+ * server's share itself. */
+static void redis_e2e_one_server_dead_fleet_compiles_each_key_once(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = servers;
+  for (int i = 0; i < 3; i++) start(&s[i], NULL);
+  char list[200];
+  snprintf(list, sizeof list, "%.31s,%.31s,%.31s", s[0].addr, s[1].addr, s[2].addr);
+  int share;
+  int v = fleet_victim(list, 1, &share); /* >= 8 of 24 */
+  rf_kill(&s[v]);
+  int go[2], out[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(out), 0);
+  pid_t pid[4];
+  int cl[2] = {go[1], out[0]};
+  fleet_fork(pid, 4, list, go[0], -1, out[1], cl, 2);
+  close(go[0]);
+  assert_int_equal(write(go[1], "GGGG", 4), 4);
+  close(go[1]);
+  uint32_t per_key[E2E_KEYS_COUNTED];
+  uint64_t errors;
+  uint64_t compiles = fleet_collect(pid, 4, out[0], per_key, &errors);
+  print_message("one of 3 servers dead (%d of %d keys its own): 4 processes, %llu compiles\n",
+                share, FLEET_KEYS, (unsigned long long)compiles);
+  for (int k = 1; k <= FLEET_KEYS; k++) assert_int_equal(per_key[k], 1);
+  assert_int_equal(compiles, FLEET_KEYS);
+  assert_int_equal(errors, 0); /* every op answered by a live server */
+  long long stored = 0;
+  for (int i = 0; i < 3; i++) stored += i == v ? 0 : rf_int(&s[i], "DBSIZE");
+  assert_int_equal(stored, FLEET_KEYS);
+  close(out[0]);
+  close(out[1]);
+  for (int i = 0; i < 3; i++) rf_stop(&s[i]);
+}
+
+/* Killed between two halves of a run (every process has used it, and holds
+ * pooled connections to it): each process's next op on it fails, and from
+ * then on its keys go to their fallback in every process, so the second
+ * half too compiles each key once. */
+static void redis_e2e_server_killed_between_halves_compiles_each_key_once(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = servers;
+  for (int i = 0; i < 3; i++) start(&s[i], NULL);
+  char list[200];
+  snprintf(list, sizeof list, "%.31s,%.31s,%.31s", s[0].addr, s[1].addr, s[2].addr);
+  int late; /* the victim's keys in the second half: >= 4 of 12 */
+  int v = fleet_victim(list, FLEET_KEYS / 2 + 1, &late);
+  int go[2], ready[2], out[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(ready), 0);
+  assert_int_equal(pipe(out), 0);
+  pid_t pid[4];
+  int cl[3] = {go[1], out[0], ready[0]};
+  fleet_fork(pid, 4, list, go[0], ready[1], out[1], cl, 3);
+  close(go[0]);
+  close(ready[1]);
+  assert_int_equal(write(go[1], "GGGG", 4), 4);
+  for (int i = 0; i < 4; i++) { /* bounded: a child that dies closes its end */
+    char r;
+    assert_int_equal(read(ready[0], &r, 1), 1);
+  }
+  rf_kill(&s[v]);
+  assert_int_equal(write(go[1], "GGGG", 4), 4);
+  close(go[1]);
+  uint32_t per_key[E2E_KEYS_COUNTED];
+  uint64_t errors;
+  uint64_t compiles = fleet_collect(pid, 4, out[0], per_key, &errors);
+  print_message(
+      "killed between halves (%d second-half keys its own): %llu compiles, %llu tier "
+      "errors\n",
+      late, (unsigned long long)compiles, (unsigned long long)errors);
+  for (int k = 1; k <= FLEET_KEYS; k++) assert_int_equal(per_key[k], 1);
+  assert_int_equal(compiles, FLEET_KEYS);
+  close(ready[0]);
+  close(out[0]);
+  close(out[1]);
+  for (int i = 0; i < 3; i++) rf_stop(&s[i]);
+}
+
+/* Killed at an arbitrary point while 4 processes run: every fetch is
+ * right, every key of the other servers still compiles once, and a key of
+ * the killed server at most once more per process (the guarantee of the
+ * header's "Fallback" paragraph). */
+static void redis_e2e_server_killed_mid_run_one_extra_per_process_at_most(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = servers;
+  for (int i = 0; i < 3; i++) start(&s[i], NULL);
+  char list[200];
+  snprintf(list, sizeof list, "%.31s,%.31s,%.31s", s[0].addr, s[1].addr, s[2].addr);
+  int share;
+  int v = fleet_victim(list, 1, &share);
+  int go[2], out[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(out), 0);
+  pid_t pid[4];
+  int cl[2] = {go[1], out[0]};
+  fleet_fork(pid, 4, list, go[0], -1, out[1], cl, 2);
+  close(go[0]);
+  assert_int_equal(write(go[1], "GGGG", 4), 4);
+  close(go[1]);
+  /* Kill once the victim holds its first entry (a bounded wait). */
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  while (rf_int(&s[v], "DBSIZE") < 1 && rf_now_ms() < deadline) rf_poll_pause();
+  rf_kill(&s[v]);
+  uint32_t per_key[E2E_KEYS_COUNTED];
+  uint64_t errors;
+  uint64_t compiles = fleet_collect(pid, 4, out[0], per_key, &errors);
+  print_message("killed mid-run (%d of %d keys its own): %llu compiles\n", share, FLEET_KEYS,
+                (unsigned long long)compiles);
+  be pick;
+  be_open_simple(&pick, list);
+  for (uint64_t k = 1; k <= FLEET_KEYS; k++) {
+    if (ccache__redis_server_of(pick.r, PK(k)) == (size_t)v)
+      assert_true(per_key[k] >= 1 && per_key[k] <= 4); /* the fleet's one + one per other process */
+    else
+      assert_int_equal(per_key[k], 1);
+  }
+  be_close(&pick);
+  assert_true(compiles <= (uint64_t)(FLEET_KEYS + 4 * share));
+  close(out[0]);
+  close(out[1]);
+  for (int i = 0; i < 3; i++) rf_stop(&s[i]);
+}
+
+/* ------------------------------------------------------------ Sentinel */
+static void redis_sentinel_spec_validation(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      "sentinel:",
+      "sentinel:127.0.0.1:26379",
+      "sentinel:127.0.0.1:26379/",
+      "sentinel:/mym",
+      "sentinel:127.0.0.1:26379/a,a",
+      "sentinel:127.0.0.1:26379/a b",
+      "sentinel:127.0.0.1:26379/a/b",
+      "sentinel:127.0.0.1:26379/a,",
+      "sentinel:127.0.0.1/mym",
+      "127.0.0.1:6379,sentinel:127.0.0.1:26379/mym",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ccache_redis_options o;
+    opts(&o, bad[i]);
+    ccache_tier_ops ops;
+    ccache__redis *r = NULL;
+    char why[256];
+    if (ccache__redis_new(&o, &ops, &r, why, sizeof why) != CCACHE_EINVAL)
+      fail_msg("accepted '%s'", bad[i]);
+    assert_true(why[0] != '\0');
+  }
+  ccache_redis_options o;
+  opts(&o, "sentinel:127.0.0.1:1,127.0.0.1:2/a,b");
+  o.sentinel_user = "watcher";
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_EINVAL); /* a user needs a password */
+  o.sentinel_password = "pw";
+  be b;
+  be_open(&b, &o, NS);
+  ccache__rpool *p = ccache__redis_pool(b.r);
+  assert_int_equal(p->n, 2);
+  assert_int_equal(p->n_sentinels, 2);
+  assert_string_equal(p->servers[0].name, "a");
+  assert_true(p->servers[0].sentinel && p->servers[1].sentinel);
+  /* CLOSURE_CACHE_REDIS takes the same form (nothing listens: compiled). */
+  run_env_child("sentinel:127.0.0.1:1/a", 1, 5, CCACHE_OK);
+  run_env_child("sentinel:127.0.0.1:1", 1, 0, CCACHE_EINVAL);
+  /* Nothing listens: no primary, tier errors only. */
+  assert_int_equal(put_n(&b, 1, 10), CCACHE_EIO);
+  assert_int_equal(get_check(&b, 1, 10), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&b), "Sentinel"));
+  be_close(&b);
+}
+
+static char sentinel_conf[512];
+
+/* Primary servers[0], its replica servers[1] (in sync), and a Sentinel
+ * servers[2] watching it as "mym" (quorum 1, down after 500 ms) that has
+ * found the replica.  Every wait is bounded. */
+static void sentinel_trio(void) {
+  rf_server *s = servers;
+  /* No 5 s wait for more replicas before the first (diskless) sync. */
+  const char *const prim[] = {"--repl-diskless-sync-delay", "0", NULL};
+  start(&s[0], prim);
+  char port[16];
+  snprintf(port, sizeof port, "%d", s[0].port);
+  static char port_arg[16];
+  memcpy(port_arg, port, sizeof port);
+  const char *const repl[] = {"--replicaof", "127.0.0.1", port_arg, NULL};
+  start(&s[1], repl);
+  snprintf(sentinel_conf, sizeof sentinel_conf,
+           "bind 127.0.0.1\n"
+           "sentinel monitor mym 127.0.0.1 %d 1\n"
+           "sentinel down-after-milliseconds mym 500\n"
+           "sentinel failover-timeout mym 5000\n",
+           s[0].port);
+  assert_int_equal(rf_start_sentinel(&s[2], sentinel_conf), 0);
+  unsigned long long deadline = rf_now_ms() + WAIT_MS;
+  int linked = 0, found = 0;
+  while (rf_now_ms() < deadline && !(linked && found)) {
+    redisReply *r = rf_cmd(&s[1], "INFO replication");
+    linked = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+    if (r) freeReplyObject(r);
+    r = rf_cmd(&s[2], "SENTINEL replicas mym");
+    found = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1;
+    if (r) freeReplyObject(r);
+    if (!(linked && found)) rf_poll_pause();
+  }
+  assert_true(linked);
+  assert_true(found);
+}
+
+/* The port Sentinel names for mym now (0 if none). */
+static int sentinel_primary_port(void) {
+  redisReply *r = rf_cmd(&servers[2], "SENTINEL get-master-addr-by-name mym");
+  int port = 0;
+  if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) port = atoi(r->element[1]->str);
+  if (r) freeReplyObject(r);
+  return port;
+}
+
+/* Entries (not leases) of the e2e namespace on s, counted with SCAN. */
+static long long scan_entries(rf_server *s) {
+  long long n = 0;
+  char cursor[32] = "0";
+  for (int round = 0; round < 100000; round++) {
+    redisReply *r = rf_cmd(s, "SCAN %s MATCH ccache:* COUNT 100", cursor);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+    for (size_t i = 0; i < r->element[1]->elements; i++)
+      n += strstr(r->element[1]->element[i]->str, ":lease") == NULL;
+    freeReplyObject(r);
+    if (strcmp(cursor, "0") == 0) break;
+  }
+  return n;
+}
+
+static ccache_tier_health part_health(ccache *c) {
+  ccache_tier_health h;
+  memset(&h, 0, sizeof h);
+  h.size = sizeof h;
+  assert_int_equal(ccache_tier_health_get(c, 0, 0, &h), CCACHE_OK);
+  return h;
+}
+
+#define SENT_KEYS 12
+
+/* The primary is killed mid-run: the run finishes with the right answers
+ * (its keys compiled locally meanwhile); after the Sentinel's failover the
+ * next run compiles exactly the keys missing on the promoted replica, and
+ * the run after it compiles nothing. */
+static void redis_sentinel_primary_killed_failover_followed(void **state) {
+  (void)state;
+  need_redis();
+  sentinel_trio();
+  rf_server *s = servers;
+  char spec[96];
+  snprintf(spec, sizeof spec, "sentinel:%s/mym", s[2].addr);
+  ccache_redis_options o;
+  opts(&o, spec);
+  o.reconnect_min_ms = 10;
+  o.reconnect_max_ms = 100;
+  o.command_timeout_ms = 500;
+  t_ctx ctx = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c1 = e2e_open(&ctx, &o, E2E_TAG);
+  for (uint64_t k = 1; k <= SENT_KEYS / 2; k++) assert_int_equal(e2e_get(c1, k), (int)k);
+  assert_int_equal(atomic_load(&e2e_compiles), SENT_KEYS / 2);
+  rf_kill(&s[0]);
+  for (uint64_t k = SENT_KEYS / 2 + 1; k <= SENT_KEYS; k++) {
+    int id = e2e_get(c1, k);
+    assert_true(id == (int)k || id == (int)k + 100000);
+  }
+  assert_int_equal(atomic_load(&e2e_compiles), SENT_KEYS);
+  /* The failover: Sentinel names the replica, which is a primary now. */
+  unsigned long long t0 = rf_now_ms(), deadline = t0 + 3 * WAIT_MS;
+  while (sentinel_primary_port() != s[1].port && rf_now_ms() < deadline) rf_poll_pause();
+  assert_int_equal(sentinel_primary_port(), s[1].port);
+  int promoted = 0;
+  while (!promoted && rf_now_ms() < deadline) {
+    redisReply *r = rf_cmd(&s[1], "INFO replication");
+    promoted = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "role:master");
+    if (r) freeReplyObject(r);
+    if (!promoted) rf_poll_pause();
+  }
+  assert_true(promoted);
+  long long present = scan_entries(&s[1]);
+  print_message("failover after %llu ms; %lld of %d entries on the promoted replica\n",
+                rf_now_ms() - t0, present, SENT_KEYS);
+  assert_true(present >= 0 && present <= SENT_KEYS / 2); /* only run 1's first half was stored */
+  t_ctx ctx2 = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c2 = e2e_open(&ctx2, &o, E2E_TAG);
+  for (uint64_t k = 1; k <= SENT_KEYS; k++) {
+    int id = e2e_get(c2, k);
+    assert_true(id == (int)k || id == (int)k + 100000);
+  }
+  print_message("run 2: %llu compiles\n", (unsigned long long)atomic_load(&e2e_compiles));
+  assert_int_equal(atomic_load(&e2e_compiles), SENT_KEYS - present);
+  assert_int_equal(t_stats(c2).tier_errors, 0);
+  t_close(c2);
+  t_ctx ctx3 = {0};
+  atomic_store(&e2e_compiles, 0);
+  ccache *c3 = e2e_open(&ctx3, &o, E2E_TAG);
+  for (uint64_t k = 1; k <= SENT_KEYS; k++) assert_int_equal(e2e_get(c3, k), (int)k + 100000);
+  assert_int_equal(atomic_load(&e2e_compiles), 0);
+  t_close(c3);
+  /* The first cache follows too, once its backoff allows a connect. */
+  deadline = rf_now_ms() + WAIT_MS;
+  int id = -1;
+  while (rf_now_ms() < deadline) {
+    id = e2e_get(c1, 1000 + (uint64_t)(rf_now_ms() % 100000));
+    if (part_health(c1).failovers == 1 && part_health(c1).status == CCACHE_TIER_UP) break;
+    rf_poll_pause();
+  }
+  ccache_tier_health h = part_health(c1);
+  print_message("first cache: where \"%s\", failovers %llu\n", h.where,
+                (unsigned long long)h.failovers);
+  assert_int_equal(h.failovers, 1);
+  char want[48];
+  snprintf(want, sizeof want, "mym (%s)", s[1].addr);
+  assert_string_equal(h.where, want);
+  (void)id;
+  t_close(c1);
+}
+
+/* The primary is demoted live (REPLICAOF) while the tier holds a pooled
+ * connection to it: the write on that connection answers -READONLY (a
+ * tier error), the tier asks the Sentinel again, and the next write goes
+ * to the new primary, with no backoff. */
+static void redis_sentinel_demoted_primary_readonly_followed(void **state) {
+  (void)state;
+  need_redis();
+  sentinel_trio();
+  rf_server *s = servers;
+  char spec[96];
+  snprintf(spec, sizeof spec, "sentinel:%s/mym", s[2].addr);
+  be b;
+  be_open_simple(&b, spec);
+  assert_int_equal(put_n(&b, 1, 32), CCACHE_OK); /* on the primary; its connection pooled */
+  assert_int_equal(cnt(&b).connects, 1);
+  /* Swap the roles by hand, and tell the Sentinel. */
+  redisReply *r = rf_cmd(&s[1], "REPLICAOF NO ONE");
+  assert_non_null(r);
+  freeReplyObject(r);
+  r = rf_cmd(&s[0], "REPLICAOF 127.0.0.1 %d", s[1].port);
+  assert_non_null(r);
+  freeReplyObject(r);
+  r = rf_cmd(&s[2], "SENTINEL REMOVE mym");
+  assert_non_null(r);
+  freeReplyObject(r);
+  r = rf_cmd(&s[2], "SENTINEL MONITOR mym 127.0.0.1 %d 1", s[1].port);
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  assert_int_equal(sentinel_primary_port(), s[1].port);
+  assert_int_equal(put_n(&b, 2, 32), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&b), "READONLY"));
+  ccache__rcounters c = cnt(&b);
+  assert_int_equal(c.reply_errors, 1);
+  assert_int_equal(c.io_errors + c.connect_failures, 0);
+  assert_int_equal(put_n(&b, 2, 32), CCACHE_OK); /* followed at once: no backoff */
+  char key[256];
+  entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", 2);
+  assert_int_equal(rf_int(&s[1], "EXISTS %s", key), 1);
+  assert_int_equal(cnt(&b).connects, 2);
+  ccache__rserver *sv = &ccache__redis_pool(b.r)->servers[0];
+  assert_int_equal(atomic_load(&sv->failovers), 1);
+  assert_int_equal(get_check(&b, 2, 32), CCACHE_OK);
+  be_close(&b);
+}
+
+/* The Sentinel's own ACL user, limited to exactly what the tier sends it
+ * (the header's line): the primary is found; a wrong password is a tier
+ * error naming AUTH, never a failed call. */
+static void redis_sentinel_acl_user(void **state) {
+  (void)state;
+  need_redis();
+  rf_server *s = servers;
+  start(&s[0], NULL);
+  snprintf(sentinel_conf, sizeof sentinel_conf,
+           "bind 127.0.0.1\n"
+           "user default off\n"
+           "user watcher on >pw +sentinel|get-master-addr-by-name\n"
+           "user admin on >adm +@all\n"
+           "sentinel monitor mym 127.0.0.1 %d 1\n",
+           s[0].port);
+  s[2].admin_user = "admin";
+  s[2].admin_pass = "adm";
+  assert_int_equal(rf_start_sentinel(&s[2], sentinel_conf), 0);
+  char spec[96];
+  snprintf(spec, sizeof spec, "sentinel:%s/mym", s[2].addr);
+  ccache_redis_options o;
+  opts(&o, spec);
+  o.sentinel_user = "watcher";
+  o.sentinel_password = "pw";
+  be b;
+  be_open(&b, &o, NS);
+  assert_int_equal(put_n(&b, 1, 32), CCACHE_OK);
+  assert_int_equal(get_check(&b, 1, 32), CCACHE_OK);
+  be_close(&b);
+  o.sentinel_password = "wrong";
+  be_open(&b, &o, NS);
+  assert_int_equal(get_check(&b, 1, 32), CCACHE_EIO);
+  assert_non_null(strstr(last_error(&b), "AUTH"));
+  be_close(&b);
+  s[2].admin_user = s[2].admin_pass = NULL;
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
@@ -2249,6 +2844,14 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_e2e_entry_published_between_read_and_remove_survives,
                                 stop_all),
       cmocka_unit_test_teardown(redis_tier_health_reports_each_server, stop_all),
+      cmocka_unit_test_teardown(redis_rendezvous_order_is_the_removal_order, stop_all),
+      cmocka_unit_test_teardown(redis_fallback_written_read_filled_and_given_back, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_one_server_dead_fleet_compiles_each_key_once, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_server_killed_between_halves_compiles_each_key_once,
+                                stop_all),
+      cmocka_unit_test_teardown(redis_sentinel_spec_validation, stop_all),
+      cmocka_unit_test_teardown(redis_sentinel_demoted_primary_readonly_followed, stop_all),
+      cmocka_unit_test_teardown(redis_sentinel_acl_user, stop_all),
   };
   /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
    * `test_tier_redis realtime` runs them (CTest label realtime: plain and
@@ -2257,6 +2860,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_command_timeout_bounds_the_whole_command, stop_all),
       cmocka_unit_test_teardown(redis_accepting_but_silent_server_is_backed_off, stop_all),
       cmocka_unit_test_teardown(redis_e2e_stalled_server_never_starves_renewals, stop_all),
+      cmocka_unit_test_teardown(redis_e2e_server_killed_mid_run_one_extra_per_process_at_most,
+                                stop_all),
+      cmocka_unit_test_teardown(redis_sentinel_primary_killed_failover_followed, stop_all),
   };
   if (argc > 1 && strcmp(argv[1], "realtime") == 0)
     return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);

@@ -23,6 +23,8 @@ void kj_usage(FILE *f) {
           "  --cache-max-bytes N  cap DIR at N bytes (oldest entries go first)\n"
           "  --redis HOST:PORT[,HOST:PORT...]  share compiled kernels through Redis\n"
           "                     (ccache's Redis tier; below --cache-dir when both are given)\n"
+          "  --redis-sentinel HOST:PORT[,HOST:PORT...]/NAME[,NAME...]  the Redis tier on\n"
+          "                     the primaries the Sentinels name (not with --redis)\n"
           "  --runtime-tag S    appended to the runtime tag (compiler, flags, target);\n"
           "                     a different tag never loads another tag's kernels\n"
           "  --json             one JSON object on stdout\n"
@@ -70,6 +72,22 @@ static int servers_ok(const char *list) {
   }
 }
 
+/* HOST:PORT[,HOST:PORT...]/NAME[,NAME...], names non-empty, at most 1000
+ * bytes in all (the tier checks the rest). */
+static int sentinel_ok(const char *spec) {
+  const char *slash = strchr(spec, '/');
+  if (!slash || strlen(spec) > 1000 || !slash[1] || strchr(slash + 1, '/')) return -1;
+  char list[1024];
+  snprintf(list, sizeof list, "%.*s", (int)(slash - spec), spec);
+  if (servers_ok(list) != 0) return -1;
+  for (const char *n = slash + 1;;) {
+    size_t len = strcspn(n, ",");
+    if (len == 0) return -1;
+    if (!n[len]) return 0;
+    n += len + 1;
+  }
+}
+
 static int bad(const char *what, const char *a) {
   fprintf(stderr, "kernel_jit: %s %s (see --help)\n", what, a);
   return -1;
@@ -99,7 +117,15 @@ static int valued(kj_options *o, const char *a, const char *val) {
     o->cache_dir = val;
   } else if (strcmp(a, "--redis") == 0) {
     if (!val || servers_ok(val) != 0) return -1;
+    if (o->redis) return -2; /* --redis-sentinel too */
     o->redis = val;
+  } else if (strcmp(a, "--redis-sentinel") == 0) {
+    if (!val || sentinel_ok(val) != 0) return -1;
+    if (o->redis) return -2;
+    /* The tier's own form: "sentinel:" + SPEC (kept for the whole run). */
+    static char spec[1024];
+    snprintf(spec, sizeof spec, "sentinel:%s", val);
+    o->redis = spec;
   } else {
     return 0;
   }
@@ -111,6 +137,7 @@ int kj_parse_args(int argc, char **argv, kj_options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int m = valued(o, a, i + 1 < argc ? argv[i + 1] : NULL);
+    if (m == -2) return bad("--redis and --redis-sentinel exclude each other:", a);
     if (m < 0) return bad("bad or missing value for", a);
     if (m > 0) {
       i++;

@@ -1174,7 +1174,8 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  * variable and the value refused (the library prints nothing); the
  * variables are read again at each call until the instance exists, so a bad
  * value fails every call.  CLOSURE_CACHE_REDIS=host:port[,host:port...]
- * (or unix:/path; the server list of ccache_redis_options) adds a Redis tier
+ * (or unix:/path, or sentinel:host:port[,...]/name[,...]; the servers
+ * value of ccache_redis_options) adds a Redis tier
  * with the default options below the configured tiers, if
  * ccache_default_init() supplied a codec (without one, or when it is empty,
  * it is ignored); a bad list makes this call return CCACHE_EINVAL, a build

@@ -368,8 +368,9 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
 #define CCACHE_TIER_UP 0u /**< in use, and its most recent op succeeded (or none failed) */
 #define CCACHE_TIER_DOWN \
   1u /**< its most recent op failed; a Redis server is then in
-                                     reconnect backoff (backoff_left_ms) and ops on its keys
-                                     fail at once (compiled locally) until it ends */
+                                     reconnect backoff (backoff_left_ms) and its keys go to
+                                     the next server of their rendezvous order until a
+                                     command it answers brings it back */
 #define CCACHE_TIER_DISABLED \
   2u /**< not used by this cache: its attach failed, or the
                                      cache has no codec */
@@ -379,8 +380,10 @@ typedef struct ccache_tier_health {
   uint32_t size;            /**< set to sizeof(ccache_tier_health) by the caller */
   uint32_t parts;           /**< parts of this tier (servers of a Redis tier; 1 otherwise) */
   const char *kind;         /**< the backend's name ("disk", "redis", "custom"): static */
-  char where[256];          /**< this part: "host:port" or "unix:/path" of a server, the
-                             directory of a disk tier; "" if the backend does not say */
+  char where[256];          /**< this part: "host:port" or "unix:/path" of a server,
+                             "NAME (host:port)" of a Sentinel primary (its address last
+                             answered; "NAME" before any), the directory of a disk
+                             tier; "" if the backend does not say */
   uint32_t status;          /**< CCACHE_TIER_UP, CCACHE_TIER_DOWN or CCACHE_TIER_DISABLED */
   uint64_t backoff_ms;      /**< a server's current reconnect backoff step, ms (0: healthy) */
   uint64_t backoff_left_ms; /**< ms until it may be connected again (0: now) */
@@ -391,7 +394,18 @@ typedef struct ccache_tier_health {
   uint64_t leases_lost;     /**< leases whose renewal failed (tier_leases_lost, per part) */
   uint64_t lock_waits;      /**< lock attempts that found the lock held by another
                              process (each CCACHE_EBUSY answer) */
+  /* Appended (issue 23): a caller whose size ends before them gets the fields above. */
+  uint64_t fallback_reads;  /**< hits on this server for keys whose first server (in their
+                             rendezvous order) is another: entries written while it was down */
+  uint64_t fallback_writes; /**< entries and compile leases written here because the keys'
+                             earlier servers were down */
+  uint64_t failovers;       /**< new primary addresses this server slot followed (Sentinel);
+                             0 for a plain server */
 } ccache_tier_health;
+
+/** The size of ccache_tier_health before fallback_reads: the smallest
+ * out->size ccache_tier_health_get() accepts. */
+#define CCACHE_TIER_HEALTH_SIZE_V1 (offsetof(ccache_tier_health, fallback_reads))
 
 /**
  * @brief Report the health of one part of one of a cache's tiers, for
@@ -402,13 +416,13 @@ typedef struct ccache_tier_health {
  * @param c the cache.
  * @param tier index into the cache's tiers (ccache_config::tiers order).
  * @param part 0 .. out->parts - 1 (servers in the order of the server list).
- * @param out caller-owned; set out->size = sizeof *out first.  Filled
- *        entirely on CCACHE_OK (kind points to a static string); untouched
- *        otherwise.
+ * @param out caller-owned; set out->size = sizeof *out first.  Its first
+ *        out->size bytes (at most sizeof) are filled on CCACHE_OK (kind
+ *        points to a static string); untouched otherwise.
  * @return CCACHE_OK; CCACHE_MISS (@p tier is not one of the cache's tiers,
  *         or @p part is past its last part: the end of an iteration);
  *         CCACHE_EINVAL (NULL @p c or @p out, out->size below
- *         sizeof(ccache_tier_health)); CCACHE_EFORKED (a cache created
+ *         CCACHE_TIER_HEALTH_SIZE_V1); CCACHE_EFORKED (a cache created
  *         before fork(), in the child).  Checked build: aborts on a closed
  *         cache.
  * Thread-safe, and cheap enough to poll (no I/O: it reads counters and the
@@ -606,9 +620,55 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * (highest-random-weight) hashing: the largest XXH3-64 of the key seeded
  * with the XXH3-64 of the server's name as written ("host:port" or
  * "unix:/path").  Every process given the same names, in any order, picks
- * the same server; a server that is down loses only its own share of the
- * keys (those fetches compile locally: there is no fail-over, so a key's
- * lease never moves between servers).
+ * the same server.  Sorting the same weights gives each key its
+ * rendezvous order over all the servers.
+ *
+ * **Fallback.**  A server is down from a failed connect or a broken
+ * command until a command it answers (see "Faults" below).  A key's entry
+ * and its compile lease go to the first server of its rendezvous order that
+ * is not down, so processes that agree which servers are down agree where
+ * each key lives: with one server dead, a fleet still compiles each program
+ * once.  (Removing a server moves only its keys: the fallback of a key is
+ * where it would live without its first server.)  A lookup reads the
+ * servers in the key's order, skipping those that are down; the first hit
+ * wins, and a hit after the first live server is copied to that server, so
+ * entries written to a fallback stay readable after their server comes back,
+ * and move back to it as they are read.  A server that comes back (its
+ * backoff over, a command answered) takes its keys back at once.  A miss
+ * costs one GET per live server; a bad entry's conditional delete goes to
+ * every live server.  An error reply (OOM, NOPERM) is an answer: the key
+ * stays with that server (the op is a tier error).
+ *
+ * **The guarantee.**  While every process sees the same servers down, each
+ * key is compiled at most once in the fleet (lease_ms and wait_ms aside).
+ * While they disagree (a server just died or came back, and some processes
+ * have not yet failed a command on it or seen it answer), two processes may
+ * look for a key's lease on different servers: a waiter whose lease holder's
+ * server died falls back, finds no lease there and compiles.  So a server
+ * lost or regained costs at most one extra compile per process per key
+ * whose first live server changed, and none for any other key.
+ *
+ * **Sentinel.**  With servers = "sentinel:HOST:PORT[,...]/NAME[,...]" each
+ * primary name takes the place of a server: keys are sharded over the names
+ * by the rendezvous rule (seeded by the name, so a failover moves no key),
+ * with the same fallback.  Before its first connect, after a connection
+ * fails, and after a primary answers `-READONLY` (it was demoted while this
+ * process held connections to it), the tier asks the Sentinels in list
+ * order `SENTINEL get-master-addr-by-name NAME` on a fresh connection each
+ * (`AUTH [sentinel_user] sentinel_password` first when set) and connects to
+ * the first address answered; a new address counts as a failover followed
+ * (ccache_tier_health::failovers).  The -READONLY op itself is a tier error;
+ * the next op goes to the new primary, with no backoff.  No Sentinel
+ * answering, or none knowing the name, is a connect failure (backoff, tier
+ * errors), never a failed fetch.  There is no `+switch-master` subscriber:
+ * a primary is followed when it fails or refuses a write.  The Sentinels
+ * are sent nothing else, so their ACL user can be limited to exactly
+ * `user watcher on >secret +sentinel|get-master-addr-by-name` (a line of
+ * sentinel.conf); the primaries need the ACL below.  Between the
+ * primary's death and the Sentinels' failover (down-after-milliseconds plus
+ * the election) its keys are tier errors unless another primary name is
+ * listed to fall back to; entries not yet replicated when it died are gone
+ * (compiled again once).
  *
  * **Connections.**  hiredis connections over sockets the library makes
  * itself, close-on-exec from their creation (SOCK_CLOEXEC: a child that
@@ -626,17 +686,20 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * **Faults never fail a fetch.**  A server absent at start, killed, slow
  * past the timeouts, a dropped connection, an error reply (`OOM command not
  * allowed` under maxmemory, NOAUTH, WRONGPASS, ...) each fail that one op
- * (tier_errors +1; the program compiles).  A failed connect or a connection
- * that breaks puts the server in reconnect backoff: no new connection is
- * tried for reconnect_min_ms, doubling on each further failure up to
- * reconnect_max_ms, and ops on its keys fail at once meanwhile.  Only a
+ * (tier_errors +1; the program compiles) when no other server can take
+ * it.  A failed connect or a connection that breaks puts the server in
+ * reconnect backoff: no new connection is tried for reconnect_min_ms,
+ * doubling on each further failure up to reconnect_max_ms, and ops on its
+ * keys go to their fallback meanwhile (a tier error if every server is
+ * down).  Only a
  * command the server answers ends it: a connect alone does not, since a
  * stopped server (SIGSTOP, a debugger, a frozen cgroup) whose listen backlog
  * is open still accepts connections and answers nothing; it is backed off
  * like an unreachable one.  An error reply does not start a backoff (the
  * connection is fine, and the server answered).  ccache_tier_health_get()
  * reports each server: up or down (backed off, for how long), its errors
- * and last error line, the leases held and lost on it and the lock waits.
+ * and last error line, the leases held and lost on it, the lock waits, and
+ * the fallback reads and writes it served for other servers' keys.
  *
  * **Signals.**  hiredis writes with write(2), which raises SIGPIPE on a
  * connection the server has reset.  The library never changes the process's
@@ -660,7 +723,11 @@ typedef struct ccache_redis_options {
   uint32_t size; /**< sizeof, set by ccache_redis_options_init() */
   /** "host:port[,host:port...]" (port 1..65535; IPv6 as "[addr]:port") or
    *  "unix:/absolute/path" entries, comma-separated, at most 64, no
-   *  duplicates, no spaces; copied.  Required (the default NULL is
+   *  duplicates, no spaces; or, as the whole value,
+   *  "sentinel:HOST:PORT[,HOST:PORT...]/NAME[,NAME...]": Redis Sentinels
+   *  (same item syntax) and up to 64 primary names (1..128 printable bytes,
+   *  no spaces), the primaries sharded by name as servers are (see
+   *  "Sentinel" above); copied.  Required (the default NULL is
    *  CCACHE_EINVAL). */
   const char *servers;
   /** Key prefix, 1..256 bytes, default "ccache"; NULL means the default;
@@ -687,6 +754,12 @@ typedef struct ccache_redis_options {
   uint64_t reconnect_min_ms;   /**< reconnect backoff start, ms (>= 1; default 100) */
   uint64_t reconnect_max_ms;   /**< reconnect backoff cap, ms (>= reconnect_min_ms;
                                     default 5000) */
+  /** Sentinel mode: the Sentinels' own ACL user (needs sentinel_password),
+   *  or NULL; copied.  user/password above are the primaries'. */
+  const char *sentinel_user;
+  /** Sentinel mode: the Sentinels' password (their requirepass), or NULL;
+   *  copied and wiped when the tier is freed. */
+  const char *sentinel_password;
 } ccache_redis_options;
 
 /**

@@ -83,7 +83,7 @@ int ccache_stats_get(ccache *c, ccache_stats *out) {
 
 int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part, ccache_tier_health *out) {
   CCACHE__CHECK_CACHE(c);
-  if (!c || !out || out->size < sizeof *out) return CCACHE_EINVAL;
+  if (!c || !out || out->size < CCACHE_TIER_HEALTH_SIZE_V1) return CCACHE_EINVAL;
   if (ccache__forked(c)) return CCACHE_EFORKED;
   return ccache__tier_health(c->tiers, tier, part, out);
 }

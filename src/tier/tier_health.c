@@ -59,6 +59,6 @@ int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,
   }
   if (part >= h.parts) return CCACHE_MISS;
   h.size = out->size; /* kept as the caller set it */
-  memcpy(out, &h, sizeof h);
+  memcpy(out, &h, out->size < sizeof h ? out->size : sizeof h);
   return CCACHE_OK;
 }

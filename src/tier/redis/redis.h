@@ -43,6 +43,8 @@ typedef struct ccache__rserver {
   char *path;    /* unix socket path, NULL for TCP */
   uint64_t seed; /* XXH3-64 of name: the rendezvous seed, independent of
                     the server's position in the list */
+  bool sentinel; /* Sentinel mode: name is a primary's name, asked of the
+                    pool's Sentinels; host/port/path stay NULL/0 */
 
   bool locks_made; /* mu and renew_mu were initialised */
   ccache__mutex mu;
@@ -55,13 +57,20 @@ typedef struct ccache__rserver {
   bool answered;          /* under mu: a command was answered since the last failure
                              (or ever): the server is known up */
   char last_error[256];   /* under mu: this server's most recent failure */
+  bool need_resolve;      /* under mu (Sentinel): ask the Sentinels before the next connect */
+  char at_host[256];      /* under mu (Sentinel): the primary's address last answered */
+  int at_port;            /* under mu (Sentinel): 0 until one was answered */
 
   /* For ccache_tier_health (relaxed atomics). */
-  _Atomic uint64_t errors;      /* failed ops on this server (connect, I/O, error reply,
+  _Atomic uint64_t errors;          /* failed ops on this server (connect, I/O, error reply,
                                    refused in backoff) */
-  _Atomic uint64_t leases_held; /* gauge: compile leases this tier holds on it */
-  _Atomic uint64_t leases_lost; /* renewals that failed (the lease may lapse) */
-  _Atomic uint64_t lock_waits;  /* lease attempts answered "held by another" */
+  _Atomic uint64_t leases_held;     /* gauge: compile leases this tier holds on it */
+  _Atomic uint64_t leases_lost;     /* renewals that failed (the lease may lapse) */
+  _Atomic uint64_t lock_waits;      /* lease attempts answered "held by another" */
+  _Atomic uint64_t fallback_reads;  /* hits here on keys whose first server is another */
+  _Atomic uint64_t fallback_writes; /* entries and leases written here for keys whose
+                                       earlier servers were down */
+  _Atomic uint64_t failovers;       /* new addresses followed (Sentinel) */
 
   ccache__mutex renew_mu;
   struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
@@ -96,7 +105,10 @@ typedef void (*ccache__rhook_fn)(void *arg, size_t server, const char *cmd);
 typedef struct ccache__rpool {
   ccache__rserver *servers;
   size_t n;
-  char *user, *password; /* AUTH [user] password, or NULL */
+  char *user, *password;      /* AUTH [user] password, or NULL */
+  ccache__rserver *sentinels; /* Sentinel mode: the Sentinels (NULL otherwise) */
+  size_t n_sentinels;
+  char *s_user, *s_password; /* the Sentinels' AUTH [user] password, or NULL */
   uint64_t connect_timeout_ms, command_timeout_ms;
   uint64_t reconnect_min_ms, reconnect_max_ms;
   pid_t pid; /* the creating process: a fork child never uses the connections */
@@ -116,11 +128,20 @@ typedef struct ccache__rpool {
  * CCACHE_EINVAL (why: one line naming the bad item) or CCACHE_ENOMEM. */
 int ccache__rservers_parse(const char *list, ccache__rserver **out, size_t *n, char *why,
                            size_t why_len);
+/* Parse "sentinel:HOST:PORT[,HOST:PORT...]/NAME[,NAME...]": *sentinels
+ * (items as in ccache__rservers_parse) and *out, one server per primary
+ * name (sentinel = true, seeded by the name).  Status as above. */
+int ccache__rservers_parse_sentinel(const char *spec, ccache__rserver **out, size_t *n,
+                                    ccache__rserver **sentinels, size_t *n_sentinels, char *why,
+                                    size_t why_len);
 /* Frees the array, its strings and every connection still pooled. */
 void ccache__rservers_free(ccache__rserver *s, size_t n);
 /* Highest-random-weight choice: the index of the server whose
  * XXH3-64(key bytes, seed) is largest (ties: the smaller name). */
 size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey);
+/* pkey's whole rendezvous order: order[0..n-1] the server indices by
+ * decreasing weight (order[0] is ccache__rendezvous()). */
+void ccache__rendezvous_order(const ccache__rserver *s, size_t n, ccache_key pkey, uint8_t *order);
 
 /* ---------------------------------------------------------- redis_conn.c */
 /* Takes ownership of servers (freed by ccache__rpool_destroy, or by the
@@ -130,6 +151,10 @@ int ccache__rpool_init(ccache__rpool *p, ccache__rserver *servers, size_t n, con
                        uint64_t command_timeout_ms, uint64_t reconnect_min_ms,
                        uint64_t reconnect_max_ms);
 void ccache__rpool_destroy(ccache__rpool *p);
+/* Sentinel mode: hand the pool the Sentinels (owned from then on) and
+ * their credentials (copied; NULL for none). */
+int ccache__rpool_set_sentinels(ccache__rpool *p, ccache__rserver *sentinels, size_t n,
+                                const char *user, const char *password);
 /* Run one command (binary-safe argv) on server i.
  * renew = 0: on a pooled connection (taken, or made, for this call only, so
  * concurrent callers never queue behind one connection); renew = 1: on the
@@ -147,6 +172,12 @@ void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len);
 /* Records a failure of server's that the tier found in a reply (counted as
  * a reply error). */
 void ccache__rpool_note_error(ccache__rpool *p, size_t server, const char *line);
+/* Whether server is inside its backoff window now (an op on it would be
+ * refused at once). */
+int ccache__rpool_refusing(ccache__rpool *p, size_t server);
+/* Whether server is down: it failed and no command was answered since
+ * (its backoff window may have passed: the next op tries it again). */
+int ccache__rpool_down(ccache__rpool *p, size_t server);
 /* Server's backoff, error count and last error line. */
 void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver_state *out);
 

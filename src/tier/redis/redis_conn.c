@@ -171,9 +171,28 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
   ccache__lock(&s->mu);
   if (s->gen == gen) {
     s->gen++;
+    s->need_resolve = true; /* Sentinel: the primary may have moved */
     s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : p->reconnect_min_ms;
     if (s->backoff_ms > p->reconnect_max_ms) s->backoff_ms = p->reconnect_max_ms;
     s->down_until_ms = mono_ms() + s->backoff_ms;
+    ndrop = s->n_idle;
+    memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
+    s->n_idle = 0;
+  }
+  ccache__unlock(&s->mu);
+  for (int i = 0; i < ndrop; i++) redisFree(drop[i]);
+}
+
+/* Sentinel: the server answered -READONLY (it is a replica now): drop its
+ * connections and ask the Sentinels again before the next connect, with no
+ * backoff (it is up, only demoted). */
+static void server_moved(ccache__rserver *s, uint64_t gen) {
+  redisContext *drop[CCACHE__REDIS_IDLE_MAX];
+  int ndrop = 0;
+  ccache__lock(&s->mu);
+  if (s->gen == gen) {
+    s->gen++;
+    s->need_resolve = true;
     ndrop = s->n_idle;
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
@@ -247,24 +266,26 @@ static int dial_one(const struct sockaddr *addr, socklen_t alen, uint64_t deadli
   return fd;
 }
 
-/* A connected socket to s by the deadline, or -1 with why set. */
-static int dial(const ccache__rserver *s, uint64_t deadline_ms, char *why, size_t why_len) {
-  if (s->path) {
+/* A connected socket to host:port, or to the unix socket path, by the
+ * deadline, or -1 with why set. */
+static int dial_addr(const char *host, int port_no, const char *path, uint64_t deadline_ms,
+                     char *why, size_t why_len) {
+  if (path) {
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", s->path); /* length checked at parse */
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path); /* length checked at parse */
     return dial_one((const struct sockaddr *)&a, sizeof a, deadline_ms, why, why_len);
   }
   char port[8];
-  snprintf(port, sizeof port, "%d", s->port);
+  snprintf(port, sizeof port, "%d", port_no);
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  int gai = getaddrinfo(s->host, port, &hints, &res);
+  int gai = getaddrinfo(host, port, &hints, &res);
   if (gai != 0) {
-    snprintf(why, why_len, "resolving %s: %s", s->host, gai_strerror(gai));
+    snprintf(why, why_len, "resolving %s: %s", host, gai_strerror(gai));
     return -1;
   }
   int fd = -1;
@@ -310,40 +331,127 @@ broken:
   return X_BROKEN;
 }
 
-/* Connect and AUTH.  NULL on failure (recorded). */
-static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
-  char why[160];
-  int fd = dial(s, mono_ms() + p->connect_timeout_ms, why, sizeof why);
-  if (fd < 0) {
-    set_error(p, s, "redis %s: connect: %s", s->name, why);
-    return NULL;
-  }
+/* Connect to host:port (or path) and AUTH [user] password (password
+ * NULL: none).  NULL on failure, why set. */
+static redisContext *connect_auth(ccache__rpool *p, const char *host, int port, const char *path,
+                                  const char *user, const char *password, char *why,
+                                  size_t why_len) {
+  int fd = dial_addr(host, port, path, mono_ms() + p->connect_timeout_ms, why, why_len);
+  if (fd < 0) return NULL;
   redisContext *c = redisConnectFd(fd);
   if (!c) {
     close(fd);
-    set_error(p, s, "redis %s: connect: out of memory", s->name);
+    snprintf(why, why_len, "out of memory");
     return NULL;
   }
   c->flags &= ~REDIS_BLOCK; /* we poll: EAGAIN means "wait", not an error */
-  if (p->password) {
+  if (password) {
     const char *argv[3];
     size_t lens[3];
     int argc = 0;
     argv[argc] = "AUTH", lens[argc++] = 4;
-    if (p->user) argv[argc] = p->user, lens[argc++] = strlen(p->user);
-    argv[argc] = p->password, lens[argc++] = strlen(p->password);
+    if (user) argv[argc] = user, lens[argc++] = strlen(user);
+    argv[argc] = password, lens[argc++] = strlen(password);
     redisReply *r = NULL;
-    int x = exec_cmd(c, argc, argv, lens, mono_ms() + p->command_timeout_ms, &r, why, sizeof why);
+    char w[160];
+    int x = exec_cmd(c, argc, argv, lens, mono_ms() + p->command_timeout_ms, &r, w, sizeof w);
     if (x != X_REPLY || r->type == REDIS_REPLY_ERROR) {
-      set_error(p, s, "redis %s: AUTH: %s", s->name,
-                x == X_REPLY   ? r->str
-                : x == X_NOMEM ? "out of memory"
-                               : why);
+      snprintf(why, why_len, "AUTH: %s",
+               x == X_REPLY   ? r->str
+               : x == X_NOMEM ? "out of memory"
+                              : w);
       if (r) freeReplyObject(r);
       redisFree(c);
       return NULL;
     }
     freeReplyObject(r);
+  }
+  return c;
+}
+
+/* Sentinel mode: ask the Sentinels, in list order, for s's primary
+ * (SENTINEL get-master-addr-by-name); the first address answered wins.
+ * 0 with host/port set, or -1 with why set. */
+static int ask_sentinels(ccache__rpool *p, ccache__rserver *s, char *host, size_t hlen, int *port,
+                         char *why, size_t why_len) {
+  snprintf(why, why_len, "no Sentinel");
+  for (size_t i = 0; i < p->n_sentinels; i++) {
+    ccache__rserver *t = &p->sentinels[i];
+    char w[200];
+    redisContext *c =
+        connect_auth(p, t->host, t->port, t->path, p->s_user, p->s_password, w, sizeof w);
+    if (!c) {
+      snprintf(why, why_len, "Sentinel %.60s: %.120s", t->name, w);
+      continue;
+    }
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->name};
+    const size_t lens[3] = {8, 23, strlen(s->name)};
+    redisReply *r = NULL;
+    int x = exec_cmd(c, 3, argv, lens, mono_ms() + p->command_timeout_ms, &r, w, sizeof w);
+    redisFree(c);
+    if (x != X_REPLY) {
+      snprintf(why, why_len, "Sentinel %.60s: %.120s", t->name, x == X_NOMEM ? "out of memory" : w);
+      continue;
+    }
+    /* Untrusted: an array of exactly two short strings, the port 1..65535. */
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len > 0 &&
+             r->element[0]->len < hlen && r->element[1]->type == REDIS_REPLY_STRING &&
+             r->element[1]->len > 0 && r->element[1]->len <= 5;
+    long v = 0;
+    for (size_t j = 0; ok && j < r->element[1]->len; j++) {
+      char d = r->element[1]->str[j];
+      ok = d >= '0' && d <= '9';
+      v = v * 10 + (d - '0');
+    }
+    if (ok && v >= 1 && v <= 65535) {
+      memcpy(host, r->element[0]->str, r->element[0]->len);
+      host[r->element[0]->len] = '\0';
+      *port = (int)v;
+      freeReplyObject(r);
+      return 0;
+    }
+    snprintf(why, why_len, "Sentinel %.60s: %.120s", t->name,
+             r->type == REDIS_REPLY_NIL     ? "no primary of that name"
+             : r->type == REDIS_REPLY_ERROR ? r->str
+                                            : "unexpected reply");
+    freeReplyObject(r);
+  }
+  return -1;
+}
+
+/* Connect and AUTH.  NULL on failure (recorded). */
+static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
+  char why[200], host[256];
+  int port = s->port;
+  const char *h = s->host;
+  if (s->sentinel) {
+    ccache__lock(&s->mu);
+    int ask = s->need_resolve || s->at_port == 0;
+    snprintf(host, sizeof host, "%s", s->at_host);
+    port = s->at_port;
+    ccache__unlock(&s->mu);
+    if (ask) {
+      if (ask_sentinels(p, s, host, sizeof host, &port, why, sizeof why) != 0) {
+        set_error(p, s, "redis %s: %s", s->name, why);
+        return NULL;
+      }
+      ccache__lock(&s->mu);
+      if (s->at_port != 0 && (s->at_port != port || strcmp(s->at_host, host) != 0))
+        atomic_fetch_add_explicit(&s->failovers, 1, memory_order_relaxed);
+      snprintf(s->at_host, sizeof s->at_host, "%s", host);
+      s->at_port = port;
+      s->need_resolve = false;
+      ccache__unlock(&s->mu);
+    }
+    h = host;
+  }
+  redisContext *c = connect_auth(p, h, port, s->path, p->user, p->password, why, sizeof why);
+  if (!c) {
+    if (s->sentinel)
+      set_error(p, s, "redis %.60s (%.60s:%d): connect: %.120s", s->name, h, port, why);
+    else
+      set_error(p, s, "redis %s: connect: %s", s->name, why);
   }
   return c;
 }
@@ -389,11 +497,16 @@ static int take_conn(ccache__rpool *p, ccache__rserver *s, redisContext **out, u
   return open_conn(p, s, *gen, out);
 }
 
+/* broken: 0 fine, 1 the connection failed, 2 the server was demoted
+ * (-READONLY, Sentinel mode). */
 static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uint64_t gen,
                       int broken) {
   if (broken) {
     redisFree(c);
-    server_failed(p, s, gen);
+    if (broken == 2)
+      server_moved(s, gen);
+    else
+      server_failed(p, s, gen);
     return;
   }
   ccache__lock(&s->mu);
@@ -423,6 +536,7 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
   if (r->type == REDIS_REPLY_ERROR) {
     FAIL(p, s, reply_errors);
     set_error(p, s, "redis %s: %s: %.*s", s->name, argv[0], (int)r->len, r->str);
+    if (s->sentinel && r->len >= 8 && memcmp(r->str, "READONLY", 8) == 0) *broken = 2;
     freeReplyObject(r);
     return CCACHE_EIO;
   }
@@ -455,7 +569,10 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, 
       if (broken) {
         redisFree(s->renew_ctx);
         s->renew_ctx = NULL;
-        server_failed(p, s, s->renew_gen);
+        if (broken == 2)
+          server_moved(s, s->renew_gen);
+        else
+          server_failed(p, s, s->renew_gen);
       }
     }
     ccache__unlock(&s->renew_mu);
@@ -474,6 +591,22 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, 
 
 void ccache__rreply_free(redisReply *r) {
   if (r) freeReplyObject(r);
+}
+
+int ccache__rpool_refusing(ccache__rpool *p, size_t server) {
+  ccache__rserver *s = &p->servers[server];
+  ccache__lock(&s->mu);
+  int refuse = s->down_until_ms && mono_ms() < s->down_until_ms;
+  ccache__unlock(&s->mu);
+  return refuse;
+}
+
+int ccache__rpool_down(ccache__rpool *p, size_t server) {
+  ccache__rserver *s = &p->servers[server];
+  ccache__lock(&s->mu);
+  int down = s->backoff_ms != 0;
+  ccache__unlock(&s->mu);
+  return down;
 }
 
 void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver_state *out) {
@@ -531,12 +664,28 @@ void ccache__rservers_free(ccache__rserver *s, size_t n) {
   free(s);
 }
 
+int ccache__rpool_set_sentinels(ccache__rpool *p, ccache__rserver *sentinels, size_t n,
+                                const char *user, const char *password) {
+  p->sentinels = sentinels;
+  p->n_sentinels = n;
+  if (user && !(p->s_user = strdup(user))) return CCACHE_ENOMEM;
+  if (password && !(p->s_password = strdup(password))) return CCACHE_ENOMEM;
+  return CCACHE_OK;
+}
+
 void ccache__rpool_destroy(ccache__rpool *p) {
   /* Closing sockets writes nothing, so no SIGPIPE guard is needed; in a fork
    * child the fds are the child's copies and closing them leaves the
    * parent's connections alone. */
   ccache__rservers_free(p->servers, p->n);
   p->servers = NULL;
+  ccache__rservers_free(p->sentinels, p->n_sentinels);
+  p->sentinels = NULL;
+  if (p->s_password) {
+    memset(p->s_password, 0, strlen(p->s_password));
+    free(p->s_password);
+  }
+  free(p->s_user);
   if (p->password) {
     memset(p->password, 0, strlen(p->password));
     free(p->password);

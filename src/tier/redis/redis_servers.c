@@ -6,9 +6,10 @@
  * where a server's seed is the hash of its canonical name.  The choice
  * depends only on the key and the set of names, not on the order of the
  * list, so processes given the same servers in any order agree; removing a
- * server moves only the keys it held.  Nothing fails over: while a server is
- * unreachable its keys are tier errors (compiled locally), so two processes
- * never disagree about where a key's lease lives.
+ * server moves only the keys it held.  The same weights, sorted, give each
+ * key its whole rendezvous order: the server a key falls back to when its
+ * first is down is the one it would map to if the first were removed, so
+ * processes that agree which servers are down agree where the key lives.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -136,20 +137,123 @@ int ccache__rservers_parse(const char *list, ccache__rserver **out, size_t *n, c
   return CCACHE_OK;
 }
 
-size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey) {
+static uint64_t weight(const ccache__rserver *sv, ccache_key pkey) {
   unsigned char kb[16];
   for (int i = 0; i < 8; i++) {
     kb[i] = (unsigned char)(pkey.lo >> (8 * i));
     kb[8 + i] = (unsigned char)(pkey.hi >> (8 * i));
   }
+  return XXH3_64bits_withSeed(kb, sizeof kb, sv->seed);
+}
+
+/* Whether server a (weight wa) comes before server b (weight wb). */
+static int before(const ccache__rserver *s, size_t a, uint64_t wa, size_t b, uint64_t wb) {
+  return wa > wb || (wa == wb && strcmp(s[a].name, s[b].name) < 0);
+}
+
+size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey) {
   size_t best = 0;
   uint64_t best_w = 0;
   for (size_t i = 0; i < n; i++) {
-    uint64_t w = XXH3_64bits_withSeed(kb, sizeof kb, s[i].seed);
-    if (i == 0 || w > best_w || (w == best_w && strcmp(s[i].name, s[best].name) < 0)) {
+    uint64_t w = weight(&s[i], pkey);
+    if (i == 0 || before(s, i, w, best, best_w)) {
       best = i;
       best_w = w;
     }
   }
   return best;
+}
+
+void ccache__rendezvous_order(const ccache__rserver *s, size_t n, ccache_key pkey, uint8_t *order) {
+  uint64_t w[CCACHE__REDIS_MAX_SERVERS];
+  for (size_t i = 0; i < n; i++) { /* insertion sort: n is small */
+    uint64_t wi = weight(&s[i], pkey);
+    size_t j = i;
+    while (j > 0 && before(s, i, wi, order[j - 1], w[j - 1])) {
+      order[j] = order[j - 1];
+      w[j] = w[j - 1];
+      j--;
+    }
+    order[j] = (uint8_t)i;
+    w[j] = wi;
+  }
+}
+
+#define SENTINEL_NAME_MAX 128
+
+int ccache__rservers_parse_sentinel(const char *spec, ccache__rserver **out, size_t *n,
+                                    ccache__rserver **sentinels, size_t *n_sentinels, char *why,
+                                    size_t why_len) {
+  const char *body = spec + 9; /* past "sentinel:" */
+  const char *slash = strchr(body, '/');
+  if (!slash || slash == body || !slash[1] || strchr(slash + 1, '/')) {
+    snprintf(why, why_len, "want sentinel:HOST:PORT[,HOST:PORT...]/NAME[,NAME...]");
+    return CCACHE_EINVAL;
+  }
+  size_t slen = (size_t)(slash - body);
+  char *list = malloc(slen + 1);
+  if (!list) return CCACHE_ENOMEM;
+  memcpy(list, body, slen);
+  list[slen] = '\0';
+  int rc = ccache__rservers_parse(list, sentinels, n_sentinels, why, why_len);
+  free(list);
+  if (rc != CCACHE_OK) return rc;
+  const char *names = slash + 1;
+  size_t count = 1;
+  for (const char *q = names; *q; q++) count += *q == ',';
+  rc = CCACHE_OK;
+  if (count > CCACHE__REDIS_MAX_SERVERS) {
+    snprintf(why, why_len, "%zu primary names: at most %d", count, CCACHE__REDIS_MAX_SERVERS);
+    rc = CCACHE_EINVAL;
+  }
+  ccache__rserver *s = rc == CCACHE_OK ? calloc(count, sizeof *s) : NULL;
+  if (rc == CCACHE_OK && !s) rc = CCACHE_ENOMEM;
+  size_t made = 0;
+  const char *q = names;
+  for (size_t i = 0; i < count && rc == CCACHE_OK; i++) {
+    const char *end = strchr(q, ',');
+    size_t len = end ? (size_t)(end - q) : strlen(q);
+    made = i + 1;
+    int bad = len == 0 || len > SENTINEL_NAME_MAX;
+    for (size_t j = 0; j < len && !bad; j++) bad = q[j] <= ' ' || q[j] == 0x7f;
+    if (bad) {
+      snprintf(why, why_len, "primary name '%.*s': want 1..%d printable bytes, no spaces",
+               (int)(len > 64 ? 64 : len), q, SENTINEL_NAME_MAX);
+      rc = CCACHE_EINVAL;
+      break;
+    }
+    s[i].name = dup_range(q, len);
+    if (!s[i].name) {
+      rc = CCACHE_ENOMEM;
+      break;
+    }
+    s[i].sentinel = true;
+    s[i].seed = XXH3_64bits(s[i].name, len);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(s[j].name, s[i].name) == 0) {
+        snprintf(why, why_len, "primary '%s' is listed twice", s[i].name);
+        rc = CCACHE_EINVAL;
+      }
+    q = end ? end + 1 : q + len;
+  }
+  for (size_t i = 0; i < count && rc == CCACHE_OK; i++) {
+    rc = ccache__mutex_init(&s[i].mu);
+    if (rc != CCACHE_OK) break;
+    rc = ccache__mutex_init(&s[i].renew_mu);
+    if (rc != CCACHE_OK) {
+      ccache__mutex_destroy(&s[i].mu);
+      break;
+    }
+    s[i].locks_made = true;
+  }
+  if (rc != CCACHE_OK) {
+    ccache__rservers_free(s, made);
+    ccache__rservers_free(*sentinels, *n_sentinels);
+    *sentinels = NULL;
+    *n_sentinels = 0;
+    return rc;
+  }
+  *out = s;
+  *n = count;
+  return CCACHE_OK;
 }

@@ -30,6 +30,11 @@
  * that intact entry, filled in from a lower tier, has the same one.  Bad
  * entries are rare, so sending one back once costs nothing that matters.)
  *
+ * Fallback: every op walks the key's rendezvous order, passing over servers
+ * that are down (try_server); entries and leases go to the first server
+ * that answers, lookups read on past a miss and copy a later hit back to
+ * that first server (see the header's "Fallback" and docs/design.md).
+ *
  * Health (ops.health): one part per server, from the pool's per-server
  * state and the lease counts kept here.
  */
@@ -129,6 +134,51 @@ static int unexpected(ccache__redis *r, size_t server, const char *cmd, redisRep
   return CCACHE_EIO;
 }
 
+/* ------------------------------------------------------------ fallback */
+#define SKIPPED 1000 /* try_server: the server is down, go on to the next */
+
+/* argv on server i: SKIPPED if i is down (refused at once inside its
+ * backoff window, counted as such, or failed on this command: connection,
+ * I/O, timeout); otherwise what the command returned (an error reply is an
+ * answer: the server is up, and its keys stay with it). */
+static int try_server(ccache__redis *r, size_t i, int argc, const char **argv, const size_t *lens,
+                      redisReply **rep) {
+  int rc = ccache__rpool_command(&r->pool, i, 0, argc, argv, lens, rep);
+  if (rc == CCACHE_EIO && ccache__rpool_down(&r->pool, i)) return SKIPPED;
+  return rc;
+}
+
+static void note(_Atomic uint64_t *counter) {
+  atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+/* SET <k> <blob> [PX ttl] on the first live server of order[] (a write
+ * goes where the lease goes).  *at: the server written, or n. */
+static int put_at(ccache__redis *r, const uint8_t *order, size_t n, const char *key, size_t klen,
+                  const void *blob, size_t len, size_t *at) {
+  char ttl[24];
+  const char *argv[5] = {"SET", key, blob ? (const char *)blob : "", "PX", ttl};
+  size_t lens[5] = {3, klen, len, 2, 0};
+  int argc = 3;
+  if (r->entry_ttl_ms != CCACHE_UNBOUNDED) {
+    lens[4] = udec(ttl, sizeof ttl, r->entry_ttl_ms);
+    argc = 5;
+  }
+  *at = r->pool.n;
+  for (size_t k = 0; k < n; k++) {
+    size_t i = order[k];
+    redisReply *rep = NULL;
+    int rc = try_server(r, i, argc, argv, lens, &rep);
+    if (rc == SKIPPED) continue;
+    if (rc != CCACHE_OK) return rc;
+    *at = i;
+    if (rep->type != REDIS_REPLY_STATUS) return unexpected(r, i, "SET", rep);
+    ccache__rreply_free(rep);
+    return CCACHE_OK;
+  }
+  return CCACHE_EIO; /* every server down */
+}
+
 /* ------------------------------------------------------------------- ops */
 static int op_attach(void *state, const char *ns) {
   ccache__redis *r = state;
@@ -137,21 +187,45 @@ static int op_attach(void *state, const char *ns) {
   return CCACHE_OK;
 }
 
+/* Read in rendezvous order, skipping servers that are down: the first hit
+ * wins.  A hit on a server after the first live one (an entry written while
+ * the earlier servers were down) is copied to that first live server, where
+ * the key's writes and lease now go. */
 static int op_get(void *state, ccache_key pkey, void **blob, size_t *len) {
   ccache__redis *r = state;
   char key[KEY_MAX];
   size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
-  size_t server = ccache__redis_server_of(r, pkey);
+  uint8_t order[CCACHE__REDIS_MAX_SERVERS];
+  ccache__rendezvous_order(r->pool.servers, r->pool.n, pkey, order);
   const char *argv[2] = {"GET", key};
   const size_t lens[2] = {3, klen};
   redisReply *rep = NULL;
-  int rc = ccache__rpool_command(&r->pool, server, 0, 2, argv, lens, &rep);
-  if (rc != CCACHE_OK) return rc;
-  if (rep->type == REDIS_REPLY_NIL) {
+  size_t k, home = r->pool.n;
+  int rc = CCACHE_EIO;
+  for (k = 0; k < r->pool.n; k++) {
+    /* Past the key's live server a lookup only looks for fallback copies:
+     * a server in backoff is passed over without counting a refusal. */
+    if (home != r->pool.n && ccache__rpool_refusing(&r->pool, order[k])) continue;
+    int got = try_server(r, order[k], 2, argv, lens, &rep);
+    if (got == SKIPPED) continue;                        /* rc stays: MISS if a server answered */
+    if (got != CCACHE_OK && home != r->pool.n) continue; /* a fallback's error: still a miss */
+    rc = got;
+    if (rc != CCACHE_OK) return rc;
+    if (home == r->pool.n) home = order[k];
+    if (rep->type == REDIS_REPLY_STRING) break;
+    if (rep->type != REDIS_REPLY_NIL) return unexpected(r, order[k], "GET", rep);
     ccache__rreply_free(rep);
-    return CCACHE_MISS;
+    rep = NULL;
+    rc = CCACHE_MISS;
   }
-  if (rep->type != REDIS_REPLY_STRING) return unexpected(r, server, "GET", rep);
+  if (!rep) return rc; /* MISS if any server answered, EIO if none did */
+  size_t at = order[k];
+  if (k > 0) note(&r->pool.servers[at].fallback_reads);
+  if (home != at) { /* fill the key's first live server; a failure is no matter */
+    uint8_t only[1] = {(uint8_t)home};
+    size_t wrote;
+    (void)put_at(r, only, 1, key, klen, rep->str, rep->len, &wrote);
+  }
   /* The reply's own string is the blob: no copy of a possibly large entry
    * (a copy doubled the cost of a 1 MiB fetch, mostly in page faults). */
   lent_reply *l = malloc(sizeof *l);
@@ -189,38 +263,38 @@ static void op_free_blob(void *state, void *blob, size_t len) {
 
 static int op_put(void *state, ccache_key pkey, const void *blob, size_t len) {
   ccache__redis *r = state;
-  char key[KEY_MAX], ttl[24];
+  char key[KEY_MAX];
   size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
-  size_t server = ccache__redis_server_of(r, pkey);
-  const char *argv[5] = {"SET", key, blob ? (const char *)blob : "", "PX", ttl};
-  size_t lens[5] = {3, klen, len, 2, 0};
-  int argc = 3;
-  if (r->entry_ttl_ms != CCACHE_UNBOUNDED) {
-    lens[4] = udec(ttl, sizeof ttl, r->entry_ttl_ms);
-    argc = 5;
-  }
-  redisReply *rep = NULL;
-  int rc = ccache__rpool_command(&r->pool, server, 0, argc, argv, lens, &rep);
-  if (rc != CCACHE_OK) return rc;
-  if (rep->type != REDIS_REPLY_STATUS) return unexpected(r, server, "SET", rep);
-  ccache__rreply_free(rep);
-  return CCACHE_OK;
+  uint8_t order[CCACHE__REDIS_MAX_SERVERS];
+  ccache__rendezvous_order(r->pool.servers, r->pool.n, pkey, order);
+  size_t at;
+  int rc = put_at(r, order, r->pool.n, key, klen, blob, len, &at);
+  if (rc == CCACHE_OK && at != order[0]) note(&r->pool.servers[at].fallback_writes);
+  return rc;
 }
 
+/* On every live server: a copy may sit on a fallback as well as on the
+ * first server. */
 static int op_remove_if(void *state, ccache_key pkey, const void *blob, size_t len) {
   ccache__redis *r = state;
   char key[KEY_MAX];
   size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
-  size_t server = ccache__redis_server_of(r, pkey);
   const char *argv[5] = {"EVAL", REMOVE_IF_SCRIPT, "1", key, blob ? (const char *)blob : ""};
   const size_t lens[5] = {4, sizeof REMOVE_IF_SCRIPT - 1, 1, klen, len};
-  redisReply *rep = NULL;
-  int rc = ccache__rpool_command(&r->pool, server, 0, 5, argv, lens, &rep);
-  if (rc != CCACHE_OK) return rc;
-  if (rep->type != REDIS_REPLY_INTEGER) return unexpected(r, server, "EVAL remove-if", rep);
-  rc = rep->integer > 0 ? CCACHE_OK : CCACHE_MISS; /* 0: absent, or not the value read */
-  ccache__rreply_free(rep);
-  return rc;
+  int out = CCACHE_EIO;
+  for (size_t i = 0; i < r->pool.n; i++) {
+    redisReply *rep = NULL;
+    int rc = try_server(r, i, 5, argv, lens, &rep);
+    if (rc == SKIPPED) continue;
+    if (rc == CCACHE_OK && rep->type != REDIS_REPLY_INTEGER)
+      rc = unexpected(r, i, "EVAL remove-if", rep);
+    else if (rc == CCACHE_OK) {
+      rc = rep->integer > 0 ? CCACHE_OK : CCACHE_MISS; /* 0: absent, or not the value read */
+      ccache__rreply_free(rep);
+    }
+    if (rc == CCACHE_OK || (rc == CCACHE_MISS && out != CCACHE_OK)) out = rc;
+  }
+  return out;
 }
 
 static int new_token(char out[33]) {
@@ -253,18 +327,27 @@ static int op_lock(void *state, ccache_key pkey, void **lock) {
     free(l);
     return CCACHE_EIO;
   }
-  l->server = ccache__redis_server_of(r, pkey);
   l->klen = klen;
   memcpy(l->key, key, klen + 1);
   const char *argv[6] = {"SET", l->key, l->token, "NX", "PX", px};
   const size_t lens[6] = {3, klen, 32, 2, 2, udec(px, sizeof px, r->lease_ms)};
+  /* The lease lives on the key's first live server, like its entry. */
+  uint8_t order[CCACHE__REDIS_MAX_SERVERS];
+  ccache__rendezvous_order(r->pool.servers, r->pool.n, pkey, order);
   redisReply *rep = NULL;
-  int rc = ccache__rpool_command(&r->pool, l->server, 0, 6, argv, lens, &rep);
+  int rc = CCACHE_EIO;
+  for (size_t k = 0; k < r->pool.n; k++) {
+    l->server = order[k];
+    rc = try_server(r, l->server, 6, argv, lens, &rep);
+    if (rc != SKIPPED) break;
+    rc = CCACHE_EIO;
+  }
   if (rc == CCACHE_OK) {
     ccache__rserver *s = &r->pool.servers[l->server];
     if (rep->type == REDIS_REPLY_STATUS) {
       ccache__rreply_free(rep);
       atomic_fetch_add_explicit(&s->leases_held, 1, memory_order_relaxed);
+      if (l->server != order[0]) note(&s->fallback_writes);
       *lock = l;
       return CCACHE_OK;
     }
@@ -314,7 +397,17 @@ static int op_health(void *state, uint32_t part, ccache_tier_health *out) {
   ccache__rserver_state st;
   ccache__rpool_server_state(&r->pool, part, &st);
   out->parts = (uint32_t)r->pool.n;
-  snprintf(out->where, sizeof out->where, "%s", s->name);
+  if (s->sentinel) {
+    ccache__lock(&s->mu);
+    if (s->at_port)
+      snprintf(out->where, sizeof out->where, "%.120s (%.120s:%d)", s->name, s->at_host,
+               s->at_port);
+    else
+      snprintf(out->where, sizeof out->where, "%s", s->name);
+    ccache__unlock(&s->mu);
+  } else {
+    snprintf(out->where, sizeof out->where, "%s", s->name);
+  }
   if (out->status != CCACHE_TIER_DISABLED)
     out->status = st.failing ? CCACHE_TIER_DOWN : CCACHE_TIER_UP;
   out->backoff_ms = st.backoff_ms;
@@ -324,6 +417,9 @@ static int op_health(void *state, uint32_t part, ccache_tier_health *out) {
   out->leases_held = atomic_load_explicit(&s->leases_held, memory_order_relaxed);
   out->leases_lost = atomic_load_explicit(&s->leases_lost, memory_order_relaxed);
   out->lock_waits = atomic_load_explicit(&s->lock_waits, memory_order_relaxed);
+  out->fallback_reads = atomic_load_explicit(&s->fallback_reads, memory_order_relaxed);
+  out->fallback_writes = atomic_load_explicit(&s->fallback_writes, memory_order_relaxed);
+  out->failovers = atomic_load_explicit(&s->failovers, memory_order_relaxed);
   return CCACHE_OK;
 }
 
@@ -363,6 +459,7 @@ static int check_options(const ccache_redis_options *o, char *why, size_t why_le
   if (o->prefix && (!*o->prefix || strlen(o->prefix) > CCACHE__REDIS_MAX_PREFIX))
     BAD("prefix must be 1..%d bytes", CCACHE__REDIS_MAX_PREFIX);
   if (o->user && !o->password) BAD("an ACL user needs a password");
+  if (o->sentinel_user && !o->sentinel_password) BAD("a Sentinel ACL user needs a password");
   if (o->connect_timeout_ms == 0 || o->command_timeout_ms == 0)
     BAD("connect_timeout_ms and command_timeout_ms must be >= 1");
   if (o->entry_ttl_ms == 0) BAD("entry_ttl_ms must be >= 1 or CCACHE_UNBOUNDED");
@@ -380,25 +477,34 @@ int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccach
   if (!o || !ops || !out) return CCACHE_EINVAL;
   int rc = check_options(o, why, why_len);
   if (rc != CCACHE_OK) return rc;
-  ccache__rserver *servers = NULL;
-  size_t n = 0;
-  rc = ccache__rservers_parse(o->servers, &servers, &n, why, why_len);
+  ccache__rserver *servers = NULL, *sentinels = NULL;
+  size_t n = 0, n_sentinels = 0;
+  if (o->servers && strncmp(o->servers, "sentinel:", 9) == 0)
+    rc = ccache__rservers_parse_sentinel(o->servers, &servers, &n, &sentinels, &n_sentinels, why,
+                                         why_len);
+  else
+    rc = ccache__rservers_parse(o->servers, &servers, &n, why, why_len);
   if (rc != CCACHE_OK) return rc;
   ccache__redis *r = calloc(1, sizeof *r);
   if (!r || !(r->prefix = strdup(o->prefix ? o->prefix : "ccache"))) {
     free(r);
     ccache__rservers_free(servers, n);
+    ccache__rservers_free(sentinels, n_sentinels);
     return CCACHE_ENOMEM;
   }
   rc = ccache__rpool_init(&r->pool, servers, n, o->user, o->password, o->connect_timeout_ms,
                           o->command_timeout_ms, o->reconnect_min_ms, o->reconnect_max_ms);
   if (rc != CCACHE_OK) {
     ccache__rservers_free(servers, n);
+    ccache__rservers_free(sentinels, n_sentinels);
     free(r->prefix);
     free(r);
     return rc;
   }
-  if (ccache__mutex_init(&r->lent_mu) != CCACHE_OK) {
+  /* From here the pool owns the Sentinels (freed by ccache__rpool_destroy). */
+  rc = ccache__rpool_set_sentinels(&r->pool, sentinels, n_sentinels, o->sentinel_user,
+                                   o->sentinel_password);
+  if (rc != CCACHE_OK || ccache__mutex_init(&r->lent_mu) != CCACHE_OK) {
     ccache__rpool_destroy(&r->pool);
     free(r->prefix);
     free(r);
