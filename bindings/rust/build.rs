@@ -128,6 +128,8 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "wait_ms",
             "reconnect_min_ms",
             "reconnect_max_ms",
+            "sentinel_user",
+            "sentinel_password",
         ],
     ),
     ("ccache_fp", &["opaque_"]),

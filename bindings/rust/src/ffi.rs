@@ -173,6 +173,9 @@ pub struct ccache_redis_options {
     pub wait_ms: u64,
     pub reconnect_min_ms: u64,
     pub reconnect_max_ms: u64,
+    /// Sentinel mode's own user and password (the crate leaves them NULL).
+    pub sentinel_user: *const c_char,
+    pub sentinel_password: *const c_char,
 }
 
 /// Declares `ccache_stats` and the crate's `Stats` from one field list.
