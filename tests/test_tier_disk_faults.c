@@ -250,9 +250,11 @@ static void miss_never_waits_for_another_keys_compile(void **state) {
 
 static pthread_t caller;
 static _Atomic int scans, scans_on_caller, scans_elsewhere_named;
+static _Atomic int *xscans; /* scans in every process (shared memory; one test) */
 static int count_scans(const char *point) {
   if (strcmp(point, "scan") != 0) return 0;
   atomic_fetch_add(&scans, 1);
+  if (xscans) atomic_fetch_add(xscans, 1);
   if (pthread_equal(pthread_self(), caller)) {
     atomic_fetch_add(&scans_on_caller, 1);
   } else {
@@ -466,6 +468,14 @@ static int xprocess(const char *dir, int id, int gate, int done, int gate2, int 
     if (pthread_create(&th[i], NULL, xwriter, &a[i]) != 0) return 12;
   }
   for (int i = 0; i < XTHREADS; i++) pthread_join(th[i], NULL);
+  /* The writes crossed the cap, so one process's cleaner thread has a clean
+   * to run; on a slow build (TSan) it may not have been scheduled yet.  Wait
+   * for it (bounded: 20 s), so the removals below run with a cleaner that
+   * has really cleaned. */
+  for (int ms = 0; atomic_load(xscans) == 0 && ms < 20000; ms++) {
+    struct timespec one = {0, 1000000L};
+    nanosleep(&one, NULL);
+  }
   if (write(done, "d", 1) != 1 || read(gate2, &b, 1) != 0) return 15;
   for (int i = 0; i < XTHREADS; i++)
     if (pthread_create(&th[i], NULL, xremover, &a[i]) != 0) return 12;
@@ -493,6 +503,9 @@ static void exact_total_after_concurrent_writes_and_cleans(void **state) {
   xstop = mmap(NULL, sizeof *xstop, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   assert_true(xstop != MAP_FAILED);
   atomic_store(xstop, 0);
+  xscans = mmap(NULL, sizeof *xscans, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(xscans != MAP_FAILED);
+  atomic_store(xscans, 0);
   ccache__disk_fault = count_scans; /* (inherited by the children) */
   fflush(NULL);
   for (int i = 0; i < XPROCS; i++) {
@@ -542,6 +555,8 @@ static void exact_total_after_concurrent_writes_and_cleans(void **state) {
              (unsigned long long)recorded, (unsigned long long)tree_bytes, tree_entries,
              total_scans);
   munmap((void *)xstop, sizeof *xstop);
+  munmap((void *)xscans, sizeof *xscans);
+  xscans = NULL;
   t_rmrf(dir);
   free(dir);
 }
