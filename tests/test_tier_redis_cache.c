@@ -363,13 +363,17 @@ static void redis_default_instance_from_environment(void **state) {
 
 int main(void) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
+  /* The environment test first: its forked children start a renewal thread
+   * and exit with it alive, and that thread must get a fresh stack, not one
+   * glibc cached from this process's joined threads (valgrind reports the
+   * TLS block of such a stack as possibly lost). */
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(redis_default_instance_from_environment, t_stop_all),
       cmocka_unit_test_teardown(redis_e2e_hit_is_a_tier_hit_not_a_compile, t_stop_all),
       cmocka_unit_test_teardown(redis_e2e_server_down_never_fails_a_fetch, t_stop_all),
       cmocka_unit_test_teardown(redis_e2e_four_processes_compile_each_key_once, t_stop_all),
       cmocka_unit_test_teardown(redis_e2e_lease_renewed_through_a_long_compile, t_stop_all),
       cmocka_unit_test_teardown(redis_e2e_lease_holder_killed_mid_compile, t_stop_all),
-      cmocka_unit_test_teardown(redis_default_instance_from_environment, t_stop_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

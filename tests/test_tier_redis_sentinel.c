@@ -313,6 +313,8 @@ static void redis_sentinel_acl_user(void **state) {
 
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
+  /* The spec test first: its CLOSURE_CACHE_REDIS children must not reuse a
+   * stack cached from this process's threads (see test_tier_redis_cache.c). */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(redis_sentinel_spec_validation, t_stop_all),
       cmocka_unit_test_teardown(redis_sentinel_demoted_primary_readonly_followed, t_stop_all),
