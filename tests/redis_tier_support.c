@@ -216,17 +216,21 @@ int t_e2e_compile(void *ud, ccache *c, ccache_key pkey, void **native_out, uint6
   return 0;
 }
 
-/* A cache over one Redis tier (options o), the codec and T_E2E_TAG. */
+void t_e2e_config(ccache_config *cfg, t_ctx *ctx, ccache_tier **t, const char *tag) {
+  t_config(cfg, ctx);
+  cfg->codec = &t_e2e_codec;
+  cfg->runtime_tag = tag;
+  cfg->tier_min_compile_us = 0;
+  cfg->tiers = t;
+  cfg->n_tiers = 1;
+}
+
+/* A cache over one Redis tier (options o) with t_e2e_config. */
 ccache *t_e2e_open(t_ctx *ctx, const ccache_redis_options *o, const char *tag) {
   ccache_tier *t = NULL;
   assert_int_equal(ccache_tier_redis(o, &t), CCACHE_OK);
   ccache_config cfg;
-  t_config(&cfg, ctx);
-  cfg.codec = &t_e2e_codec;
-  cfg.runtime_tag = tag;
-  cfg.tier_min_compile_us = 0;
-  cfg.tiers = &t;
-  cfg.n_tiers = 1;
+  t_e2e_config(&cfg, ctx, &t, tag);
   ccache *c = NULL;
   assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);
   return c;
@@ -292,12 +296,7 @@ void t_fleet_child2(const char *servers, int go_fd, int ready_fd, int out_fd, in
   ccache_tier *t = NULL;
   if (ccache_tier_redis(&o, &t) != CCACHE_OK) _exit(4);
   ccache_config cfg;
-  t_config(&cfg, &ctx);
-  cfg.codec = &t_e2e_codec;
-  cfg.runtime_tag = T_E2E_TAG;
-  cfg.tier_min_compile_us = 0;
-  cfg.tiers = &t;
-  cfg.n_tiers = 1;
+  t_e2e_config(&cfg, &ctx, &t, T_E2E_TAG);
   ccache *c = NULL;
   if (ccache_open(&cfg, &c) != CCACHE_OK) _exit(5);
   char go;

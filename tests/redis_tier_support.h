@@ -97,6 +97,9 @@ extern _Atomic uint32_t t_e2e_key_compiles[T_E2E_KEYS_COUNTED]; /* per key n < 6
 extern const ccache_codec t_e2e_codec;
 /* A compile that does some real work (no sleeping): native id = pkey.lo. */
 int t_e2e_compile(void *ud, ccache *c, ccache_key pkey, void **native_out, uint64_t *cost_out);
+/* t_config plus the one tier *t, the codec and runtime tag `tag`, every
+ * compile stored (tier_min_compile_us 0); *t stays the caller's until open. */
+void t_e2e_config(ccache_config *cfg, t_ctx *ctx, ccache_tier **t, const char *tag);
 /* A cache over one Redis tier (options o), the codec and tag; asserts. */
 ccache *t_e2e_open(t_ctx *ctx, const ccache_redis_options *o, const char *tag);
 /* get-or-compile PK(n): the native's id (n: compiled, n+100000: loaded). */

@@ -473,12 +473,7 @@ static void redis_e2e_entry_published_between_read_and_remove_survives(void **st
   assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_OK);
   ccache__redis_set_hook((ccache__redis *)t->state, race_hook, NULL);
   ccache_config cfg;
-  t_config(&cfg, &ctx);
-  cfg.codec = &t_e2e_codec;
-  cfg.runtime_tag = T_E2E_TAG;
-  cfg.tier_min_compile_us = 0;
-  cfg.tiers = &t;
-  cfg.n_tiers = 1;
+  t_e2e_config(&cfg, &ctx, &t, T_E2E_TAG);
   ccache *b = NULL;
   assert_int_equal(ccache_open(&cfg, &b), CCACHE_OK);
   race_armed = 1;
