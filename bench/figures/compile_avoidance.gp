@@ -3,7 +3,7 @@
 # program cold (its compile) and warm (the tier's answer), medians, log
 # scale, the cold / warm ratio above each pair (k = thousand, M = million).  Given with -e: datafile
 # (tier, example, cold us, warm us), outfile, when (the run's time), ncpu.
-set terminal svg size 980,600 dynamic font "sans,13" background "white"
+set terminal svg size 980,600 fixed font "sans,13" background "white"
 set encoding utf8
 set termoption noenhanced
 set output outfile

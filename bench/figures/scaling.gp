@@ -2,7 +2,7 @@
 # threads on the 361-site walk, one line per mechanism (bench_scaling's
 # curve).  Given with -e: datafile (threads, then one column per series,
 # names in the header row), outfile, when (the run's time), ncpu.
-set terminal svg size 860,560 dynamic font "sans,13" background "white"
+set terminal svg size 860,560 fixed font "sans,13" background "white"
 set encoding utf8
 set termoption noenhanced
 set output outfile
