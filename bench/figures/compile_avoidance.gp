@@ -1,7 +1,7 @@
 # compile_avoidance.gp - bench/figures.sh's compile-avoidance figure: for
 # each tier (memory, directory, Redis) and example, the time to obtain one
 # program cold (its compile) and warm (the tier's answer), medians, log
-# scale, the cold / warm ratio above each pair (k = thousand, M = million).  Given with -e: datafile
+# scale, the ratio of the two medians above each pair (k = thousand, M = million).  Given with -e: datafile
 # (tier, example, cold us, warm us), outfile, when (the run's time), ncpu.
 set terminal svg size 980,600 fixed font "sans,13" background "white"
 set encoding utf8
