@@ -11,21 +11,21 @@
 #include "core/internal.h"
 
 int ccache__alarm_init(ccache *c) {
-  int rc = ccache__cond_init(&c->sw_cv, true);
+  int rc = ccache__mutex_init(&c->sw_mu);
   if (rc != CCACHE_OK) return rc;
-  rc = ccache__mutex_init(&c->sw_mu);
-  if (rc != CCACHE_OK) ccache__cond_destroy(&c->sw_cv);
+  rc = ccache__worker_init(&c->sw, &c->sw_mu);
+  if (rc != CCACHE_OK) ccache__mutex_destroy(&c->sw_mu);
   return rc;
 }
 
 void ccache__alarm_destroy(ccache *c) {
-  ccache__cond_destroy(&c->sw_cv);
+  ccache__worker_destroy(&c->sw);
   ccache__mutex_destroy(&c->sw_mu);
 }
 
 void ccache__alarm_ring(ccache *c) {
   ccache__lock(&c->sw_mu);
   c->sw_gen++;
-  ccache__cond_signal(&c->sw_cv);
+  ccache__worker_wake_locked(&c->sw);
   ccache__unlock(&c->sw_mu);
 }
