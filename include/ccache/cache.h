@@ -193,25 +193,15 @@ typedef struct ccache_config {
    *  Since 0.2. */
   uint32_t magic;
   /** Whether a background sweeper thread removes expired entries.
-   *
    *  Non-zero (default 1): the thread starts the first time ttl_ms is
-   *  finite (at ccache_open(), or later at ccache_set_limits()) and runs
-   *  until ccache_close().  Its wake-up rule: insert times never decrease
-   *  along the FIFO, so the oldest entry always expires first, and the
-   *  thread sleeps until that entry's deadline, its insert time + ttl_ms on
-   *  the configured clock (saturated at UINT64_MAX, which means no
-   *  deadline; a single wait lasts at most a day, then it looks again).  It
-   *  then removes the expired prefix in one writer section (cause ttl; the
-   *  destroys run on the sweeper thread, outside every lock) and sleeps
-   *  until the new oldest entry's deadline.  With no entry, or an unbounded
-   *  ttl_ms, it sleeps with no deadline until an insert into an empty table
-   *  or a ccache_set_limits() call wakes it; each wake-up sweeps and
-   *  computes the deadline again.  ccache_stats::sweeper_wakeups counts the
-   *  waits that ended at their deadline.
-   *
-   *  0: no thread is ever started.  Expired entries then leave when
-   *  ccache_sweep() runs or when a lookup finds them; a lookup never returns
-   *  an expired entry either way. */
+   *  finite (at ccache_open() or ccache_set_limits()) and runs until
+   *  ccache_close(); it wakes at the oldest entry's deadline (never on a
+   *  timer), removes the expired prefix (cause ttl; the destroys run on the
+   *  sweeper thread, outside every lock) and counts the waits that ended at
+   *  their deadline in ccache_stats::sweeper_wakeups.  0: no thread; expired
+   *  entries leave when ccache_sweep() runs or a lookup finds them.  A lookup
+   *  never returns an expired entry either way.  Mechanism: docs/design.md,
+   *  "Bounds and expiry". */
   int sweeper_thread;
   /** Most closure entries kept, in items: CCACHE_UNBOUNDED (default) or
    *  >= 1.  Past it the oldest inserts leave first (FIFO in insertion order;
@@ -238,10 +228,9 @@ typedef struct ccache_config {
   /** Passed to destroy_closure, destroy_program and clock_ms; never
    *  dereferenced by the cache. */
   void *ctx;
-  /** Monotonic milliseconds; NULL (default) means CLOCK_MONOTONIC.  Tests
-   *  inject a fake clock here.  The sweeper thread still *waits* on real
-   *  CLOCK_MONOTONIC time (for the time left until its deadline, as read on
-   *  this clock) but judges expiry with this clock. */
+  /** Monotonic milliseconds; NULL (default) means CLOCK_MONOTONIC.  Expiry
+   *  is judged on this clock; the sweeper waits the time left on it in real
+   *  CLOCK_MONOTONIC time. */
   ccache_clock_fn clock_ms;
   /** Allocator hook, allocation half: set both alloc and free, or neither
    *  (else CCACHE_EINVAL); NULL: malloc.  Everything the cache allocates
@@ -369,19 +358,14 @@ CCACHE_API int ccache_close(ccache *c);
 /**
  * @brief ccache_close(), with flags.
  *
- * A lease or handle whose holder can no longer release it (the thread that
- * held it exited, was cancelled, or unwound past its release) keeps
- * ccache_close() at CCACHE_EBUSY for ever.  Leases live in the caller's
- * memory and may be handed between threads, so the cache cannot tell a lost
- * one from one still in use: finding them is the checked build's job (its
- * EBUSY lists each with its key and taking thread, and marks the threads
- * that have exited), giving them up is the caller's decision.  With
- * CCACHE_CLOSE_ABANDON the caller declares that no lease or handle of @p c
- * will be used or released again: close then proceeds as if they had been
- * released, destroying every closure and program still held (each exactly
- * once, closures first) and freeing everything.  Releasing an abandoned
- * lease or handle afterwards is a use after free (the checked build aborts:
- * the cache is closed).
+ * With CCACHE_CLOSE_ABANDON the caller declares that no lease or handle of
+ * @p c will be used or released again (e.g. their holders' threads exited
+ * without releasing them; the checked build's EBUSY lists them): close then
+ * proceeds as if they had been released, destroying every closure and
+ * program still held (each once, closures first).  Releasing an abandoned
+ * lease or handle afterwards is a use after free (the checked build aborts).
+ * Why the cache cannot find lost leases itself: docs/design.md, "Leases
+ * nobody can release".
  * @param c the cache; NULL is a no-op returning CCACHE_OK.
  * @param flags 0 (exactly ccache_close()) or CCACHE_CLOSE_ABANDON; other bits
  *        are CCACHE_EINVAL.
@@ -396,18 +380,13 @@ CCACHE_API int ccache_close_ex(ccache *c, unsigned flags);
  * @brief Change the bounds at runtime.
  *
  * All three are validated first: any value of 0 returns CCACHE_EINVAL with
- * nothing changed.  If ttl_ms is finite and the config allowed a sweeper
- * thread, the thread is started now if it was not yet running.  Then, in one
- * writer section: the new ttl_ms applies at once to entries already present
- * (counted from their insert times: fetch never returns one expired under
- * it); shrinking max_items evicts the oldest entries (FIFO, cause capacity);
- * if the charged cost exceeds max_cost_bytes the oldest entries leave (cause
- * cost).  Destroys caused by these evictions run on this thread before it
- * returns.  Then the sweeper is woken: it removes the entries already
- * expired under the new ttl_ms and sleeps until the new oldest deadline, or
- * with no deadline if ttl_ms is unbounded (see
- * ccache_config::sweeper_thread).  Without a sweeper thread, entries expired
- * under the new ttl_ms stay until ccache_sweep() or a lookup finds them.
+ * nothing changed.  A finite ttl_ms starts the sweeper thread if the config
+ * allows one and it is not running.  Then, in one writer section, the new
+ * ttl_ms applies at once to the entries present (from their insert times),
+ * and the oldest entries leave while items exceed max_items (cause
+ * capacity) or the charged cost exceeds max_cost_bytes (cause cost); their
+ * destroys run on this thread before it returns.  The sweeper is woken for
+ * the new deadline (see ccache_config::sweeper_thread).
  * @param c the cache.
  * @param max_items items, CCACHE_UNBOUNDED or >= 1.
  * @param ttl_ms milliseconds, CCACHE_UNBOUNDED or >= 1.
@@ -632,25 +611,14 @@ CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *
  *         (NULL c or out); CCACHE_EBUSY (from a destroy callback run by
  *         ccache_close()); CCACHE_EFORKED.
  *
- * Thread-safe, and hits scale with threads: each thread has one reader per
- * cache it uses, made on the thread's first ccache_fetch(),
- * ccache_get_or_compile() or ccache_lease_release() on that cache (about 512
- * bytes from the allocator hook, plus room in the cache's array of readers;
- * if that fails, the thread's calls take a locked path instead, still
- * correct) and freed when the thread exits or the cache closes.  A hit writes
- * only memory its own thread owns: its reader's flag, a lease slot, its hit
- * count.  It takes no lock and does no atomic read-modify-write on shared
- * memory, so hits from any number of threads, on the same key or different
- * keys, share no written cache line.  A lease counts on the entry's shared
- * reference count instead (still correct, just one shared write) when it is
- * taken while the thread already holds 32 leases in its reader's slots on
- * this cache, when it is released on another thread than the one that took it
- * or after its entry left the table, and when ccache_get_or_compile() hands
- * it out after a miss (to the compiling caller and to each single-flight
- * waiter).  A hit that meets a writer changing the table (an insert, a
- * removal, an eviction, a sweep) waits for it on the writer lock.  Checked
- * build: aborts on a closed cache, and always takes the general (slower)
- * path.
+ * Thread-safe, and hits scale with threads: a hit takes no lock and writes
+ * only memory its own thread owns (its reader: about 512 bytes from the
+ * allocator hook, made on the thread's first call on this cache and freed
+ * when the thread exits or the cache closes; without it the thread takes a
+ * locked path, still correct).  A hit waits only for a writer changing the
+ * table.  Which leases count on the entry's shared count instead:
+ * docs/design.md, "Hits that write nothing shared".  Checked build: aborts
+ * on a closed cache, and always takes the general (slower) path.
  */
 CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
 
@@ -788,29 +756,17 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  * @brief Fetch @p key, or compile it once whatever the number of concurrent
  * callers.
  *
- * Hit (a live entry, as ccache_fetch() would return): a lease, no callback;
- * counts a hit.  Miss: an expired entry found is removed (cause ttl), and
- * exactly one caller runs @p compile on its own thread with no lock held;
- * the entry is inserted like ccache_put() (later inserts win; a remove or
- * clear during the compile does not cancel it; then items over max_items
- * and cost over max_cost_bytes evict the oldest entries, never this one)
- * and the caller and every waiter get a lease on that entry, even if it is
- * evicted or expires before they wake.  Counts: a hit one `hits`; the
- * compiling caller one miss and one `compiles`; each waiter one miss and
- * one `waits`, whatever the result (a waiter's lease is not a hit); no
- * lookup at all when this thread's last ccache_fetch() on @p c missed
- * @p key and no get-or-compile ran on the thread since (the fetch counted
- * it); `compile_ns` adds the compile's own time (see ccache_stats).  With
- * ccache_config::on_event set, the owner reports COMPILE_START and
- * COMPILE_END around the compile.
- *
+ * Hit (a live entry, as ccache_fetch() would return): a lease, no callback.
+ * Miss: exactly one caller (the owner) runs @p compile on its own thread
+ * with no lock held; its result is inserted as by ccache_put() (a remove or
+ * clear during the compile does not cancel it), and the owner and every
+ * waiter get a lease on that entry, even if it is evicted before they wake.
+ * Counts: a hit `hits`; the owner a miss and `compiles`; each waiter a miss
+ * and `waits`; nothing when this thread's last ccache_fetch() on @p c missed
+ * @p key (that fetch counted it); `compile_ns` the compile's own time.  The
+ * owner reports COMPILE_START and COMPILE_END to ccache_config::on_event.
  * On success the closure and the program handle the compile returned belong
- * to the cache: the entry takes its own program reference and the cache
- * drops the compile's handle.  What a compile returns follows ccache_put()'s
- * rule: a closure the cache already owns (under another key, or one whose
- * entry left the table while a lease holds it) is a caller error
- * (undefined behaviour in the default build; the checked build aborts, see
- * "Checked build").
+ * to the cache (ccache_put()'s ownership rule applies to the closure).
  * @param c the cache.
  * @param key the closure key (by value).
  * @param compile the callback (must not be NULL); called at most once per
@@ -881,33 +837,19 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  * @brief Look up the program interned under @p pkey, or make it once
  * whatever the number of concurrent callers, and return a handle (+1).
  *
- * Hit (@p pkey is interned): a handle, no callback, no tier asked; counts
- * program_hits +1.  Miss: counts program_misses +1, and exactly one caller
- * owns it (the single-flight owner); every other caller for @p pkey waits
- * (counts program_misses +1 and program_waits +1) and then gets the
- * owner's result: a handle, or the owner's status and error detail.  The
- * owner, with no cache lock held:
- *  - with usable tiers and a codec (see "Persistent tiers"), first asks them
- *    (taking their compile locks in turn); a tier hit decodes the program
- *    (counts tier_hits +1, never program_compiles) and @p compile is not
- *    called;
- *  - otherwise runs @p compile on its own thread (program_compiles +1
- *    whether it succeeds or not; `program_compile_ns` adds its own time;
- *    COMPILE_START and COMPILE_END events; with tiers, a
- *    successful result is written to them when the compile took at least
- *    tier_min_compile_us);
- *  - then interns the native program under @p pkey with the cost from
- *    `cost_out` (or the codec's decode), as ccache_program_intern() does
- *    without counting a lookup: the native it got always belongs to the
- *    cache; if @p pkey was interned meanwhile (by another call, or by the
- *    compile itself), the existing program is returned and the new native
- *    is destroyed unless it is that very pointer.
- *
- * Unlike ccache_get_or_compile() this makes no closure entry, so nothing is
- * charged against max_cost_bytes until a closure entry refers to the
- * program, and no lease is involved: the handle pins the program until
- * ccache_program_release().  Tier failures never change the status returned
- * here (they count in tier_errors and the program is compiled).
+ * Hit (@p pkey is interned): a handle, no callback, no tier asked
+ * (program_hits +1).  Miss (program_misses +1): exactly one caller owns it;
+ * every other caller for @p pkey waits (program_waits +1) and gets the
+ * owner's result, a handle or the owner's status and detail.  The owner,
+ * with no cache lock held, asks the tiers (if any, with a codec; a hit is
+ * decoded, tier_hits +1, and @p compile is not called), else runs @p compile
+ * (program_compiles +1, `program_compile_ns`, COMPILE_START/END events; the
+ * result is stored in the tiers when it took at least tier_min_compile_us),
+ * then interns the native as ccache_program_intern() does (if @p pkey was
+ * interned meanwhile, the existing program is returned and the new native
+ * destroyed unless it is that very pointer).  No closure entry is made, so
+ * nothing is charged against max_cost_bytes until one refers to the
+ * program.  Tier failures never change the status returned here.
  * @param c the cache.
  * @param pkey the program key (by value).
  * @param compile the callback (must not be NULL); called at most once per
@@ -963,20 +905,10 @@ CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_stro
 /* ------------------------------------------------------------------------ */
 /** @name Statistics
  *
- * **Past 2^64.**  Every counter and bound is 64 bits wide; what happens at
- * the edge:
- *  - the monotonic counters of ccache_stats (hits, inserts, compile_ns, the
- *    tier counters, ...) wrap modulo 2^64;
- *  - the charged cost is a 128-bit sum inside, so no sum of program costs
- *    ever wraps and a CCACHE_UNBOUNDED max_cost_bytes never evicts for cost;
- *    the `cost_bytes` gauge reports it saturated at UINT64_MAX;
- *  - the 64-bit insert index of closure entries wraps with no effect: the
- *    FIFO order is the table's insertion order, never an index comparison;
- *  - a TTL deadline (insert time + ttl_ms) saturates at UINT64_MAX, which
- *    means no deadline, and expiry is tested without computing the sum;
- *  - the `leases_out` gauge never wraps: in the default build, a count that
- *    a caller error drove below zero (a lease released twice) reads 0; the
- *    checked build aborts at the second release instead.
+ * Every counter is 64 bits wide and wraps modulo 2^64; the gauges never
+ * wrap (cost_bytes saturates at UINT64_MAX; leases_out reads 0, not a
+ * wrapped value, after a caller error).  What happens at each edge:
+ * docs/design.md, "Bounds and expiry".
  * @{ */
 
 /**

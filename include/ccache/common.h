@@ -168,31 +168,18 @@ CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
  *  - one native program pointer interned under two program keys.
  *
  * The checked build, `cmake -DCCACHE_CHECKED=ON` (or the `checked` preset),
- * builds libccache with registries of the open caches, of the leases out
- * (each lease gets a token in its internal_ words) and of the closures and
- * natives each cache owns.  Each error above then aborts the process after
+ * aborts the process on each error above, and on a program handle released
+ * twice or released by a compile that then hands it to the cache, after
  * exactly one line on stderr, `ccache: <misuse> (<function>)`, e.g.
- * `ccache: lease released twice (ccache_lease_release)`.  NULL closures and
- * natives are exempt (any number of them may be given); a pointer is
- * forgotten once the cache has destroyed it (run its destroy callback, or
- * would have with none set), so an address the allocator reuses is new.
- * The registries sit behind one process-wide mutex, and ccache_fetch() and
- * ccache_lease_release() always take their general (slower) paths: a build
- * for tests and debugging.  It also tracks program handles (each handle
- * out, with its key and taking thread): a handle released twice aborts with
- * `ccache: program handle released twice, or never handed out
- * (ccache_program_release)`, and a compile that released the handle it
- * then hands to the cache with `ccache: compile handed the cache a program
- * handle it had released (or never had) (ccache_get_or_compile)` (the
- * default build crashes later, inside the cache).  A refused ccache_close()
- * prints one line per lease and handle still out, `ccache: close refused:
- * lease on key <hex> taken by thread <tid>[ (exited)]`, without aborting.
- * Nothing of it is compiled into the default build.
- *
- * The header, the ABI, the target and file names (ccache::ccache,
- * libccache.a, libccache.so) are the same in both builds: an application
- * links against the checked build by building the library with the option
- * and linking it as usual; it needs no macro of its own.
+ * `ccache: lease released twice (ccache_lease_release)`; a refused
+ * ccache_close() prints one line per lease and handle still out (its key,
+ * the thread that took it, whether that thread exited), without aborting.
+ * NULL closures and natives are exempt; a pointer the cache destroyed is
+ * forgotten, so an address the allocator reuses is new.  It is slower (one
+ * process-wide mutex; ccache_fetch() always takes its general path): a
+ * build for tests and debugging.  The header, the ABI, the target and file
+ * names are the same in both builds; the application needs no macro.
+ * Mechanism: docs/design.md, "Asserts and errors".
  * @{ */
 /** @} */
 
@@ -246,16 +233,12 @@ CCACHE_API char *ccache_key_hex(ccache_key key, char out[CCACHE_KEY_HEX_LEN]);
  * collision-resistant digest of the caller's own) for a cache opened with
  * ccache_config::key_mode = CCACHE_KEYS_STRONG.
  *
- * Why this shape (the public decision of 0.2, see CHANGELOG "Strong keys"):
- * the tables stay keyed by 128 bits, @c key, which picks the bucket as a
- * ccache_key does; every entry of a strong cache stores the full 256 bits,
- * and every match the cache makes - a hit, an insert that replaces, a
- * single-flight join, a program lookup, a tier entry loaded - compares all
- * of them.  So two inputs with one match take 2^128 work (a collision of the
- * whole digest), not the 2^64 of a 128-bit key.  Cost: 16 bytes more per
- * closure entry and per program of a strong cache only (bench_memory); the strong calls
- * take the key by pointer (32 bytes) and compare 32 bytes instead of 16;
- * the ccache_key calls, their ABI and their hit path are unchanged.
+ * The tables stay keyed by @c key (the bucket); every entry of a strong
+ * cache stores all 256 bits, and every match (a hit, a replacing insert, a
+ * single-flight join, a program lookup, a tier entry loaded) compares all
+ * of them, so two inputs with one match take 2^128 work.  Cost: 16 bytes
+ * more per closure entry and per program of a strong cache only; the
+ * ccache_key calls are unchanged (docs/design.md, "Strong keys").
  * Digest bytes map little-endian: key.lo = bytes 0..7, key.hi = 8..15,
  * check.lo = 16..23, check.hi = 24..31.
  */
