@@ -7,15 +7,13 @@
  * until the new oldest entry's deadline.  With no entry, or an unbounded TTL,
  * it sleeps until its alarm rings (alarm.c: an insert into an empty table, a
  * new TTL) or close stops it; it never wakes just to find nothing to do.
- * (EMLX's CompileCache ticks every ttl/2 instead: an idle cache with a 1 ms
- * TTL then wakes 2,000 times a second, and an entry may outlive its deadline
- * by up to ttl/2.)
  *
  * It waits on a condition variable over CLOCK_MONOTONIC but judges expiry with
  * the cache's configured clock, like every other call; the wait is the
  * remaining time on that clock.  Destroys caused by its sweeps run on this
  * thread, outside every lock.  The thread starts the first time the TTL is
- * finite (at open or at set_limits), never when config.sweeper_thread is 0.
+ * finite (at open or at set_limits), never when config.sweeper_thread is 0;
+ * its lifecycle is base/worker.h's.
  */
 #include "core/internal.h"
 

@@ -1,8 +1,9 @@
 /*
  * tier.h - internal interface of the persistent tiers (tier.c: the stack;
  * tier_open.c: the tiers at open and close; tier_renew.c: the lease-renewal
- * thread; tier_format.c: the entry format), and what the backends
- * (disk/, redis/) see of them.  Not installed.
+ * threads; tier_health.c: the error counts and health reports;
+ * tier_format.c: the entry format), and what the backends (disk/, redis/)
+ * see of them.  Not installed.
  *
  * The tier stack sits below the core: it knows a cache only as the opaque
  * key of its callback frames (base/callback.h) and as the owner recorded in
@@ -118,7 +119,7 @@ typedef struct ccache__tier_counts {
 
 #define CCACHE__TIER_ERROR_LINE 160u
 
-/* A cache's tiers: what open copied, the counts, the renewal thread. */
+/* A cache's tiers: what open copied, the counts, the renewal lanes. */
 struct ccache__tiers {
   ccache__mem mem;   /* the owning cache's allocator (fixed at open) */
   const void *owner; /* the owning cache: the key of every callback frame
@@ -196,7 +197,7 @@ int ccache__tiers_check(const ccache_config *cfg);
  * is owned and *out is NULL). */
 int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const void *owner,
                        const ccache_config *cfg);
-/* At close (nothing in flight): join the renewal thread, close the tiers,
+/* At close (nothing in flight): join the renewal threads, close the tiers,
  * free the state and set *tsp to NULL.  *tsp NULL: nothing to do. */
 void ccache__tiers_close(struct ccache__tiers **tsp);
 /* The lease-renewal thread's name (at most 15 characters). */
