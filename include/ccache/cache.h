@@ -22,8 +22,6 @@ extern "C" {
 /** @name Configuration
  * @{ */
 
-/* ---- First use (issue 29): the event hook ---- */
-
 /** What a ccache_event reports (ccache_event::kind).  Pinned values. */
 typedef enum ccache_event_kind {
   /** A compile callback is about to run (level, key). */
@@ -101,7 +99,7 @@ typedef struct ccache_event {
  * Runs synchronously, with no internal lock held, on the thread the event
  * happens on: compile events on the thread that runs the compile (the
  * single-flight owner); tier events on the owner of the program miss (a
- * TIER_ERROR of op "renew" on the cache's lease-renewal thread, "attach" on
+ * TIER_ERROR of op "renew" on a lease-renewal thread, "attach" on
  * the thread calling ccache_open()); EVICT events on the thread whose call
  * made the entry leave, after its locks are released (the sweeper thread for
  * the entries it expires, the closing thread for CCACHE_CAUSE_CLOSED).  It
@@ -205,7 +203,7 @@ typedef struct ccache_config {
   int sweeper_thread;
   /** Most closure entries kept, in items: CCACHE_UNBOUNDED (default) or
    *  >= 1.  Past it the oldest inserts leave first (FIFO in insertion order;
-   *  a hit does not refresh an entry), as EMLX's CompileCache (PR #140).
+   *  a hit does not refresh an entry).
    *  Changeable with ccache_set_limits(). */
   uint64_t max_items;
   /** Time to live in milliseconds, from insert time (a hit never refreshes
@@ -303,19 +301,15 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *            must come from ccache_config_init().
  * @param out receives the new cache, owned by the caller until
  *            ccache_close() returns CCACHE_OK.  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below the
- *         struct up to alloc_ctx (the fields before the tiers, which then
- *         take their defaults) or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic
- *         not CCACHE_CONFIG_MAGIC: a config that never went through
- *         ccache_config_init() is refused before any of its other fields is
- *         used; a bound of 0; alloc without free or free without alloc;
- *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
- *         tier, a tier listed twice or already owned by another cache, a
- *         codec with a NULL callback, n_tiers > 0 without a codec: each with
- *         a ccache_error_detail() line); CCACHE_ENOMEM; CCACHE_ETHREAD (the
- *         sweeper thread, or a lock, could not be created; pthread's ENOMEM
- *         there is CCACHE_ENOMEM).  On every error the caller keeps its
- *         tiers and nothing is left running.
+ * @return CCACHE_OK; CCACHE_EINVAL, each with a ccache_error_detail() line
+ *         (NULL cfg or out; a size or magic that never went through
+ *         ccache_config_init(), refused before any other field is read; a
+ *         bound of 0; alloc without free or the reverse; a bad tier array
+ *         (over CCACHE_MAX_TIERS, NULL, a NULL or repeated tier, one another
+ *         cache owns); a codec with a NULL callback, or tiers without a
+ *         codec); CCACHE_ENOMEM; CCACHE_ETHREAD (a thread or lock could not
+ *         be created).  On every error the caller keeps its tiers and
+ *         nothing is left running.
  * Thread-safe.  If ttl_ms is finite and sweeper_thread is non-zero, the
  * sweeper thread starts here.  With a codec, each tier's attach op runs here
  * (its failure disables that tier for this cache and counts in tier_errors;
@@ -332,12 +326,8 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  * @return CCACHE_OK (c is freed); CCACHE_EBUSY, nothing changed and the cache
  *         still usable, while any lease or program handle is outstanding,
  *         while a compile is in flight, or when called from inside any
- *         callback of this cache: ccache_error_detail() then says which,
- *         with the counts ("ccache_close: busy: 1 lease(s), 0 program
- *         handle(s), 0 compile(s) in flight out"), and the checked build
- *         also prints one line per outstanding lease and handle to stderr
- *         (its key and the thread that took it, and whether that thread has
- *         exited);
+ *         callback of this cache (ccache_error_detail() gives the counts;
+ *         the checked build also lists each lease and handle on stderr);
  *         CCACHE_EINVAL for the default instance (ccache_default()), which
  *         lives until the process exits; CCACHE_EFORKED in a child process.
  * Must not run concurrently with any other call on @p c, nor be followed
@@ -422,8 +412,8 @@ CCACHE_API int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_m
 /* ------------------------------------------------------------------------ */
 /** @name Program table
  * Programs are interned under their own structural key (the "dispatch" key:
- * op, shapes, dtypes, attributes, target; never a call site), as EMLX's
- * native dispatch cache, so many closure entries share one program.
+ * op, shapes, dtypes, attributes, target; never a call site), so many
+ * closure entries share one program.
  * @{ */
 
 /**
@@ -538,28 +528,20 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
  * @brief Store @p closure under @p key, running @p p.
  *
  * The entry takes its own reference on @p p; the caller keeps its handle.
- * The entry gets the next 64-bit insert index (it wraps past 2^64 - 1 with
- * no effect: the FIFO is the insertion order) and the insert time
- * max(clock now, previous insert time).  If @p key is present the entry is
- * replaced (the later insert wins; counts as an insert and as `replaced`; no
- * capacity eviction; leases on the old entry stay valid).  Putting the very
- * closure pointer the entry already holds does not destroy it.  Then, while
- * items > max_items the oldest entry leaves (cause capacity), and while the
- * charged cost > max_cost_bytes the oldest entries leave (cause cost), never
- * the entry just inserted (so when this entry's program alone costs more
- * than the cap, every other entry leaves).  An insert into an empty table
- * wakes the sweeper.  Destroys caused by this call run on this thread before
- * it returns.
+ * Its insert time is max(clock now, previous insert time).  A present
+ * @p key is replaced (the later insert wins; counts `replaced`; leases on
+ * the old entry stay valid).  Then the oldest entries leave while items >
+ * max_items (cause capacity) or the charged cost > max_cost_bytes (cause
+ * cost), never the entry just inserted.  Destroys caused by this call run
+ * on this thread before it returns.
  *
- * Ownership of @p closure passes to the cache in every case where @p c is not
- * NULL: on error it is destroyed once with destroy_closure.  The one pointer
- * the cache already owns that may be put again is the closure of the entry
- * now in the table under @p key.  Putting any other pointer the cache still
- * owns (one stored under another key, or one whose entry has left the table
- * but is still held by a lease, e.g. taken from a lease) is a caller error:
- * it would be destroyed twice (undefined behaviour in the default build; the
- * checked build aborts, see "Checked build").  The same holds for what a
- * compile returns.
+ * Ownership of @p closure passes to the cache whenever @p c is not NULL: on
+ * error it is destroyed once.  The one pointer the cache already owns that
+ * may be put again is the closure of the entry now under @p key (it is not
+ * destroyed); putting any other pointer the cache still owns (stored under
+ * another key, or held by a lease after its entry left) is a caller error,
+ * a double destroy (the checked build aborts, see "Checked build").  The
+ * same holds for what a compile returns.
  * @param c the cache.
  * @param key the closure key (call site fingerprint; by value).
  * @param closure the runtime's callable (may be NULL: stored as is, never
@@ -713,8 +695,7 @@ CCACHE_API int64_t ccache_sweep(ccache *c);
 /** @name Single-flight get-or-compile
  * Concurrent misses on one key compile once: one caller runs the compile
  * callback with no lock held, every other caller for that key waits and then
- * gets the same result (oneDNN's primitive cache does this with a shared
- * future, JAX with a notification).  Errors are never cached.
+ * gets the same result.  Errors are never cached.
  *
  * A compile callback may call any ccache function, get-or-compile for other
  * keys included.  Asking for its own key, directly or through a cycle of
@@ -991,7 +972,7 @@ typedef struct ccache_stats {
   uint64_t tier_leases_lost;   /**< compile leases whose renewal failed (the server did not
                                     answer in time, or the lease had lapsed and another
                                     process took it): no more renewals for it; each also
-                                    counts in tier_errors.  Since 0.2 (issue 20). */
+                                    counts in tier_errors.  Since 0.2. */
   uint64_t tier_lock_timeouts; /**< directory-tier writes and removes whose size
                                     accounting was deferred: the size file's lock
                                     was held past io_lock_ms (or, after such a
@@ -1061,7 +1042,7 @@ CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len)
 /* ------------------------------------------------------------------------ */
 /** @name Default instance
  * One process-wide cache for runtimes that do not want to pass a handle
- * around (as EMLX calls default to its one named process).
+ * around.
  * @{ */
 
 /**
@@ -1077,18 +1058,12 @@ CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len)
  *        takes them when it is created, and a later ccache_default_init()
  *        that does not list one again frees it.  On error the caller keeps
  *        them.
- * @return CCACHE_OK; CCACHE_EINVAL (nothing kept: NULL cfg; cfg->size below
- *         the struct up to alloc_ctx or above CCACHE_STRUCT_SIZE_MAX, or
- *         cfg->magic not CCACHE_CONFIG_MAGIC, i.e. a config that never went
- *         through ccache_config_init(), refused before any other field is
- *         used; a bound of 0; alloc without free or free without alloc;
- *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
- *         tier, a tier listed twice or already owned by a cache, a codec
- *         with a NULL callback); CCACHE_ENOMEM (copying the runtime tag;
- *         nothing kept); CCACHE_EBUSY (the default instance already exists;
- *         nothing kept).  Unlike ccache_open() it starts nothing: the
- *         sweeper thread and the tiers' attach ops wait for the instance.
- *         Thread-safe.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg, or a config ccache_open()
+ *         refuses with CCACHE_EINVAL); CCACHE_ENOMEM (copying the runtime
+ *         tag); CCACHE_EBUSY (the default instance already exists).  On
+ *         error nothing is kept.  Unlike ccache_open() it starts nothing:
+ *         the sweeper thread and the tiers' attach ops wait for the
+ *         instance.  Thread-safe.
  */
 CCACHE_API int ccache_default_init(const ccache_config *cfg);
 
@@ -1097,26 +1072,19 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  *
  * Bounds come from ccache_default_init()'s config (or the defaults), each
  * overridden by an environment variable when set: CLOSURE_CACHE_MAX_ITEMS,
- * CLOSURE_CACHE_TTL_MS (milliseconds), CLOSURE_CACHE_MAX_COST (bytes).  The
- * CCACHE_ prefix is deliberately not used: the ccache compiler cache reports
- * unknown CCACHE_* variables as errors.  Accepted forms: a decimal integer
- * >= 1 (no sign, no spaces, no suffix, at most UINT64_MAX - 1), or
- * "unbounded" / "infinity".  Anything else (an empty value included) makes
- * this call return CCACHE_EINVAL, with ccache_error_detail() naming the
- * variable and the value refused (the library prints nothing); the
- * variables are read again at each call until the instance exists, so a bad
- * value fails every call.  CLOSURE_CACHE_REDIS=host:port[,host:port...]
- * (or unix:/path, or sentinel:host:port[,...]/name[,...]; the servers
- * value of ccache_redis_options) adds a Redis tier
- * with the default options below the configured tiers, if
- * ccache_default_init() supplied a codec (without one, or when it is empty,
- * it is ignored); a bad list makes this call return CCACHE_EINVAL, a build
- * without hiredis CCACHE_ENOTSUP, each with ccache_error_detail() naming the
- * variable.  A server that is down is not an error here (see
- * ccache_tier_redis()).  The instance lives until the process exits;
- * ccache_close() on it returns CCACHE_EINVAL.  In a child process after
- * fork(), the parent's instance refuses every call (CCACHE_EFORKED) and the
- * child's first ccache_default() creates the child's own instance.
+ * CLOSURE_CACHE_TTL_MS (milliseconds), CLOSURE_CACHE_MAX_COST (bytes) (not
+ * CCACHE_*: the ccache compiler cache rejects unknown CCACHE_* variables).
+ * Accepted: a decimal integer >= 1 (no sign, spaces or suffix, at most
+ * UINT64_MAX - 1), or "unbounded" / "infinity"; anything else (empty
+ * included) makes this call return CCACHE_EINVAL, with a detail naming the
+ * variable and value, at every call until the instance exists.
+ * CLOSURE_CACHE_REDIS (the servers value of ccache_redis_options) adds a
+ * Redis tier with default options below the configured tiers, if
+ * ccache_default_init() supplied a codec (else, or when empty, it is
+ * ignored); a down server is not an error here.  The instance lives until
+ * the process exits (ccache_close() on it is CCACHE_EINVAL); in a fork()
+ * child the parent's instance refuses every call (CCACHE_EFORKED) and the
+ * child's first ccache_default() creates its own.
  * @param out receives the cache on CCACHE_OK (not owned by the caller: never
  *        close it); untouched on error.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL out; a bad CLOSURE_CACHE_MAX_ITEMS,

@@ -97,26 +97,17 @@ CCACHE_API const char *ccache_strerror(int status);
  * @brief One line of detail about the most recent failed call on this
  * thread that records one.
  *
- * **Read it only after a call failed**, and only for the calls below: a
- * success neither clears nor sets it (clearing it would cost every hit), so
- * after a success it may still hold an older failure's text.  The calls
- * that record one, before returning their status, in thread-local storage:
- *  - ccache_open() and ccache_default_init(): every CCACHE_EINVAL for a bad
- *    config (size or magic, a bound of 0, alloc without free, the tier
- *    fields, tiers without a codec);
- *  - ccache_get_or_compile() and ccache_program_get_or_compile(): every
- *    failure; for a failed compile, the message the compile gave
- *    ccache_compile_fail() (or a nested call's detail), on the owner's
- *    thread and on every single-flight waiter's;
- *  - ccache_close() / ccache_close_ex(): CCACHE_EBUSY, with what is out;
- *  - ccache_stats_get(): CCACHE_EINVAL for a struct never set up;
- *  - ccache_tier_disk(): CCACHE_EPERM, CCACHE_EIO and CCACHE_ENOTSUP (not
- *    CCACHE_EINVAL or CCACHE_ENOMEM);
- *  - ccache_tier_redis(): a refused option or server list, CCACHE_ENOTSUP;
- *  - ccache_default(): a refused CLOSURE_CACHE_* variable, naming it and its
- *    value; a bad CLOSURE_CACHE_REDIS.
- * The library never prints it.  Calls that record nothing leave it
- * unchanged.
+ * **Read it only after a call failed**: a success neither clears nor sets
+ * it (that would cost every hit), so after a success it may hold an older
+ * failure's text.  Recorded, in thread-local storage, by: ccache_open() and
+ * ccache_default_init() (every EINVAL for a bad config); both
+ * get-or-compile calls (every failure; a failed compile's
+ * ccache_compile_fail() message, on the owner's thread and every waiter's);
+ * ccache_close() / ccache_close_ex() (EBUSY, with what is out);
+ * ccache_stats_get() (EINVAL); ccache_tier_disk() (EPERM, EIO, ENOTSUP);
+ * ccache_tier_redis() (a refused option, ENOTSUP); ccache_default() (a
+ * refused CLOSURE_CACHE_* variable, naming it and its value).  Calls that
+ * record nothing leave it unchanged; the library never prints it.
  * @return a NUL-terminated string owned by the library ("" if nothing was
  *         recorded on this thread; at most 511 bytes); never NULL.  Valid
  *         until the next ccache call on this thread; never free it.

@@ -221,7 +221,7 @@ typedef struct ccache_tier_ops {
   uint64_t poll_max_ms; /**< backoff cap, ms, >= poll_ms */
   uint64_t wait_ms;     /**< total wait for a busy lock before compiling without
                              it, ms (0: never wait) */
-  /* ---- Appended in 0.2 (issue 20); zero (NULL) keeps the behaviour a
+  /* ---- Appended in 0.2; zero (NULL) keeps the behaviour a
    * backend without them had. ---- */
   /**
    * Remove the entry for @p pkey only if it is still the one get() just
@@ -335,7 +335,7 @@ typedef struct ccache_tier_health {
   uint64_t leases_lost;     /**< leases whose renewal failed (tier_leases_lost, per part) */
   uint64_t lock_waits;      /**< lock attempts that found the lock held by another
                              process (each CCACHE_EBUSY answer) */
-  /* Appended (issue 23): a caller whose size ends before them gets the fields above. */
+  /* Appended in 0.2: a caller whose size ends before them gets the fields above. */
   uint64_t fallback_reads;  /**< hits on this server for keys whose first server (in their
                              rendezvous order) is another: entries written while it was down */
   uint64_t fallback_writes; /**< entries and compile leases written here because the keys'
