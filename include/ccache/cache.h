@@ -97,16 +97,13 @@ typedef struct ccache_event {
  * @param ctx ccache_config::event_ctx.
  * @param ev the event (see ccache_event for its lifetime).
  * Runs synchronously, with no internal lock held, on the thread the event
- * happens on: compile events on the thread that runs the compile (the
- * single-flight owner); tier events on the owner of the program miss (a
- * TIER_ERROR of op "renew" on a lease-renewal thread, "attach" on
- * the thread calling ccache_open()); EVICT events on the thread whose call
- * made the entry leave, after its locks are released (the sweeper thread for
- * the entries it expires, the closing thread for CCACHE_CAUSE_CLOSED).  It
- * may call into the cache (except ccache_close() on it; a call that adds to
- * the cache returns CCACHE_EBUSY during ccache_close()).  Several threads
- * may run it at once: make it thread-safe.  Keep it short: a compile or a
- * writer's call waits for it.
+ * happens on: compile and tier events on the single-flight owner (a "renew"
+ * TIER_ERROR on a lease-renewal thread, "attach" on the ccache_open()
+ * thread), EVICT events on the thread whose call made the entry leave (the
+ * sweeper's, the closing thread's), after its locks are released.  It may
+ * call into the cache (except ccache_close() on it).  Several threads may
+ * run it at once: make it thread-safe, and short (a compile or a writer
+ * waits for it).
  */
 typedef void (*ccache_event_fn)(void *ctx, const ccache_event *ev);
 
@@ -488,32 +485,26 @@ CCACHE_API void *ccache_program_native(const ccache_program *p);
 CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 
 /**
- * @brief ccache_program_intern() for a strong cache (ccache_config::key_mode
- * CCACHE_KEYS_STRONG): the program is interned under all 256 bits of
- * @p pkey, and a later lookup finds it only with all 256 equal.
- * @param c the cache (a strong one).
- * @param pkey the program's strong key (read during the call only).
- * @param native the native program; ownership passes to the cache whenever
- *        @p c is not NULL, as in ccache_program_intern().
+ * @brief ccache_program_intern() for a strong cache (see ccache_key_mode):
+ * interned under, and later found by, all 256 bits of @p pkey.
+ * @param c the cache.
+ * @param pkey the strong key (read during the call only).
+ * @param native as ccache_program_intern() (ownership passes to the cache).
  * @param cost_bytes as ccache_program_intern() (bytes).
- * @param out receives the handle, as ccache_program_intern().
- * @return as ccache_program_intern(); CCACHE_EINVAL also for a NULL
- *         @p pkey and on a fast cache (native destroyed either way).
- * Thread-safe (the program table's lock).  A strong cache's programs take
- * 16 bytes more than a fast cache's.
+ * @param out as ccache_program_intern().
+ * @return as ccache_program_intern(); CCACHE_EINVAL also for a NULL @p pkey
+ *         or a fast cache (native destroyed).  Thread-safe.
  */
 CCACHE_API int ccache_program_intern_strong(ccache *c, const ccache_strong_key *pkey, void *native,
                                             uint64_t cost_bytes, ccache_program **out);
 
 /**
- * @brief ccache_program_fetch() for a strong cache: a hit needs all 256
- * bits of @p pkey equal.
- * @param c the cache (a strong one).
+ * @brief ccache_program_fetch() for a strong cache: all 256 bits match.
+ * @param c the cache.
  * @param pkey the strong key (read during the call only).
- * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise, as
- *        ccache_program_fetch().
+ * @param out as ccache_program_fetch().
  * @return as ccache_program_fetch(); CCACHE_EINVAL also for a NULL @p pkey
- *         and on a fast cache.  Thread-safe (the program table's lock).
+ *         or a fast cache.  Thread-safe.
  */
 CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *pkey,
                                            ccache_program **out);
@@ -561,17 +552,14 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
 CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p);
 
 /**
- * @brief ccache_put() for a strong cache: the entry is stored under all 256
- * bits of @p key (16 bytes more per entry than a fast cache's), and
- * replaces an entry only when all 256 are equal; one whose first 128 bits
- * alone are equal is a different key that shares a bucket.
- * @param c the cache (a strong one).
+ * @brief ccache_put() for a strong cache: stored under, and replacing only
+ * an entry with, all 256 bits of @p key.
+ * @param c the cache.
  * @param key the strong key (read during the call only).
- * @param closure the runtime's callable; ownership as in ccache_put().
- * @param p a live handle of this cache (not consumed).
+ * @param closure as ccache_put() (ownership passes to the cache).
+ * @param p as ccache_put() (not consumed).
  * @return as ccache_put(); CCACHE_EINVAL (closure destroyed) also for a
- *         NULL @p key and on a fast cache, and ccache_put() returns it on a
- *         strong one.  Thread-safe, as ccache_put().
+ *         NULL @p key or a fast cache.  Thread-safe.
  */
 CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *closure,
                                  ccache_program *p);
@@ -610,8 +598,7 @@ CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
  * entry's.
  *
  * The same common path as ccache_fetch() (no lock, nothing shared written),
- * with 32 bytes compared instead of 16; bench/run's callgrind row gives its
- * instructions beside the fast call's.
+ * with 32 bytes compared instead of 16.
  * @param c the cache.
  * @param key the strong key (read during the call; NULL is CCACHE_EINVAL).
  * @param out as ccache_fetch().
@@ -779,18 +766,15 @@ CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_f
 
 /**
  * @brief ccache_get_or_compile() for a strong cache: hits, single-flight
- * joins and the entry inserted all go by the 256 bits of @p key (a compile
- * in flight for a key with the same first 128 bits but another check is a
- * different flight).
- * @param c the cache (a strong one).
- * @param key the strong key (read during the call only); @p compile
- *        receives its first half, key->key, as its `key`.
- * @param compile the callback, as ccache_get_or_compile()'s.
- * @param ud passed to @p compile; never dereferenced by the cache.
- * @param out caller-owned lease, as ccache_get_or_compile()'s.
+ * joins and the entry inserted go by all 256 bits of @p key.
+ * @param c the cache.
+ * @param key the strong key (read during the call only); @p compile gets
+ *        key->key as its `key`.
+ * @param compile as ccache_get_or_compile().
+ * @param ud as ccache_get_or_compile().
+ * @param out as ccache_get_or_compile().
  * @return as ccache_get_or_compile(); CCACHE_EINVAL also for a NULL @p key
- *         and on a fast cache (and ccache_get_or_compile() returns it on a
- *         strong one).  Thread-safe, as ccache_get_or_compile().
+ *         or a fast cache.  Thread-safe.
  */
 CCACHE_API int ccache_get_or_compile_strong(ccache *c, const ccache_strong_key *key,
                                             ccache_compile_fn compile, void *ud, ccache_lease *out);
@@ -860,22 +844,17 @@ CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
 
 /**
  * @brief ccache_program_get_or_compile() for a strong cache: the program
- * table, the single-flight and the tiers all go by the 256 bits of
- * @p pkey.  Its tiers' namespace is the strong one ("v1/strong-<tag
- * hash>"), and each entry written carries all 256 bits in its header;
- * an entry whose 256 bits differ from @p pkey's is never decoded (it
- * counts in tier_corrupt and is removed).
- * @param c the cache (a strong one).
+ * table, the single-flight and the tiers go by all 256 bits of @p pkey (its
+ * tiers' namespace is the strong one, and an entry whose 256 bits differ is
+ * never decoded: tier_corrupt).
+ * @param c the cache.
  * @param pkey the strong key (read during the call only); @p compile, the
- *        codec and the tier ops receive its first half, pkey->key, as
- *        their key.
- * @param compile the callback, as ccache_program_get_or_compile()'s.
- * @param ud passed to @p compile; never dereferenced by the cache.
- * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
- * @return as ccache_program_get_or_compile(); CCACHE_EINVAL also for a
- *         NULL @p pkey and on a fast cache (and
- *         ccache_program_get_or_compile() returns it on a strong one).
- *         Thread-safe.
+ *        codec and the tier ops get pkey->key as their key.
+ * @param compile as ccache_program_get_or_compile().
+ * @param ud as ccache_program_get_or_compile().
+ * @param out as ccache_program_get_or_compile().
+ * @return as ccache_program_get_or_compile(); CCACHE_EINVAL also for a NULL
+ *         @p pkey or a fast cache.  Thread-safe.
  */
 CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
                                                     ccache_program_compile_fn compile, void *ud,

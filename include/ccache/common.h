@@ -284,23 +284,15 @@ typedef struct ccache_program ccache_program;
 
 /**
  * What a hit returns: the closure and its native program, both valid until
- * the lease is released with ccache_lease_release(), even if the entry is
- * evicted, replaced, removed or expires meanwhile.  A lease pins its closure
- * entry, which pins its program; while any lease is out, ccache_close()
- * returns CCACHE_EBUSY.  The lease struct is the caller's (stack is fine);
- * the cache keeps no pointer to it.  Taking a lease allocates nothing (a
- * thread's first ccache_fetch(), ccache_get_or_compile() or
- * ccache_lease_release() on a cache allocates that thread's reader, see
- * ccache_fetch(); the checked build allocates a token per lease).  A lease
- * may be released on any thread.
- *
- * A zero-initialised lease (`ccache_lease l = {0};`) is "no lease": releasing
- * it is a no-op.  ccache_lease_release() zeroes the lease, and so does every
- * call that fills one when it returns anything but CCACHE_OK.  Do not copy a
- * lease and release both copies, and do not release a lease that no call
- * filled (uninitialised memory): in the default build either is undefined
- * behaviour (a wrong lease count, then a use after free); the checked build
- * aborts (see "Checked build").
+ * the lease is released with ccache_lease_release(), even if the entry
+ * leaves the table meanwhile; while any lease is out, ccache_close()
+ * returns CCACHE_EBUSY.  The struct is the caller's (stack is fine; the
+ * cache keeps no pointer to it); taking one allocates nothing; it may be
+ * released on any thread.  A zero-initialised lease is "no lease"
+ * (releasing it is a no-op); ccache_lease_release() zeroes it, and so does
+ * every call that fills one when it returns anything but CCACHE_OK.
+ * Releasing two copies of one lease, or one no call filled, is a caller
+ * error (undefined behaviour; the checked build aborts).
  */
 typedef struct ccache_lease {
   void *closure;      /**< the runtime's closure, as given to ccache_put() or

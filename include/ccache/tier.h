@@ -124,14 +124,11 @@ typedef struct ccache_tier_ops {
   const char *name; /**< "disk", "redis", ...: a static string, or NULL ("custom") */
   /**
    * Called once per cache, at ccache_open() (only if the cache has a codec):
-   * the namespace every key of this cache lives in, `v<format>/<hash>` with
-   * the hash the XXH3-64 of the runtime tag as 16 lowercase hex digits (e.g.
+   * the namespace every key of this cache lives in, `v<format>/<hash>` (the
+   * runtime tag's XXH3-64 as 16 lowercase hex digits, e.g.
    * "v1/3f2a9c0d11e2b4a7"), or `v<format>/strong-<hash>` for a strong-key
-   * cache.  Two runtime tags, or two key modes, never share a namespace.
-   * The disk tier maps it to `<dir>/v1/<hash>/`, the Redis tier to
-   * `<prefix>:v1:<hash>:`.  In a strong-key cache the ops' key is the strong
-   * key's first half (ccache_strong_key::key).
-   * May be NULL.
+   * cache, whose ops get the strong key's first half as their key.  Two
+   * runtime tags, or two key modes, never share a namespace.  May be NULL.
    * @param state the backend's state.
    * @param ns the namespace, NUL-terminated; valid only during the call.
    * @return CCACHE_OK (or any non-negative value); a negative status
@@ -190,13 +187,10 @@ typedef struct ccache_tier_ops {
    */
   int (*lock)(void *state, ccache_key pkey, void **lock);
   /**
-   * Extend a leased lock; called every lease_ms/3 from a renewal thread
-   * (the one of its tier and renewal group, see renew_group)
-   * while the compile runs.  Never called concurrently with unlock() on the
-   * same handle.
-   * Required when lease_ms > 0; unused (may be NULL) when lease_ms is 0
-   * (locks that never expire, e.g. ones the kernel drops when their holder
-   * dies).
+   * Extend a leased lock; called every lease_ms/3 from the renewal thread
+   * of its tier and renewal group while the compile runs, never concurrently
+   * with unlock() on the same handle.  Required when lease_ms > 0; unused
+   * (may be NULL) when lease_ms is 0 (locks that never expire).
    * @param state the backend's state.
    * @param lock the handle lock() set.
    * @return CCACHE_OK, or anything else (the lease is lost: tier_errors +1,
@@ -239,12 +233,10 @@ typedef struct ccache_tier_ops {
    */
   int (*remove_if)(void *state, ccache_key pkey, const void *blob, size_t len);
   /**
-   * The renewal group of a leased lock, 0 .. renew_groups - 1.  Each group
-   * of each tier has its own renewal thread, so a renew() blocked on one
-   * group (a server that stopped answering) never delays the renewal of a
-   * lease in another group or tier.  Group leases by what can stall
-   * together (the Redis tier: by server).  NULL: one group.  A value out of
-   * range is taken modulo renew_groups.
+   * The renewal group of a leased lock, 0 .. renew_groups - 1 (out of range:
+   * taken modulo renew_groups).  Each group of each tier has its own
+   * renewal thread, so group leases by what can stall together (the Redis
+   * tier: by server).  NULL: one group.
    * @param state the backend's state.
    * @param lock the handle lock() set.
    */
