@@ -883,12 +883,10 @@ typedef struct ccache_stats {
                                     single-flight waiter's lease is not a hit.  Changed
                                     in 0.2 */
   uint64_t misses;             /**< closure lookups that found no live entry (expired
-                                    included): every ccache_fetch() that misses, every
-                                    get-or-compile that compiles or waits.  A
-                                    ccache_get_or_compile() right after a ccache_fetch()
-                                    of the same key that missed on the same thread
-                                    counts nothing more (the README's pattern: one miss
-                                    per miss).  hits + misses = lookups.  Changed in 0.2 */
+                                    included); a get-or-compile right after a fetch of
+                                    the same key that missed on the same thread counts
+                                    nothing more.  hits + misses = lookups.  Changed in
+                                    0.2 */
   uint64_t inserts;            /**< puts/compiles that stored an entry, replacements included */
   uint64_t replaced;           /**< inserts that replaced an entry under the same key */
   uint64_t evicted_capacity;   /**< entries evicted by max_items */
@@ -924,15 +922,10 @@ typedef struct ccache_stats {
   uint64_t waits;              /**< closure-level single-flight joins (program level:
                                     program_waits).  Changed in 0.2 */
   uint64_t compile_ns;         /**< nanoseconds in closure compile callbacks, without the
-                                    time of the get-or-compile calls nested in them that
-                                    compiled or waited (counted at their own level, or
-                                    not at all for a wait): the closure level's own
-                                    work.  Changed in 0.2 */
-  uint64_t sweeper_wakeups;    /**< waits of the sweeper thread that ended at their deadline
-                                  (the oldest entry's insert time + ttl_ms, or a day when that
-                                  is further; see ccache_config::sweeper_thread); a wake-up by
-                                  an insert into an empty table or by ccache_set_limits() is
-                                  not counted.  Since 0.2. */
+                                    nested get-or-compile calls that compiled or waited.
+                                    Changed in 0.2 */
+  uint64_t sweeper_wakeups;    /**< sweeper waits that ended at their deadline (not a
+                                  wake-up by an insert or ccache_set_limits()).  Since 0.2. */
   /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
    * ends in exactly one of tier_hits / tier_misses. ---- */
   uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */
