@@ -16,6 +16,19 @@ int ccache__worker_init(ccache__worker *w, ccache__mutex *mu) {
 
 void ccache__worker_destroy(ccache__worker *w) { ccache__cond_destroy(&w->cv); }
 
+int ccache__worker_init_with_mutex(ccache__worker *w, ccache__mutex *mu) {
+  int rc = ccache__mutex_init(mu);
+  if (rc != CCACHE_OK) return rc;
+  rc = ccache__worker_init(w, mu);
+  if (rc != CCACHE_OK) ccache__mutex_destroy(mu);
+  return rc;
+}
+
+void ccache__worker_destroy_with_mutex(ccache__worker *w) {
+  ccache__worker_destroy(w);
+  ccache__mutex_destroy(w->mu);
+}
+
 int ccache__worker_start_locked(ccache__worker *w, void *(*main)(void *), void *arg,
                                 const char *name) {
   ccache__assert_held(w->mu);

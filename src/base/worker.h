@@ -30,6 +30,10 @@ typedef struct ccache__worker {
 int ccache__worker_init(ccache__worker *w, ccache__mutex *mu);
 /* After ccache__worker_join (or if it never started). */
 void ccache__worker_destroy(ccache__worker *w);
+/* The same two for a worker whose lock is its own: mu is made first and
+ * unmade last (on failure nothing is left). */
+int ccache__worker_init_with_mutex(ccache__worker *w, ccache__mutex *mu);
+void ccache__worker_destroy_with_mutex(ccache__worker *w);
 /* mu held: run main(arg) on a new thread named `name` (at most 15
  * characters; NULL: unnamed) unless it runs already.  CCACHE_OK if it runs,
  * CCACHE_EBUSY while a stop is pending, or pthread_create's failure as a

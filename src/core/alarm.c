@@ -10,18 +10,9 @@
  */
 #include "core/internal.h"
 
-int ccache__alarm_init(ccache *c) {
-  int rc = ccache__mutex_init(&c->sw_mu);
-  if (rc != CCACHE_OK) return rc;
-  rc = ccache__worker_init(&c->sw, &c->sw_mu);
-  if (rc != CCACHE_OK) ccache__mutex_destroy(&c->sw_mu);
-  return rc;
-}
+int ccache__alarm_init(ccache *c) { return ccache__worker_init_with_mutex(&c->sw, &c->sw_mu); }
 
-void ccache__alarm_destroy(ccache *c) {
-  ccache__worker_destroy(&c->sw);
-  ccache__mutex_destroy(&c->sw_mu);
-}
+void ccache__alarm_destroy(ccache *c) { ccache__worker_destroy_with_mutex(&c->sw); }
 
 void ccache__alarm_ring(ccache *c) {
   ccache__lock(&c->sw_mu);

@@ -233,13 +233,7 @@ static void *cleaner_main(void *p) {
   return NULL;
 }
 
-int ccache__disk_cleaner_init(disk *d) {
-  int rc = ccache__mutex_init(&d->c_mu);
-  if (rc != CCACHE_OK) return rc;
-  rc = ccache__worker_init(&d->c, &d->c_mu);
-  if (rc != CCACHE_OK) ccache__mutex_destroy(&d->c_mu);
-  return rc;
-}
+int ccache__disk_cleaner_init(disk *d) { return ccache__worker_init_with_mutex(&d->c, &d->c_mu); }
 
 void ccache__disk_cleaner_kick(disk *d, bool clean, bool recount) {
   ccache__lock(&d->c_mu);
@@ -297,7 +291,4 @@ void ccache__disk_cleaner_stop(disk *d) {
   ccache__worker_join(&d->c);
 }
 
-void ccache__disk_cleaner_destroy(disk *d) {
-  ccache__worker_destroy(&d->c);
-  ccache__mutex_destroy(&d->c_mu);
-}
+void ccache__disk_cleaner_destroy(disk *d) { ccache__worker_destroy_with_mutex(&d->c); }
