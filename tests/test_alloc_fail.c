@@ -139,8 +139,8 @@ static int prog_cmp(const void *a, const void *b) {
 static void fsck(ccache *c) {
   HASH_FSCK(hh, c->table, "closures");
   HASH_FSCK(hh, c->programs, "programs");
-  HASH_FSCK(hh, c->flights, "flights");
-  HASH_FSCK(hh, c->pflights, "pflights");
+  HASH_FSCK(hh, c->flights.table, "flights");
+  HASH_FSCK(hh, c->pflights.table, "pflights");
 }
 
 static void take_snap(ccache *c, t_ctx *t, hook *h, snap *s) {

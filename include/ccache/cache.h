@@ -22,8 +22,6 @@ extern "C" {
 /** @name Configuration
  * @{ */
 
-/* ---- First use (issue 29): the event hook ---- */
-
 /** What a ccache_event reports (ccache_event::kind).  Pinned values. */
 typedef enum ccache_event_kind {
   /** A compile callback is about to run (level, key). */
@@ -99,16 +97,13 @@ typedef struct ccache_event {
  * @param ctx ccache_config::event_ctx.
  * @param ev the event (see ccache_event for its lifetime).
  * Runs synchronously, with no internal lock held, on the thread the event
- * happens on: compile events on the thread that runs the compile (the
- * single-flight owner); tier events on the owner of the program miss (a
- * TIER_ERROR of op "renew" on the cache's lease-renewal thread, "attach" on
- * the thread calling ccache_open()); EVICT events on the thread whose call
- * made the entry leave, after its locks are released (the sweeper thread for
- * the entries it expires, the closing thread for CCACHE_CAUSE_CLOSED).  It
- * may call into the cache (except ccache_close() on it; a call that adds to
- * the cache returns CCACHE_EBUSY during ccache_close()).  Several threads
- * may run it at once: make it thread-safe.  Keep it short: a compile or a
- * writer's call waits for it.
+ * happens on: compile and tier events on the single-flight owner (a "renew"
+ * TIER_ERROR on a lease-renewal thread, "attach" on the ccache_open()
+ * thread), EVICT events on the thread whose call made the entry leave (the
+ * sweeper's, the closing thread's), after its locks are released.  It may
+ * call into the cache (except ccache_close() on it).  Several threads may
+ * run it at once: make it thread-safe, and short (a compile or a writer
+ * waits for it).
  */
 typedef void (*ccache_event_fn)(void *ctx, const ccache_event *ev);
 
@@ -193,29 +188,19 @@ typedef struct ccache_config {
    *  Since 0.2. */
   uint32_t magic;
   /** Whether a background sweeper thread removes expired entries.
-   *
    *  Non-zero (default 1): the thread starts the first time ttl_ms is
-   *  finite (at ccache_open(), or later at ccache_set_limits()) and runs
-   *  until ccache_close().  Its wake-up rule: insert times never decrease
-   *  along the FIFO, so the oldest entry always expires first, and the
-   *  thread sleeps until that entry's deadline, its insert time + ttl_ms on
-   *  the configured clock (saturated at UINT64_MAX, which means no
-   *  deadline; a single wait lasts at most a day, then it looks again).  It
-   *  then removes the expired prefix in one writer section (cause ttl; the
-   *  destroys run on the sweeper thread, outside every lock) and sleeps
-   *  until the new oldest entry's deadline.  With no entry, or an unbounded
-   *  ttl_ms, it sleeps with no deadline until an insert into an empty table
-   *  or a ccache_set_limits() call wakes it; each wake-up sweeps and
-   *  computes the deadline again.  ccache_stats::sweeper_wakeups counts the
-   *  waits that ended at their deadline.
-   *
-   *  0: no thread is ever started.  Expired entries then leave when
-   *  ccache_sweep() runs or when a lookup finds them; a lookup never returns
-   *  an expired entry either way. */
+   *  finite (at ccache_open() or ccache_set_limits()) and runs until
+   *  ccache_close(); it wakes at the oldest entry's deadline (never on a
+   *  timer), removes the expired prefix (cause ttl; the destroys run on the
+   *  sweeper thread, outside every lock) and counts the waits that ended at
+   *  their deadline in ccache_stats::sweeper_wakeups.  0: no thread; expired
+   *  entries leave when ccache_sweep() runs or a lookup finds them.  A lookup
+   *  never returns an expired entry either way.  Mechanism: docs/design.md,
+   *  "Bounds and expiry". */
   int sweeper_thread;
   /** Most closure entries kept, in items: CCACHE_UNBOUNDED (default) or
    *  >= 1.  Past it the oldest inserts leave first (FIFO in insertion order;
-   *  a hit does not refresh an entry), as EMLX's CompileCache (PR #140).
+   *  a hit does not refresh an entry).
    *  Changeable with ccache_set_limits(). */
   uint64_t max_items;
   /** Time to live in milliseconds, from insert time (a hit never refreshes
@@ -238,10 +223,9 @@ typedef struct ccache_config {
   /** Passed to destroy_closure, destroy_program and clock_ms; never
    *  dereferenced by the cache. */
   void *ctx;
-  /** Monotonic milliseconds; NULL (default) means CLOCK_MONOTONIC.  Tests
-   *  inject a fake clock here.  The sweeper thread still *waits* on real
-   *  CLOCK_MONOTONIC time (for the time left until its deadline, as read on
-   *  this clock) but judges expiry with this clock. */
+  /** Monotonic milliseconds; NULL (default) means CLOCK_MONOTONIC.  Expiry
+   *  is judged on this clock; the sweeper waits the time left on it in real
+   *  CLOCK_MONOTONIC time. */
   ccache_clock_fn clock_ms;
   /** Allocator hook, allocation half: set both alloc and free, or neither
    *  (else CCACHE_EINVAL); NULL: malloc.  Everything the cache allocates
@@ -314,19 +298,15 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *            must come from ccache_config_init().
  * @param out receives the new cache, owned by the caller until
  *            ccache_close() returns CCACHE_OK.  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg or out; cfg->size below the
- *         struct up to alloc_ctx (the fields before the tiers, which then
- *         take their defaults) or above CCACHE_STRUCT_SIZE_MAX, or cfg->magic
- *         not CCACHE_CONFIG_MAGIC: a config that never went through
- *         ccache_config_init() is refused before any of its other fields is
- *         used; a bound of 0; alloc without free or free without alloc;
- *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
- *         tier, a tier listed twice or already owned by another cache, a
- *         codec with a NULL callback, n_tiers > 0 without a codec: each with
- *         a ccache_error_detail() line); CCACHE_ENOMEM; CCACHE_ETHREAD (the
- *         sweeper thread, or a lock, could not be created; pthread's ENOMEM
- *         there is CCACHE_ENOMEM).  On every error the caller keeps its
- *         tiers and nothing is left running.
+ * @return CCACHE_OK; CCACHE_EINVAL, each with a ccache_error_detail() line
+ *         (NULL cfg or out; a size or magic that never went through
+ *         ccache_config_init(), refused before any other field is read; a
+ *         bound of 0; alloc without free or the reverse; a bad tier array
+ *         (over CCACHE_MAX_TIERS, NULL, a NULL or repeated tier, one another
+ *         cache owns); a codec with a NULL callback, or tiers without a
+ *         codec); CCACHE_ENOMEM; CCACHE_ETHREAD (a thread or lock could not
+ *         be created).  On every error the caller keeps its tiers and
+ *         nothing is left running.
  * Thread-safe.  If ttl_ms is finite and sweeper_thread is non-zero, the
  * sweeper thread starts here.  With a codec, each tier's attach op runs here
  * (its failure disables that tier for this cache and counts in tier_errors;
@@ -343,12 +323,8 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  * @return CCACHE_OK (c is freed); CCACHE_EBUSY, nothing changed and the cache
  *         still usable, while any lease or program handle is outstanding,
  *         while a compile is in flight, or when called from inside any
- *         callback of this cache: ccache_error_detail() then says which,
- *         with the counts ("ccache_close: busy: 1 lease(s), 0 program
- *         handle(s), 0 compile(s) in flight out"), and the checked build
- *         also prints one line per outstanding lease and handle to stderr
- *         (its key and the thread that took it, and whether that thread has
- *         exited);
+ *         callback of this cache (ccache_error_detail() gives the counts;
+ *         the checked build also lists each lease and handle on stderr);
  *         CCACHE_EINVAL for the default instance (ccache_default()), which
  *         lives until the process exits; CCACHE_EFORKED in a child process.
  * Must not run concurrently with any other call on @p c, nor be followed
@@ -369,19 +345,14 @@ CCACHE_API int ccache_close(ccache *c);
 /**
  * @brief ccache_close(), with flags.
  *
- * A lease or handle whose holder can no longer release it (the thread that
- * held it exited, was cancelled, or unwound past its release) keeps
- * ccache_close() at CCACHE_EBUSY for ever.  Leases live in the caller's
- * memory and may be handed between threads, so the cache cannot tell a lost
- * one from one still in use: finding them is the checked build's job (its
- * EBUSY lists each with its key and taking thread, and marks the threads
- * that have exited), giving them up is the caller's decision.  With
- * CCACHE_CLOSE_ABANDON the caller declares that no lease or handle of @p c
- * will be used or released again: close then proceeds as if they had been
- * released, destroying every closure and program still held (each exactly
- * once, closures first) and freeing everything.  Releasing an abandoned
- * lease or handle afterwards is a use after free (the checked build aborts:
- * the cache is closed).
+ * With CCACHE_CLOSE_ABANDON the caller declares that no lease or handle of
+ * @p c will be used or released again (e.g. their holders' threads exited
+ * without releasing them; the checked build's EBUSY lists them): close then
+ * proceeds as if they had been released, destroying every closure and
+ * program still held (each once, closures first).  Releasing an abandoned
+ * lease or handle afterwards is a use after free (the checked build aborts).
+ * Why the cache cannot find lost leases itself: docs/design.md, "Leases
+ * nobody can release".
  * @param c the cache; NULL is a no-op returning CCACHE_OK.
  * @param flags 0 (exactly ccache_close()) or CCACHE_CLOSE_ABANDON; other bits
  *        are CCACHE_EINVAL.
@@ -396,18 +367,13 @@ CCACHE_API int ccache_close_ex(ccache *c, unsigned flags);
  * @brief Change the bounds at runtime.
  *
  * All three are validated first: any value of 0 returns CCACHE_EINVAL with
- * nothing changed.  If ttl_ms is finite and the config allowed a sweeper
- * thread, the thread is started now if it was not yet running.  Then, in one
- * writer section: the new ttl_ms applies at once to entries already present
- * (counted from their insert times: fetch never returns one expired under
- * it); shrinking max_items evicts the oldest entries (FIFO, cause capacity);
- * if the charged cost exceeds max_cost_bytes the oldest entries leave (cause
- * cost).  Destroys caused by these evictions run on this thread before it
- * returns.  Then the sweeper is woken: it removes the entries already
- * expired under the new ttl_ms and sleeps until the new oldest deadline, or
- * with no deadline if ttl_ms is unbounded (see
- * ccache_config::sweeper_thread).  Without a sweeper thread, entries expired
- * under the new ttl_ms stay until ccache_sweep() or a lookup finds them.
+ * nothing changed.  A finite ttl_ms starts the sweeper thread if the config
+ * allows one and it is not running.  Then, in one writer section, the new
+ * ttl_ms applies at once to the entries present (from their insert times),
+ * and the oldest entries leave while items exceed max_items (cause
+ * capacity) or the charged cost exceeds max_cost_bytes (cause cost); their
+ * destroys run on this thread before it returns.  The sweeper is woken for
+ * the new deadline (see ccache_config::sweeper_thread).
  * @param c the cache.
  * @param max_items items, CCACHE_UNBOUNDED or >= 1.
  * @param ttl_ms milliseconds, CCACHE_UNBOUNDED or >= 1.
@@ -443,8 +409,8 @@ CCACHE_API int ccache_get_limits(ccache *c, uint64_t *max_items, uint64_t *ttl_m
 /* ------------------------------------------------------------------------ */
 /** @name Program table
  * Programs are interned under their own structural key (the "dispatch" key:
- * op, shapes, dtypes, attributes, target; never a call site), as EMLX's
- * native dispatch cache, so many closure entries share one program.
+ * op, shapes, dtypes, attributes, target; never a call site), so many
+ * closure entries share one program.
  * @{ */
 
 /**
@@ -519,32 +485,26 @@ CCACHE_API void *ccache_program_native(const ccache_program *p);
 CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 
 /**
- * @brief ccache_program_intern() for a strong cache (ccache_config::key_mode
- * CCACHE_KEYS_STRONG): the program is interned under all 256 bits of
- * @p pkey, and a later lookup finds it only with all 256 equal.
- * @param c the cache (a strong one).
- * @param pkey the program's strong key (read during the call only).
- * @param native the native program; ownership passes to the cache whenever
- *        @p c is not NULL, as in ccache_program_intern().
+ * @brief ccache_program_intern() for a strong cache (see ccache_key_mode):
+ * interned under, and later found by, all 256 bits of @p pkey.
+ * @param c the cache.
+ * @param pkey the strong key (read during the call only).
+ * @param native as ccache_program_intern() (ownership passes to the cache).
  * @param cost_bytes as ccache_program_intern() (bytes).
- * @param out receives the handle, as ccache_program_intern().
- * @return as ccache_program_intern(); CCACHE_EINVAL also for a NULL
- *         @p pkey and on a fast cache (native destroyed either way).
- * Thread-safe (the program table's lock).  A strong cache's programs take
- * 16 bytes more than a fast cache's.
+ * @param out as ccache_program_intern().
+ * @return as ccache_program_intern(); CCACHE_EINVAL also for a NULL @p pkey
+ *         or a fast cache (native destroyed).  Thread-safe.
  */
 CCACHE_API int ccache_program_intern_strong(ccache *c, const ccache_strong_key *pkey, void *native,
                                             uint64_t cost_bytes, ccache_program **out);
 
 /**
- * @brief ccache_program_fetch() for a strong cache: a hit needs all 256
- * bits of @p pkey equal.
- * @param c the cache (a strong one).
+ * @brief ccache_program_fetch() for a strong cache: all 256 bits match.
+ * @param c the cache.
  * @param pkey the strong key (read during the call only).
- * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise, as
- *        ccache_program_fetch().
+ * @param out as ccache_program_fetch().
  * @return as ccache_program_fetch(); CCACHE_EINVAL also for a NULL @p pkey
- *         and on a fast cache.  Thread-safe (the program table's lock).
+ *         or a fast cache.  Thread-safe.
  */
 CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *pkey,
                                            ccache_program **out);
@@ -559,28 +519,20 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
  * @brief Store @p closure under @p key, running @p p.
  *
  * The entry takes its own reference on @p p; the caller keeps its handle.
- * The entry gets the next 64-bit insert index (it wraps past 2^64 - 1 with
- * no effect: the FIFO is the insertion order) and the insert time
- * max(clock now, previous insert time).  If @p key is present the entry is
- * replaced (the later insert wins; counts as an insert and as `replaced`; no
- * capacity eviction; leases on the old entry stay valid).  Putting the very
- * closure pointer the entry already holds does not destroy it.  Then, while
- * items > max_items the oldest entry leaves (cause capacity), and while the
- * charged cost > max_cost_bytes the oldest entries leave (cause cost), never
- * the entry just inserted (so when this entry's program alone costs more
- * than the cap, every other entry leaves).  An insert into an empty table
- * wakes the sweeper.  Destroys caused by this call run on this thread before
- * it returns.
+ * Its insert time is max(clock now, previous insert time).  A present
+ * @p key is replaced (the later insert wins; counts `replaced`; leases on
+ * the old entry stay valid).  Then the oldest entries leave while items >
+ * max_items (cause capacity) or the charged cost > max_cost_bytes (cause
+ * cost), never the entry just inserted.  Destroys caused by this call run
+ * on this thread before it returns.
  *
- * Ownership of @p closure passes to the cache in every case where @p c is not
- * NULL: on error it is destroyed once with destroy_closure.  The one pointer
- * the cache already owns that may be put again is the closure of the entry
- * now in the table under @p key.  Putting any other pointer the cache still
- * owns (one stored under another key, or one whose entry has left the table
- * but is still held by a lease, e.g. taken from a lease) is a caller error:
- * it would be destroyed twice (undefined behaviour in the default build; the
- * checked build aborts, see "Checked build").  The same holds for what a
- * compile returns.
+ * Ownership of @p closure passes to the cache whenever @p c is not NULL: on
+ * error it is destroyed once.  The one pointer the cache already owns that
+ * may be put again is the closure of the entry now under @p key (it is not
+ * destroyed); putting any other pointer the cache still owns (stored under
+ * another key, or held by a lease after its entry left) is a caller error,
+ * a double destroy (the checked build aborts, see "Checked build").  The
+ * same holds for what a compile returns.
  * @param c the cache.
  * @param key the closure key (call site fingerprint; by value).
  * @param closure the runtime's callable (may be NULL: stored as is, never
@@ -600,17 +552,14 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
 CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p);
 
 /**
- * @brief ccache_put() for a strong cache: the entry is stored under all 256
- * bits of @p key (16 bytes more per entry than a fast cache's), and
- * replaces an entry only when all 256 are equal; one whose first 128 bits
- * alone are equal is a different key that shares a bucket.
- * @param c the cache (a strong one).
+ * @brief ccache_put() for a strong cache: stored under, and replacing only
+ * an entry with, all 256 bits of @p key.
+ * @param c the cache.
  * @param key the strong key (read during the call only).
- * @param closure the runtime's callable; ownership as in ccache_put().
- * @param p a live handle of this cache (not consumed).
+ * @param closure as ccache_put() (ownership passes to the cache).
+ * @param p as ccache_put() (not consumed).
  * @return as ccache_put(); CCACHE_EINVAL (closure destroyed) also for a
- *         NULL @p key and on a fast cache, and ccache_put() returns it on a
- *         strong one.  Thread-safe, as ccache_put().
+ *         NULL @p key or a fast cache.  Thread-safe.
  */
 CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *closure,
                                  ccache_program *p);
@@ -632,25 +581,14 @@ CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *
  *         (NULL c or out); CCACHE_EBUSY (from a destroy callback run by
  *         ccache_close()); CCACHE_EFORKED.
  *
- * Thread-safe, and hits scale with threads: each thread has one reader per
- * cache it uses, made on the thread's first ccache_fetch(),
- * ccache_get_or_compile() or ccache_lease_release() on that cache (about 512
- * bytes from the allocator hook, plus room in the cache's array of readers;
- * if that fails, the thread's calls take a locked path instead, still
- * correct) and freed when the thread exits or the cache closes.  A hit writes
- * only memory its own thread owns: its reader's flag, a lease slot, its hit
- * count.  It takes no lock and does no atomic read-modify-write on shared
- * memory, so hits from any number of threads, on the same key or different
- * keys, share no written cache line.  A lease counts on the entry's shared
- * reference count instead (still correct, just one shared write) when it is
- * taken while the thread already holds 32 leases in its reader's slots on
- * this cache, when it is released on another thread than the one that took it
- * or after its entry left the table, and when ccache_get_or_compile() hands
- * it out after a miss (to the compiling caller and to each single-flight
- * waiter).  A hit that meets a writer changing the table (an insert, a
- * removal, an eviction, a sweep) waits for it on the writer lock.  Checked
- * build: aborts on a closed cache, and always takes the general (slower)
- * path.
+ * Thread-safe, and hits scale with threads: a hit takes no lock and writes
+ * only memory its own thread owns (its reader: about 512 bytes from the
+ * allocator hook, made on the thread's first call on this cache and freed
+ * when the thread exits or the cache closes; without it the thread takes a
+ * locked path, still correct).  A hit waits only for a writer changing the
+ * table.  Which leases count on the entry's shared count instead:
+ * docs/design.md, "Hits that write nothing shared".  Checked build: aborts
+ * on a closed cache, and always takes the general (slower) path.
  */
 CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
 
@@ -660,8 +598,7 @@ CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
  * entry's.
  *
  * The same common path as ccache_fetch() (no lock, nothing shared written),
- * with 32 bytes compared instead of 16; bench/run's callgrind row gives its
- * instructions beside the fast call's.
+ * with 32 bytes compared instead of 16.
  * @param c the cache.
  * @param key the strong key (read during the call; NULL is CCACHE_EINVAL).
  * @param out as ccache_fetch().
@@ -745,8 +682,7 @@ CCACHE_API int64_t ccache_sweep(ccache *c);
 /** @name Single-flight get-or-compile
  * Concurrent misses on one key compile once: one caller runs the compile
  * callback with no lock held, every other caller for that key waits and then
- * gets the same result (oneDNN's primitive cache does this with a shared
- * future, JAX with a notification).  Errors are never cached.
+ * gets the same result.  Errors are never cached.
  *
  * A compile callback may call any ccache function, get-or-compile for other
  * keys included.  Asking for its own key, directly or through a cycle of
@@ -788,29 +724,17 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  * @brief Fetch @p key, or compile it once whatever the number of concurrent
  * callers.
  *
- * Hit (a live entry, as ccache_fetch() would return): a lease, no callback;
- * counts a hit.  Miss: an expired entry found is removed (cause ttl), and
- * exactly one caller runs @p compile on its own thread with no lock held;
- * the entry is inserted like ccache_put() (later inserts win; a remove or
- * clear during the compile does not cancel it; then items over max_items
- * and cost over max_cost_bytes evict the oldest entries, never this one)
- * and the caller and every waiter get a lease on that entry, even if it is
- * evicted or expires before they wake.  Counts: a hit one `hits`; the
- * compiling caller one miss and one `compiles`; each waiter one miss and
- * one `waits`, whatever the result (a waiter's lease is not a hit); no
- * lookup at all when this thread's last ccache_fetch() on @p c missed
- * @p key and no get-or-compile ran on the thread since (the fetch counted
- * it); `compile_ns` adds the compile's own time (see ccache_stats).  With
- * ccache_config::on_event set, the owner reports COMPILE_START and
- * COMPILE_END around the compile.
- *
+ * Hit (a live entry, as ccache_fetch() would return): a lease, no callback.
+ * Miss: exactly one caller (the owner) runs @p compile on its own thread
+ * with no lock held; its result is inserted as by ccache_put() (a remove or
+ * clear during the compile does not cancel it), and the owner and every
+ * waiter get a lease on that entry, even if it is evicted before they wake.
+ * Counts: a hit `hits`; the owner a miss and `compiles`; each waiter a miss
+ * and `waits`; nothing when this thread's last ccache_fetch() on @p c missed
+ * @p key (that fetch counted it); `compile_ns` the compile's own time.  The
+ * owner reports COMPILE_START and COMPILE_END to ccache_config::on_event.
  * On success the closure and the program handle the compile returned belong
- * to the cache: the entry takes its own program reference and the cache
- * drops the compile's handle.  What a compile returns follows ccache_put()'s
- * rule: a closure the cache already owns (under another key, or one whose
- * entry left the table while a lease holds it) is a caller error
- * (undefined behaviour in the default build; the checked build aborts, see
- * "Checked build").
+ * to the cache (ccache_put()'s ownership rule applies to the closure).
  * @param c the cache.
  * @param key the closure key (by value).
  * @param compile the callback (must not be NULL); called at most once per
@@ -842,18 +766,15 @@ CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_f
 
 /**
  * @brief ccache_get_or_compile() for a strong cache: hits, single-flight
- * joins and the entry inserted all go by the 256 bits of @p key (a compile
- * in flight for a key with the same first 128 bits but another check is a
- * different flight).
- * @param c the cache (a strong one).
- * @param key the strong key (read during the call only); @p compile
- *        receives its first half, key->key, as its `key`.
- * @param compile the callback, as ccache_get_or_compile()'s.
- * @param ud passed to @p compile; never dereferenced by the cache.
- * @param out caller-owned lease, as ccache_get_or_compile()'s.
+ * joins and the entry inserted go by all 256 bits of @p key.
+ * @param c the cache.
+ * @param key the strong key (read during the call only); @p compile gets
+ *        key->key as its `key`.
+ * @param compile as ccache_get_or_compile().
+ * @param ud as ccache_get_or_compile().
+ * @param out as ccache_get_or_compile().
  * @return as ccache_get_or_compile(); CCACHE_EINVAL also for a NULL @p key
- *         and on a fast cache (and ccache_get_or_compile() returns it on a
- *         strong one).  Thread-safe, as ccache_get_or_compile().
+ *         or a fast cache.  Thread-safe.
  */
 CCACHE_API int ccache_get_or_compile_strong(ccache *c, const ccache_strong_key *key,
                                             ccache_compile_fn compile, void *ud, ccache_lease *out);
@@ -881,33 +802,19 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  * @brief Look up the program interned under @p pkey, or make it once
  * whatever the number of concurrent callers, and return a handle (+1).
  *
- * Hit (@p pkey is interned): a handle, no callback, no tier asked; counts
- * program_hits +1.  Miss: counts program_misses +1, and exactly one caller
- * owns it (the single-flight owner); every other caller for @p pkey waits
- * (counts program_misses +1 and program_waits +1) and then gets the
- * owner's result: a handle, or the owner's status and error detail.  The
- * owner, with no cache lock held:
- *  - with usable tiers and a codec (see "Persistent tiers"), first asks them
- *    (taking their compile locks in turn); a tier hit decodes the program
- *    (counts tier_hits +1, never program_compiles) and @p compile is not
- *    called;
- *  - otherwise runs @p compile on its own thread (program_compiles +1
- *    whether it succeeds or not; `program_compile_ns` adds its own time;
- *    COMPILE_START and COMPILE_END events; with tiers, a
- *    successful result is written to them when the compile took at least
- *    tier_min_compile_us);
- *  - then interns the native program under @p pkey with the cost from
- *    `cost_out` (or the codec's decode), as ccache_program_intern() does
- *    without counting a lookup: the native it got always belongs to the
- *    cache; if @p pkey was interned meanwhile (by another call, or by the
- *    compile itself), the existing program is returned and the new native
- *    is destroyed unless it is that very pointer.
- *
- * Unlike ccache_get_or_compile() this makes no closure entry, so nothing is
- * charged against max_cost_bytes until a closure entry refers to the
- * program, and no lease is involved: the handle pins the program until
- * ccache_program_release().  Tier failures never change the status returned
- * here (they count in tier_errors and the program is compiled).
+ * Hit (@p pkey is interned): a handle, no callback, no tier asked
+ * (program_hits +1).  Miss (program_misses +1): exactly one caller owns it;
+ * every other caller for @p pkey waits (program_waits +1) and gets the
+ * owner's result, a handle or the owner's status and detail.  The owner,
+ * with no cache lock held, asks the tiers (if any, with a codec; a hit is
+ * decoded, tier_hits +1, and @p compile is not called), else runs @p compile
+ * (program_compiles +1, `program_compile_ns`, COMPILE_START/END events; the
+ * result is stored in the tiers when it took at least tier_min_compile_us),
+ * then interns the native as ccache_program_intern() does (if @p pkey was
+ * interned meanwhile, the existing program is returned and the new native
+ * destroyed unless it is that very pointer).  No closure entry is made, so
+ * nothing is charged against max_cost_bytes until one refers to the
+ * program.  Tier failures never change the status returned here.
  * @param c the cache.
  * @param pkey the program key (by value).
  * @param compile the callback (must not be NULL); called at most once per
@@ -937,22 +844,17 @@ CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
 
 /**
  * @brief ccache_program_get_or_compile() for a strong cache: the program
- * table, the single-flight and the tiers all go by the 256 bits of
- * @p pkey.  Its tiers' namespace is the strong one ("v1/strong-<tag
- * hash>"), and each entry written carries all 256 bits in its header;
- * an entry whose 256 bits differ from @p pkey's is never decoded (it
- * counts in tier_corrupt and is removed).
- * @param c the cache (a strong one).
+ * table, the single-flight and the tiers go by all 256 bits of @p pkey (its
+ * tiers' namespace is the strong one, and an entry whose 256 bits differ is
+ * never decoded: tier_corrupt).
+ * @param c the cache.
  * @param pkey the strong key (read during the call only); @p compile, the
- *        codec and the tier ops receive its first half, pkey->key, as
- *        their key.
- * @param compile the callback, as ccache_program_get_or_compile()'s.
- * @param ud passed to @p compile; never dereferenced by the cache.
- * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
- * @return as ccache_program_get_or_compile(); CCACHE_EINVAL also for a
- *         NULL @p pkey and on a fast cache (and
- *         ccache_program_get_or_compile() returns it on a strong one).
- *         Thread-safe.
+ *        codec and the tier ops get pkey->key as their key.
+ * @param compile as ccache_program_get_or_compile().
+ * @param ud as ccache_program_get_or_compile().
+ * @param out as ccache_program_get_or_compile().
+ * @return as ccache_program_get_or_compile(); CCACHE_EINVAL also for a NULL
+ *         @p pkey or a fast cache.  Thread-safe.
  */
 CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
                                                     ccache_program_compile_fn compile, void *ud,
@@ -963,20 +865,10 @@ CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_stro
 /* ------------------------------------------------------------------------ */
 /** @name Statistics
  *
- * **Past 2^64.**  Every counter and bound is 64 bits wide; what happens at
- * the edge:
- *  - the monotonic counters of ccache_stats (hits, inserts, compile_ns, the
- *    tier counters, ...) wrap modulo 2^64;
- *  - the charged cost is a 128-bit sum inside, so no sum of program costs
- *    ever wraps and a CCACHE_UNBOUNDED max_cost_bytes never evicts for cost;
- *    the `cost_bytes` gauge reports it saturated at UINT64_MAX;
- *  - the 64-bit insert index of closure entries wraps with no effect: the
- *    FIFO order is the table's insertion order, never an index comparison;
- *  - a TTL deadline (insert time + ttl_ms) saturates at UINT64_MAX, which
- *    means no deadline, and expiry is tested without computing the sum;
- *  - the `leases_out` gauge never wraps: in the default build, a count that
- *    a caller error drove below zero (a lease released twice) reads 0; the
- *    checked build aborts at the second release instead.
+ * Every counter is 64 bits wide and wraps modulo 2^64; the gauges never
+ * wrap (cost_bytes saturates at UINT64_MAX; leases_out reads 0, not a
+ * wrapped value, after a caller error).  What happens at each edge:
+ * docs/design.md, "Bounds and expiry".
  * @{ */
 
 /**
@@ -991,12 +883,10 @@ typedef struct ccache_stats {
                                     single-flight waiter's lease is not a hit.  Changed
                                     in 0.2 */
   uint64_t misses;             /**< closure lookups that found no live entry (expired
-                                    included): every ccache_fetch() that misses, every
-                                    get-or-compile that compiles or waits.  A
-                                    ccache_get_or_compile() right after a ccache_fetch()
-                                    of the same key that missed on the same thread
-                                    counts nothing more (the README's pattern: one miss
-                                    per miss).  hits + misses = lookups.  Changed in 0.2 */
+                                    included); a get-or-compile right after a fetch of
+                                    the same key that missed on the same thread counts
+                                    nothing more.  hits + misses = lookups.  Changed in
+                                    0.2 */
   uint64_t inserts;            /**< puts/compiles that stored an entry, replacements included */
   uint64_t replaced;           /**< inserts that replaced an entry under the same key */
   uint64_t evicted_capacity;   /**< entries evicted by max_items */
@@ -1032,15 +922,10 @@ typedef struct ccache_stats {
   uint64_t waits;              /**< closure-level single-flight joins (program level:
                                     program_waits).  Changed in 0.2 */
   uint64_t compile_ns;         /**< nanoseconds in closure compile callbacks, without the
-                                    time of the get-or-compile calls nested in them that
-                                    compiled or waited (counted at their own level, or
-                                    not at all for a wait): the closure level's own
-                                    work.  Changed in 0.2 */
-  uint64_t sweeper_wakeups;    /**< waits of the sweeper thread that ended at their deadline
-                                  (the oldest entry's insert time + ttl_ms, or a day when that
-                                  is further; see ccache_config::sweeper_thread); a wake-up by
-                                  an insert into an empty table or by ccache_set_limits() is
-                                  not counted.  Since 0.2. */
+                                    nested get-or-compile calls that compiled or waited.
+                                    Changed in 0.2 */
+  uint64_t sweeper_wakeups;    /**< sweeper waits that ended at their deadline (not a
+                                  wake-up by an insert or ccache_set_limits()).  Since 0.2. */
   /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
    * ends in exactly one of tier_hits / tier_misses. ---- */
   uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */
@@ -1059,7 +944,7 @@ typedef struct ccache_stats {
   uint64_t tier_leases_lost;   /**< compile leases whose renewal failed (the server did not
                                     answer in time, or the lease had lapsed and another
                                     process took it): no more renewals for it; each also
-                                    counts in tier_errors.  Since 0.2 (issue 20). */
+                                    counts in tier_errors.  Since 0.2. */
   uint64_t tier_lock_timeouts; /**< directory-tier writes and removes whose size
                                     accounting was deferred: the size file's lock
                                     was held past io_lock_ms (or, after such a
@@ -1129,7 +1014,7 @@ CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len)
 /* ------------------------------------------------------------------------ */
 /** @name Default instance
  * One process-wide cache for runtimes that do not want to pass a handle
- * around (as EMLX calls default to its one named process).
+ * around.
  * @{ */
 
 /**
@@ -1145,18 +1030,12 @@ CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len)
  *        takes them when it is created, and a later ccache_default_init()
  *        that does not list one again frees it.  On error the caller keeps
  *        them.
- * @return CCACHE_OK; CCACHE_EINVAL (nothing kept: NULL cfg; cfg->size below
- *         the struct up to alloc_ctx or above CCACHE_STRUCT_SIZE_MAX, or
- *         cfg->magic not CCACHE_CONFIG_MAGIC, i.e. a config that never went
- *         through ccache_config_init(), refused before any other field is
- *         used; a bound of 0; alloc without free or free without alloc;
- *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
- *         tier, a tier listed twice or already owned by a cache, a codec
- *         with a NULL callback); CCACHE_ENOMEM (copying the runtime tag;
- *         nothing kept); CCACHE_EBUSY (the default instance already exists;
- *         nothing kept).  Unlike ccache_open() it starts nothing: the
- *         sweeper thread and the tiers' attach ops wait for the instance.
- *         Thread-safe.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg, or a config ccache_open()
+ *         refuses with CCACHE_EINVAL); CCACHE_ENOMEM (copying the runtime
+ *         tag); CCACHE_EBUSY (the default instance already exists).  On
+ *         error nothing is kept.  Unlike ccache_open() it starts nothing:
+ *         the sweeper thread and the tiers' attach ops wait for the
+ *         instance.  Thread-safe.
  */
 CCACHE_API int ccache_default_init(const ccache_config *cfg);
 
@@ -1165,26 +1044,19 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  *
  * Bounds come from ccache_default_init()'s config (or the defaults), each
  * overridden by an environment variable when set: CLOSURE_CACHE_MAX_ITEMS,
- * CLOSURE_CACHE_TTL_MS (milliseconds), CLOSURE_CACHE_MAX_COST (bytes).  The
- * CCACHE_ prefix is deliberately not used: the ccache compiler cache reports
- * unknown CCACHE_* variables as errors.  Accepted forms: a decimal integer
- * >= 1 (no sign, no spaces, no suffix, at most UINT64_MAX - 1), or
- * "unbounded" / "infinity".  Anything else (an empty value included) makes
- * this call return CCACHE_EINVAL, with ccache_error_detail() naming the
- * variable and the value refused (the library prints nothing); the
- * variables are read again at each call until the instance exists, so a bad
- * value fails every call.  CLOSURE_CACHE_REDIS=host:port[,host:port...]
- * (or unix:/path, or sentinel:host:port[,...]/name[,...]; the servers
- * value of ccache_redis_options) adds a Redis tier
- * with the default options below the configured tiers, if
- * ccache_default_init() supplied a codec (without one, or when it is empty,
- * it is ignored); a bad list makes this call return CCACHE_EINVAL, a build
- * without hiredis CCACHE_ENOTSUP, each with ccache_error_detail() naming the
- * variable.  A server that is down is not an error here (see
- * ccache_tier_redis()).  The instance lives until the process exits;
- * ccache_close() on it returns CCACHE_EINVAL.  In a child process after
- * fork(), the parent's instance refuses every call (CCACHE_EFORKED) and the
- * child's first ccache_default() creates the child's own instance.
+ * CLOSURE_CACHE_TTL_MS (milliseconds), CLOSURE_CACHE_MAX_COST (bytes) (not
+ * CCACHE_*: the ccache compiler cache rejects unknown CCACHE_* variables).
+ * Accepted: a decimal integer >= 1 (no sign, spaces or suffix, at most
+ * UINT64_MAX - 1), or "unbounded" / "infinity"; anything else (empty
+ * included) makes this call return CCACHE_EINVAL, with a detail naming the
+ * variable and value, at every call until the instance exists.
+ * CLOSURE_CACHE_REDIS (the servers value of ccache_redis_options) adds a
+ * Redis tier with default options below the configured tiers, if
+ * ccache_default_init() supplied a codec (else, or when empty, it is
+ * ignored); a down server is not an error here.  The instance lives until
+ * the process exits (ccache_close() on it is CCACHE_EINVAL); in a fork()
+ * child the parent's instance refuses every call (CCACHE_EFORKED) and the
+ * child's first ccache_default() creates its own.
  * @param out receives the cache on CCACHE_OK (not owned by the caller: never
  *        close it); untouched on error.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL out; a bad CLOSURE_CACHE_MAX_ITEMS,

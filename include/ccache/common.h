@@ -97,26 +97,17 @@ CCACHE_API const char *ccache_strerror(int status);
  * @brief One line of detail about the most recent failed call on this
  * thread that records one.
  *
- * **Read it only after a call failed**, and only for the calls below: a
- * success neither clears nor sets it (clearing it would cost every hit), so
- * after a success it may still hold an older failure's text.  The calls
- * that record one, before returning their status, in thread-local storage:
- *  - ccache_open() and ccache_default_init(): every CCACHE_EINVAL for a bad
- *    config (size or magic, a bound of 0, alloc without free, the tier
- *    fields, tiers without a codec);
- *  - ccache_get_or_compile() and ccache_program_get_or_compile(): every
- *    failure; for a failed compile, the message the compile gave
- *    ccache_compile_fail() (or a nested call's detail), on the owner's
- *    thread and on every single-flight waiter's;
- *  - ccache_close() / ccache_close_ex(): CCACHE_EBUSY, with what is out;
- *  - ccache_stats_get(): CCACHE_EINVAL for a struct never set up;
- *  - ccache_tier_disk(): CCACHE_EPERM, CCACHE_EIO and CCACHE_ENOTSUP (not
- *    CCACHE_EINVAL or CCACHE_ENOMEM);
- *  - ccache_tier_redis(): a refused option or server list, CCACHE_ENOTSUP;
- *  - ccache_default(): a refused CLOSURE_CACHE_* variable, naming it and its
- *    value; a bad CLOSURE_CACHE_REDIS.
- * The library never prints it.  Calls that record nothing leave it
- * unchanged.
+ * **Read it only after a call failed**: a success neither clears nor sets
+ * it (that would cost every hit), so after a success it may hold an older
+ * failure's text.  Recorded, in thread-local storage, by: ccache_open() and
+ * ccache_default_init() (every EINVAL for a bad config); both
+ * get-or-compile calls (every failure; a failed compile's
+ * ccache_compile_fail() message, on the owner's thread and every waiter's);
+ * ccache_close() / ccache_close_ex() (EBUSY, with what is out);
+ * ccache_stats_get() (EINVAL); ccache_tier_disk() (EPERM, EIO, ENOTSUP);
+ * ccache_tier_redis() (a refused option, ENOTSUP); ccache_default() (a
+ * refused CLOSURE_CACHE_* variable, naming it and its value).  Calls that
+ * record nothing leave it unchanged; the library never prints it.
  * @return a NUL-terminated string owned by the library ("" if nothing was
  *         recorded on this thread; at most 511 bytes); never NULL.  Valid
  *         until the next ccache call on this thread; never free it.
@@ -168,31 +159,18 @@ CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
  *  - one native program pointer interned under two program keys.
  *
  * The checked build, `cmake -DCCACHE_CHECKED=ON` (or the `checked` preset),
- * builds libccache with registries of the open caches, of the leases out
- * (each lease gets a token in its internal_ words) and of the closures and
- * natives each cache owns.  Each error above then aborts the process after
+ * aborts the process on each error above, and on a program handle released
+ * twice or released by a compile that then hands it to the cache, after
  * exactly one line on stderr, `ccache: <misuse> (<function>)`, e.g.
- * `ccache: lease released twice (ccache_lease_release)`.  NULL closures and
- * natives are exempt (any number of them may be given); a pointer is
- * forgotten once the cache has destroyed it (run its destroy callback, or
- * would have with none set), so an address the allocator reuses is new.
- * The registries sit behind one process-wide mutex, and ccache_fetch() and
- * ccache_lease_release() always take their general (slower) paths: a build
- * for tests and debugging.  It also tracks program handles (each handle
- * out, with its key and taking thread): a handle released twice aborts with
- * `ccache: program handle released twice, or never handed out
- * (ccache_program_release)`, and a compile that released the handle it
- * then hands to the cache with `ccache: compile handed the cache a program
- * handle it had released (or never had) (ccache_get_or_compile)` (the
- * default build crashes later, inside the cache).  A refused ccache_close()
- * prints one line per lease and handle still out, `ccache: close refused:
- * lease on key <hex> taken by thread <tid>[ (exited)]`, without aborting.
- * Nothing of it is compiled into the default build.
- *
- * The header, the ABI, the target and file names (ccache::ccache,
- * libccache.a, libccache.so) are the same in both builds: an application
- * links against the checked build by building the library with the option
- * and linking it as usual; it needs no macro of its own.
+ * `ccache: lease released twice (ccache_lease_release)`; a refused
+ * ccache_close() prints one line per lease and handle still out (its key,
+ * the thread that took it, whether that thread exited), without aborting.
+ * NULL closures and natives are exempt; a pointer the cache destroyed is
+ * forgotten, so an address the allocator reuses is new.  It is slower (one
+ * process-wide mutex; ccache_fetch() always takes its general path): a
+ * build for tests and debugging.  The header, the ABI, the target and file
+ * names are the same in both builds; the application needs no macro.
+ * Mechanism: docs/design.md, "Asserts and errors".
  * @{ */
 /** @} */
 
@@ -246,16 +224,12 @@ CCACHE_API char *ccache_key_hex(ccache_key key, char out[CCACHE_KEY_HEX_LEN]);
  * collision-resistant digest of the caller's own) for a cache opened with
  * ccache_config::key_mode = CCACHE_KEYS_STRONG.
  *
- * Why this shape (the public decision of 0.2, see CHANGELOG "Strong keys"):
- * the tables stay keyed by 128 bits, @c key, which picks the bucket as a
- * ccache_key does; every entry of a strong cache stores the full 256 bits,
- * and every match the cache makes - a hit, an insert that replaces, a
- * single-flight join, a program lookup, a tier entry loaded - compares all
- * of them.  So two inputs with one match take 2^128 work (a collision of the
- * whole digest), not the 2^64 of a 128-bit key.  Cost: 16 bytes more per
- * closure entry and per program of a strong cache only (bench_memory); the strong calls
- * take the key by pointer (32 bytes) and compare 32 bytes instead of 16;
- * the ccache_key calls, their ABI and their hit path are unchanged.
+ * The tables stay keyed by @c key (the bucket); every entry of a strong
+ * cache stores all 256 bits, and every match (a hit, a replacing insert, a
+ * single-flight join, a program lookup, a tier entry loaded) compares all
+ * of them, so two inputs with one match take 2^128 work.  Cost: 16 bytes
+ * more per closure entry and per program of a strong cache only; the
+ * ccache_key calls are unchanged (docs/design.md, "Strong keys").
  * Digest bytes map little-endian: key.lo = bytes 0..7, key.hi = 8..15,
  * check.lo = 16..23, check.hi = 24..31.
  */
@@ -310,23 +284,15 @@ typedef struct ccache_program ccache_program;
 
 /**
  * What a hit returns: the closure and its native program, both valid until
- * the lease is released with ccache_lease_release(), even if the entry is
- * evicted, replaced, removed or expires meanwhile.  A lease pins its closure
- * entry, which pins its program; while any lease is out, ccache_close()
- * returns CCACHE_EBUSY.  The lease struct is the caller's (stack is fine);
- * the cache keeps no pointer to it.  Taking a lease allocates nothing (a
- * thread's first ccache_fetch(), ccache_get_or_compile() or
- * ccache_lease_release() on a cache allocates that thread's reader, see
- * ccache_fetch(); the checked build allocates a token per lease).  A lease
- * may be released on any thread.
- *
- * A zero-initialised lease (`ccache_lease l = {0};`) is "no lease": releasing
- * it is a no-op.  ccache_lease_release() zeroes the lease, and so does every
- * call that fills one when it returns anything but CCACHE_OK.  Do not copy a
- * lease and release both copies, and do not release a lease that no call
- * filled (uninitialised memory): in the default build either is undefined
- * behaviour (a wrong lease count, then a use after free); the checked build
- * aborts (see "Checked build").
+ * the lease is released with ccache_lease_release(), even if the entry
+ * leaves the table meanwhile; while any lease is out, ccache_close()
+ * returns CCACHE_EBUSY.  The struct is the caller's (stack is fine; the
+ * cache keeps no pointer to it); taking one allocates nothing; it may be
+ * released on any thread.  A zero-initialised lease is "no lease"
+ * (releasing it is a no-op); ccache_lease_release() zeroes it, and so does
+ * every call that fills one when it returns anything but CCACHE_OK.
+ * Releasing two copies of one lease, or one no call filled, is a caller
+ * error (undefined behaviour; the checked build aborts).
  */
 typedef struct ccache_lease {
   void *closure;      /**< the runtime's closure, as given to ccache_put() or

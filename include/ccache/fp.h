@@ -22,42 +22,20 @@ extern "C" {
 /** @name Structural fingerprints (XXH3-128; strong mode BLAKE2b-256)
  *
  * A streaming builder over xxHash's XXH3-128.  Every field is framed with a
- * one-byte type tag and (for variable-length fields) a 64-bit length, so no
- * two different sequences of fields hash the same bytes ("ab"+"c" differs
- * from "a"+"bc"; the u64 1 differs from the 8 bytes 01 00 .. 00).  Integers
- * are encoded little-endian at fixed width, so a key is the same on every
- * machine and in every process.  CCACHE_FP_FORMAT_VERSION is mixed in first:
- * a change in encoding bumps it.
+ * type tag and (for variable-length fields) a 64-bit length, so no two
+ * different sequences of fields hash the same bytes ("ab"+"c" differs from
+ * "a"+"bc"); integers are little-endian at fixed width, so a key is the same
+ * on every machine and in every process.  The exact byte streams (pinned by
+ * CCACHE_FP_FORMAT_VERSION, mixed in first): docs/design.md, "Fingerprint
+ * encoding".
  *
- * Exact encoding.  A builder key is XXH3-128 (unseeded, default secret; lo =
- * low64, hi = high64) of the byte stream
- *
- *     "ccache-fp" (9 ASCII bytes), u32 CCACHE_FP_FORMAT_VERSION, fields...
- *
- * with one field per append (all integers little-endian):
- *  - u64:   0x01, u64 value
- *  - i64:   0x02, u64 two's complement of the value
- *  - f64:   0x03, u64 IEEE-754 bit pattern
- *  - bytes: 0x04, u64 length, the bytes
- *  - str:   0x05, u64 length, the bytes
- *  - shape: 0x06, i32 dtype, u32 rank, rank x i64 dims
- *  - key:   0x07, u64 key.lo, u64 key.hi
- *
- * How the stream is fed to XXH3 (batched, direct) never changes the key.
- * ccache_fp_graph() uses the same conventions; its streams are described
- * there.
- *
- * Collision model: XXH3-128 is a fast *non-cryptographic* hash.  Accidental
- * collisions between honest graphs are negligible (~2^-64 at 2^32 keys), but
- * someone who can choose graphs constructs collisions on purpose with no
- * search at all: an 8-byte word whose low 32 bits equal the default
- * secret's word for its lane enters XXH3's accumulators as a plain sum, so
- * raising one such word by 2^32 and lowering another of the same lane in
- * the same 1 KiB block keeps the key (tests/test_strong_keys.c builds such a
- * pair of constant tensors).  The fast mode is therefore safe only when
- * every graph, and every byte in it, comes from a trusted party.  Anywhere
- * else use the strong mode below (ccache_fp_init_strong(),
- * ccache_fp_graph_strong()) with a CCACHE_KEYS_STRONG cache.
+ * The fast mode is *non-cryptographic*: accidental collisions between
+ * honest graphs are negligible (~2^-64 at 2^32 keys), but whoever chooses
+ * graph bytes can construct a collision with no search (docs/design.md,
+ * "Strong keys").  Use it only when every graph, and every byte in it, comes
+ * from a trusted party; anywhere else use the strong mode
+ * (ccache_fp_init_strong(), ccache_fp_graph_strong()) with a
+ * CCACHE_KEYS_STRONG cache.
  *
  * Errors: an append that fails on an initialised builder (NULL data with a
  * non-zero length, a bad shape) *poisons* it: later appends do nothing and
@@ -168,17 +146,11 @@ CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out);
  * crypto_generichash, 32-byte output, no key) into a ccache_strong_key.
  *
  * Finding two field sequences with one strong key takes about 2^128 work.
- * The key mode is part of the stream ("domain"): a strong key is BLAKE2b-256
- * of "ccache-fp" (9 ASCII bytes), u32 CCACHE_FP_FORMAT_VERSION, the byte
- * 0x53 ('S', the strong mode), then the fields exactly as listed above.  The
- * append calls are the same (ccache_fp_u64() ... ccache_fp_shape(), with the
- * same poisoning rules); finish with ccache_fp_final_strong().
- * ccache_fp_final() refuses a strong builder (CCACHE_EINVAL) and
- * ccache_fp_final_strong() a fast one, so a strong key is never truncated to
- * 128 bits by mistake.  Why BLAKE2b-256 rather than SHA-256: measured in
- * bench_fingerprint (README's table), libsodium's BLAKE2b is several times
- * faster per byte and per small input; both give 128-bit collision
- * resistance.
+ * The append calls are the same, with the same poisoning rules; finish with
+ * ccache_fp_final_strong().  ccache_fp_final() refuses a strong builder
+ * (CCACHE_EINVAL) and ccache_fp_final_strong() a fast one, so a strong key
+ * is never truncated to 128 bits by mistake.  Its stream and the choice of
+ * BLAKE2b: docs/design.md, "Fingerprint encoding" and "Strong keys".
  * @param fp caller-owned builder (it may be copied by value, as a fast one).
  * @return CCACHE_OK; CCACHE_EINVAL (NULL fp); CCACHE_ENOTSUP (a build
  *         without libsodium: the builder is left unusable, every append
@@ -250,21 +222,10 @@ typedef struct ccache_fp_node {
  *
  * Only what an output depends on enters the key, plus every parameter node:
  * an op node no output reaches is ignored, but an unused parameter is not
- * (f(x, y) = x and f(x) = x are called differently).  The parameter summary
- * is order-independent (count and sums mod 2^64 of the parameters' digest
- * halves), so parameter nodes may sit anywhere in the array; distinct
- * positions are expected but not checked.
- *
- * Exact streams (integers little-endian), each hashed with XXH3-128:
- *  - node:  0x10; op as 0x11, u64 len, name bytes or as 0x12, u64 op_id;
- *    u64 attrs_len, attrs; u32 n_outputs, per output (i32 dtype, u32 rank,
- *    rank x i64 dims); u32 n_operands, per operand (u64 lo, u64 hi of its
- *    node's digest, u32 slot); u8 flags (0x01: constant != NULL, 0x02:
- *    param_index >= 0); if 0x01, u64 constant_len and the bytes; if 0x02,
- *    u64 param_index.
- *  - graph: "ccache-fp", u32 CCACHE_FP_FORMAT_VERSION, 0x20; u64 device
- *    length, device bytes; u64 parameter count, u64 sum of their digests' lo,
- *    u64 sum of their hi; u64 n_outputs, per output (u64 lo, u64 hi, u32 slot).
+ * (f(x, y) = x and f(x) = x are called differently).  Parameter nodes may
+ * sit anywhere in the array (their summary is order-independent); distinct
+ * positions are expected but not checked.  The exact streams:
+ * docs/design.md, "Fingerprint encoding".
  *
  * @param nodes @p n_nodes nodes (read only, not retained; NULL only when
  *        n_nodes is 0).
@@ -296,20 +257,7 @@ CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
  * Same nodes, same rules (what enters, what never does, the same
  * validation), same invariances (node numbering, independent build order,
  * where parameter nodes sit).  Finding two graphs with one key takes about
- * 2^128 work: every node digest and the key are BLAKE2b-256, operands enter
- * with their full 256-bit digests, and the parameter summary is the
- * parameters' digests in sorted order (a sum, as the fast mode's, could be
- * matched by a generalised-birthday search over many parameters).
- *
- * Exact streams (integers little-endian), each hashed with BLAKE2b-256:
- *  - node: as ccache_fp_graph()'s node stream, except that each operand is
- *    (its node's 32-byte digest as key.lo, key.hi, check.lo, check.hi,
- *    u32 slot).
- *  - graph: "ccache-fp", u32 CCACHE_FP_FORMAT_VERSION, 0x53 ('S'), 0x20;
- *    u64 device length, device bytes; u64 n_outputs, per output (32-byte
- *    digest, u32 slot); u64 parameter count, then the parameter nodes'
- *    digests (32 bytes each) in ascending order of (key.lo, key.hi,
- *    check.lo, check.hi).
+ * 2^128 work.  The exact streams: docs/design.md, "Fingerprint encoding".
  *
  * @param nodes @p n_nodes nodes, as ccache_fp_graph() (read only, not
  *        retained).

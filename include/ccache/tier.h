@@ -24,84 +24,25 @@ extern "C" {
  * Tiers let compiled programs outlive the process and be shared between
  * processes: a directory on this machine (ccache_tier_disk()), a Redis
  * server for a fleet (ccache_tier_redis()), or a backend of your own
- * (ccache_tier_custom()).
- *
- * **Model.**  Tiers sit behind the *program* table only; the closure table
- * and every hit path (ccache_fetch(), ccache_program_fetch(), a program
- * already interned) never touch a tier.  When ccache_program_get_or_compile()
- * misses, the one thread that owns the miss (the single-flight owner; the
- * other threads for that key wait for it as usual):
- *  1. asks the tiers top-down (tiers[0] first).  A usable entry in tier i is
- *     decoded into a native program and written to tiers 0..i-1 ("fills the
- *     tiers above"); nothing is compiled.
- *  2. otherwise takes each tier's compile lock in tier order.  A lock another
- *     process holds (CCACHE_EBUSY) is retried with a backoff from the tier's
- *     poll_ms doubling up to poll_max_ms, and after every failed attempt that
- *     tier is asked again: when the other process publishes, this one loads
- *     its entry instead of compiling.  Past the tier's wait_ms it stops
- *     waiting and compiles without the remaining locks.  After taking a lock
- *     the tier is asked once more (the holder may have published just before
- *     letting go).
- *  3. runs the compile callback (no cache lock held; the tier locks are),
- *     and if it ran for at least tier_min_compile_us and the codec does not
- *     answer CCACHE_CODEC_SKIP, encodes the program once and writes the entry
- *     to every tier;
- *  4. releases the locks in reverse order.
- * Leased locks (lease_ms > 0, e.g. Redis) are renewed every lease_ms/3 by
- * library threads, never by the compiling thread: one renewal thread per
- * tier and renewal group (ccache_tier_ops::renew_group; the Redis tier has
- * one group per server), started the first time a lease of that group is
- * taken and joined by ccache_close().  So a renew blocked on one server or
- * tier (up to its command timeout, however long that is against lease_ms)
- * never delays the renewal of a lease held anywhere else.  The thread
- * budget: at most CCACHE_MAX_TIERS x CCACHE_MAX_RENEW_GROUPS per cache, in
- * practice one per Redis server this cache took a lease on (none for the
- * directory tier, whose locks do not expire).  A renewal that fails loses
- * the lease (tier_leases_lost; the compile goes on, and another process may
- * compile the same program meanwhile).
- *
- * **Failures never fail a fetch.**  A tier op that fails (I/O error, full
- * disk, vanished directory, unreachable server) and a codec call that fails
- * count in tier_errors, and the cache proceeds as if that tier were absent:
- * the program is compiled.  Every entry is verified in full before the codec
- * sees a byte; one that fails (torn, truncated, bit-flipped, not an entry)
- * counts in tier_corrupt, is removed through the tier's remove_if op (only
- * if it is still the entry read; remove where a backend has no remove_if),
- * and the program is compiled.  An intact entry written under another runtime tag is
- * a miss (never loaded, never tier_corrupt).
- *
- * **Entry format** (the core writes and checks it; backends store opaque
- * blobs).  Little-endian:
- *   magic "CCTIER\0\n" (8 bytes), u32 format version (CCACHE_TIER_FORMAT),
- *   u32 header length (56), u64 key.lo, u64 key.hi, u64 XXH3-64 of the
- *   runtime tag, u64 payload length, u64 creation time (ms since the Unix
- *   epoch), the payload (the codec's bytes), then XXH3-128 of header and
- *   payload (u64 low half, u64 high half).  A strong-key cache's entries
- *   (ccache_config::key_mode CCACHE_KEYS_STRONG) have a 72-byte header: the
- *   same 56 bytes, then the key's check half (u64 check.lo, u64 check.hi),
- *   so the whole 256-bit key is in the header and must match on load.
- *
- * **Keys must be stable across processes.**  An entry is found by its
- * program key alone, in another process, maybe after a restart or on another
- * machine: derive program keys from what the program *is* (the fingerprint
- * builder's keys of op, shapes, dtypes, attributes, target are), never from
- * anything that differs between processes (pointers, addresses, handles,
- * counters, ASLR-dependent values).  Whatever the program depends on that
- * the key does not hold (the compiler's version, the CPU features targeted,
- * compile flags) belongs in ccache_config::runtime_tag.
- *
- * **Trust.**  A tier is trusted: whoever can write to it can hand every
- * process that uses it a program to run (the checksum detects accidents, not
- * attacks).  The directory tier therefore refuses a directory that is not
- * private to the user (see ccache_tier_disk()); a Redis server must be
- * writable only by parties you trust, over a network path you trust (no TLS:
- * see ccache_redis_options).
- *
- * **Lock order.**  Tier ops and codec callbacks are never called while the
- * cache holds any of its own locks; they may call into the cache (except
- * ccache_close() on it).  The tier compile locks are held across the compile
- * callback, which may itself miss on other program keys (nested compiles):
- * backends must not make a thread wait on a lock it already holds.
+ * (ccache_tier_custom()).  They sit behind the program table only: no hit
+ * path touches one.  The single-flight owner of a program miss asks them
+ * top-down, fills the tiers above a hit, and otherwise compiles under their
+ * compile locks (leased ones renewed on library threads) and stores the
+ * entry in each (docs/design.md, "Persistent tiers").
+ *  - A failed tier op or codec call never fails a fetch: tier_errors +1 and
+ *    the program compiles.  Every entry is verified in full before the
+ *    codec sees a byte (a bad one counts in tier_corrupt and is removed); an
+ *    entry of another runtime tag is a miss.
+ *  - Program keys must be stable across processes: derive them from what
+ *    the program is, never from pointers, handles or counters; what it
+ *    depends on that the key does not hold belongs in
+ *    ccache_config::runtime_tag.
+ *  - A tier is trusted: whoever can write to it can hand every process that
+ *    uses it a program to run (the checksum catches accidents, not attacks).
+ *  - Tier ops and codec calls run with no cache lock held and may call into
+ *    the cache (except ccache_close() on it).  Compile locks are held across
+ *    the compile callback, which may miss on other keys: a backend must not
+ *    make a thread wait on a lock it already holds.
  * @{ */
 
 /** Version of the entry format, in every entry and in every namespace. */
@@ -183,14 +124,11 @@ typedef struct ccache_tier_ops {
   const char *name; /**< "disk", "redis", ...: a static string, or NULL ("custom") */
   /**
    * Called once per cache, at ccache_open() (only if the cache has a codec):
-   * the namespace every key of this cache lives in, `v<format>/<hash>` with
-   * the hash the XXH3-64 of the runtime tag as 16 lowercase hex digits (e.g.
+   * the namespace every key of this cache lives in, `v<format>/<hash>` (the
+   * runtime tag's XXH3-64 as 16 lowercase hex digits, e.g.
    * "v1/3f2a9c0d11e2b4a7"), or `v<format>/strong-<hash>` for a strong-key
-   * cache.  Two runtime tags, or two key modes, never share a namespace.
-   * The disk tier maps it to `<dir>/v1/<hash>/`, the Redis tier to
-   * `<prefix>:v1:<hash>:`.  In a strong-key cache the ops' key is the strong
-   * key's first half (ccache_strong_key::key).
-   * May be NULL.
+   * cache, whose ops get the strong key's first half as their key.  Two
+   * runtime tags, or two key modes, never share a namespace.  May be NULL.
    * @param state the backend's state.
    * @param ns the namespace, NUL-terminated; valid only during the call.
    * @return CCACHE_OK (or any non-negative value); a negative status
@@ -249,13 +187,10 @@ typedef struct ccache_tier_ops {
    */
   int (*lock)(void *state, ccache_key pkey, void **lock);
   /**
-   * Extend a leased lock; called every lease_ms/3 from a renewal thread
-   * (the one of its tier and renewal group, see renew_group)
-   * while the compile runs.  Never called concurrently with unlock() on the
-   * same handle.
-   * Required when lease_ms > 0; unused (may be NULL) when lease_ms is 0
-   * (locks that never expire, e.g. ones the kernel drops when their holder
-   * dies).
+   * Extend a leased lock; called every lease_ms/3 from the renewal thread
+   * of its tier and renewal group while the compile runs, never concurrently
+   * with unlock() on the same handle.  Required when lease_ms > 0; unused
+   * (may be NULL) when lease_ms is 0 (locks that never expire).
    * @param state the backend's state.
    * @param lock the handle lock() set.
    * @return CCACHE_OK, or anything else (the lease is lost: tier_errors +1,
@@ -280,7 +215,7 @@ typedef struct ccache_tier_ops {
   uint64_t poll_max_ms; /**< backoff cap, ms, >= poll_ms */
   uint64_t wait_ms;     /**< total wait for a busy lock before compiling without
                              it, ms (0: never wait) */
-  /* ---- Appended in 0.2 (issue 20); zero (NULL) keeps the behaviour a
+  /* ---- Appended in 0.2; zero (NULL) keeps the behaviour a
    * backend without them had. ---- */
   /**
    * Remove the entry for @p pkey only if it is still the one get() just
@@ -298,12 +233,10 @@ typedef struct ccache_tier_ops {
    */
   int (*remove_if)(void *state, ccache_key pkey, const void *blob, size_t len);
   /**
-   * The renewal group of a leased lock, 0 .. renew_groups - 1.  Each group
-   * of each tier has its own renewal thread, so a renew() blocked on one
-   * group (a server that stopped answering) never delays the renewal of a
-   * lease in another group or tier.  Group leases by what can stall
-   * together (the Redis tier: by server).  NULL: one group.  A value out of
-   * range is taken modulo renew_groups.
+   * The renewal group of a leased lock, 0 .. renew_groups - 1 (out of range:
+   * taken modulo renew_groups).  Each group of each tier has its own
+   * renewal thread, so group leases by what can stall together (the Redis
+   * tier: by server).  NULL: one group.
    * @param state the backend's state.
    * @param lock the handle lock() set.
    */
@@ -394,7 +327,7 @@ typedef struct ccache_tier_health {
   uint64_t leases_lost;     /**< leases whose renewal failed (tier_leases_lost, per part) */
   uint64_t lock_waits;      /**< lock attempts that found the lock held by another
                              process (each CCACHE_EBUSY answer) */
-  /* Appended (issue 23): a caller whose size ends before them gets the fields above. */
+  /* Appended in 0.2: a caller whose size ends before them gets the fields above. */
   uint64_t fallback_reads;  /**< hits on this server for keys whose first server (in their
                              rendezvous order) is another: entries written while it was down */
   uint64_t fallback_writes; /**< entries and compile leases written here because the keys'
@@ -438,82 +371,20 @@ CCACHE_API int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part,
 /**
  * Options of the directory tier.  Initialise with ccache_disk_options_init().
  *
- * **Layout.**  One file per program at
- * `<dir>/v<format>/<runtime-tag hash>/<2 hex>/<32 hex key>` (the 2 hex digits
- * are the key's first two; the key is key.hi then key.lo, 16 lowercase hex
- * digits each), so two runtime versions never overwrite each other.  Also in
- * `<dir>/v<format>/`: "lock" (two bytes of it guard the size file and elect
- * the one cleaner) and "size" (the running total of entry bytes), and in
- * each `<2 hex>` folder a "lock" file (the compile locks of its keys).
- * Writers create `.tmp.<pid>.<word>.<n>` in the entry's folder (word: 16 hex
- * digits drawn at random per tier object, so a new process never draws a
- * dead one's name; a name that is taken anyway is skipped, never an error)
- * and publish it with one rename.  A stale temporary file (its writer dead
- * and the file over 60 s old, or any file over an hour old) is removed by
- * the cleaner, and by each tier object's first write into its folder and
- * its first write there an hour after its last sweep: so a leftover two
- * hours old is gone by the next write into its folder.
- * An entry that failed verification is moved aside (renamed to such a
- * temporary name), compared with the bytes read, and deleted, or linked
- * back if it is not what was read (another process published it in
- * between); link() never replaces an entry published after the move.  The
- * residual race: for the instant between the move and the link, a reader of
- * that key finds no entry (it takes the compile lock and may compile once
- * more).
- *
- * **One compile per machine.**  The compile lock of a key is an
- * open-file-description byte-range lock (F_OFD_SETLK) on one byte of its
- * folder's lock file (at offset XXH3-64 of the key, shifted right once),
- * opened O_CLOEXEC: the kernel drops it when its holder dies, and only the
- * holder's own unlock or death releases it (unlike classic POSIX record
- * locks, which any close() of the file in the process drops).  The lock
- * files never grow.  Two keys share a lock only if they share the runtime
- * tag, the folder and those 63 bits (about 2^-71 per pair, sequential keys
- * included): a miss does not wait for the compile of another key.
- * Within one process a held lock is shared, not waited for: threads and
- * caches (two tiers over one directory included) that miss on a key whose
- * lock the process holds, a nested compile included, go on (each cache's
- * single-flight still makes one compile per key per cache), and the byte
- * stays locked until the last of them unlocks.  A child fork()ed from a
- * process holding such a lock does not keep it alive (it closes its copies
- * of the lock files); a tier made before fork() is not usable in the child.
- *
- * **No wait on a stopped process.**  The size file is updated under a
- * byte-range lock that another process holds only for one small read and
- * write, waited for at most io_lock_ms: a holder that is stopped (a
- * debugger, ^Z, a cgroup freezer) delays a write by io_lock_ms once per
- * tier object, after which writes only try the lock until it is free again.
- * A write that cannot have it still publishes its entry; its size delta
- * stays pending in the tier object and is written by the next write or
- * remove of that object that gets the lock, by its cleaner's next pass, or
- * at ccache_close() (one more try, io_lock_ms at most); each deferred delta
- * counts one tier_lock_timeouts.  Attaching (ccache_open()) waits for no one
- * and never scans the directory.
- *
- * **Size cap.**  Sizes are the entry files' lengths (directories and
- * filesystem blocks not counted).  Every write and remove adds exactly what
- * it changed to the shared running total (a rename over an existing entry
- * is an exchange that measures the replaced file), so with no crash and no
- * outside change the total equals the entry files' sizes, however many
- * processes write and clean at once.  When a write takes the total over
- * max_bytes, it hands the clean to the tier object's cleaner thread
- * (started then; ccache_close() gives a clean in progress io_lock_ms to
- * finish, then stops it and joins the thread) and returns: no program miss
- * pays for a scan.  One cleaner per machine at a time (the others skip)
- * lists every entry and removes the least recently used first (age = the
- * file's modification time, refreshed by a hit at most once per
- * touch_interval_ms), down to 90 % of the cap.  So the directory stays
- * under the cap plus what is written while a clean runs.  The cap covers
- * every runtime tag under `<dir>/v<format>/`.  A missing or damaged size file
- * is rebuilt by counting (by the cleaner, never while holding the lock); a
- * write that lands during that count may be counted twice or not at all.  A process killed between
- * a rename and its size update, a delta still pending when a process exits,
- * and files changed behind the library's back leave the total off by their
- * sizes: delete `<dir>/v<format>/size` to have it recounted.  A cleaner that
- * is stopped keeps the others from cleaning until it runs again.
- *
- * Needs a local filesystem with open-file-description locks (Linux >= 3.15;
- * not NFS).
+ * One file per program under `<dir>/v<format>/<runtime-tag hash>/`,
+ * published with one rename, so readers see a whole entry or none; a
+ * crashed writer's temporary files are removed later.  One compile per
+ * machine and key: a byte-range lock (F_OFD_SETLK) the kernel drops when its
+ * holder dies; within one process a held lock is shared, not waited for.
+ * The total of entry bytes is kept exact across processes; a write that
+ * takes it over max_bytes wakes the tier's cleaner thread (joined at close),
+ * which removes the least recently used entries down to 90 % of the cap.  No
+ * call waits on another process for more than io_lock_ms (the size file) or
+ * lock_wait_ms (a compile lock).  Delete `<dir>/v<format>/size` to have the
+ * total recounted after files changed behind the library's back.  A tier
+ * made before fork() is not usable in the child.  Needs a local filesystem
+ * with open-file-description locks (Linux >= 3.15; not NFS).  Layout and
+ * mechanism: docs/design.md, "The directory tier".
  */
 typedef struct ccache_disk_options {
   uint32_t size;              /**< sizeof, set by ccache_disk_options_init() */
@@ -574,150 +445,26 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * set servers.  Built only with hiredis (Debian: libhiredis-dev); otherwise
  * ccache_tier_redis() returns CCACHE_ENOTSUP.
  *
- * **What is sent.**  Every key lives under
- * `<prefix>:<namespace>:`, the namespace being the one attach() receives
- * with '/' written as ':' (e.g. "ccache:v1:3f2a9c0d11e2b4a7:"), followed by
- * the program key as 32 lowercase hex digits, key.hi then key.lo.  The
- * commands, all with binary-safe arguments:
- *  - `GET <k>` (lookup), `SET <k> <entry> [PX entry_ttl_ms]` (store).  The
- *    value is the core's checksummed entry (see "Entry format" above): the
- *    codec's bytes, framed; nothing else of the process is sent.
- *  - an entry that failed verification is deleted only if it is still the
- *    one read: `EVAL <script> 1 <k> <value>`, the value being the bytes
- *    read and the script `if redis.call('get', KEYS[1]) == ARGV[1] then
- *    return redis.call('del', KEYS[1]) end return 0`, so an entry another
- *    process stored since stays.  The whole value is
- *    compared, not only its length and checksum trailer: an entry damaged in
- *    its body keeps the trailer of the intact entry it was, and so does a
- *    verbatim copy of that entry filled in from a lower tier.
- *  - the compile lease, under `<k>:lease`: `SET <k>:lease <token> NX PX
- *    lease_ms` takes it (the token is 16 bytes from getrandom(), as 32 hex
- *    digits); `EVAL <script> 1 <k>:lease <token> lease_ms` renews it, the
- *    script being `if redis.call('get', KEYS[1]) == ARGV[1] then return
- *    redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`; the same script
- *    with `del` instead of `pexpire` (and no ARGV[2]) releases it.  Both scripts act only while the
- *    lease still holds this holder's token, so a process whose lease lapsed
- *    can neither extend nor delete the lease another process took since.
- *  - `AUTH [user] password` on each new connection when a password is set.
- * The server needs GET, SET (SET NX PX included), EVAL and, inside the three
- * scripts, GET, PEXPIRE and DEL (AUTH is always allowed) on keys matching
- * `<prefix>:*`; no other command is sent.  An ACL user can be limited to
- * exactly that, e.g.
- * `user ccache on >secret ~ccache:* +get +set +del +eval +pexpire`.
- *
- * **One compile per fleet.**  A process that misses everywhere takes the
- * lease, compiles, stores the entry, then releases the lease.  A renewal
- * thread of the lease's server (one per server this cache has taken a lease
- * on) renews it every lease_ms/3 on a connection of its own, so a long
- * compile keeps it however busy the other connections are, and however
- * long another server takes to answer (or time out).  Others
- * find it taken (CCACHE_EBUSY), poll the entry with a backoff from poll_ms
- * doubling to poll_max_ms, and load the entry when it appears; if the
- * holder dies its lease lapses within lease_ms and one waiter takes over;
- * after wait_ms a waiter compiles locally.
- *
- * **Several servers.**  Each key goes to one server by rendezvous
- * (highest-random-weight) hashing: the largest XXH3-64 of the key seeded
- * with the XXH3-64 of the server's name as written ("host:port" or
- * "unix:/path").  Every process given the same names, in any order, picks
- * the same server.  Sorting the same weights gives each key its
- * rendezvous order over all the servers.
- *
- * **Fallback.**  A server is down from a failed connect or a broken
- * command until a command it answers (see "Faults" below).  A key's entry
- * and its compile lease go to the first server of its rendezvous order that
- * is not down, so processes that agree which servers are down agree where
- * each key lives: with one server dead, a fleet still compiles each program
- * once.  (Removing a server moves only its keys: the fallback of a key is
- * where it would live without its first server.)  A lookup reads the
- * servers in the key's order, skipping those that are down; the first hit
- * wins, and a hit after the first live server is copied to that server, so
- * entries written to a fallback stay readable after their server comes back,
- * and move back to it as they are read.  A server that comes back (its
- * backoff over, a command answered) takes its keys back at once.  A miss
- * costs one GET per live server; a bad entry's conditional delete goes to
- * every live server.  An error reply (OOM, NOPERM) is an answer: the key
- * stays with that server (the op is a tier error).
- *
- * **The guarantee.**  While every process sees the same servers down, each
- * key is compiled at most once in the fleet (lease_ms and wait_ms aside).
- * While they disagree (a server just died or came back, and some processes
- * have not yet failed a command on it or seen it answer), two processes may
- * look for a key's lease on different servers: a waiter whose lease holder's
- * server died falls back, finds no lease there and compiles.  So a server
- * lost or regained costs at most one extra compile per process per key
- * whose first live server changed, and none for any other key.
- *
- * **Sentinel.**  With servers = "sentinel:HOST:PORT[,...]/NAME[,...]" each
- * primary name takes the place of a server: keys are sharded over the names
- * by the rendezvous rule (seeded by the name, so a failover moves no key),
- * with the same fallback.  Before its first connect, after a connection
- * fails, and after a primary answers `-READONLY` (it was demoted while this
- * process held connections to it), the tier asks the Sentinels in list
- * order `SENTINEL get-master-addr-by-name NAME` on a fresh connection each
- * (`AUTH [sentinel_user] sentinel_password` first when set) and connects to
- * the first address answered; a new address counts as a failover followed
- * (ccache_tier_health::failovers).  The -READONLY op itself is a tier error;
- * the next op goes to the new primary, with no backoff.  No Sentinel
- * answering, or none knowing the name, is a connect failure (backoff, tier
- * errors), never a failed fetch.  There is no `+switch-master` subscriber:
- * a primary is followed when it fails or refuses a write.  The Sentinels
- * are sent nothing else, so their ACL user can be limited to exactly
- * `user watcher on >secret +sentinel|get-master-addr-by-name` (a line of
- * sentinel.conf); the primaries need the ACL below.  Between the
- * primary's death and the Sentinels' failover (down-after-milliseconds plus
- * the election) its keys are tier errors unless another primary name is
- * listed to fall back to; entries not yet replicated when it died are gone
- * (compiled again once).
- *
- * **Connections.**  hiredis connections over sockets the library makes
- * itself, close-on-exec from their creation (SOCK_CLOEXEC: a child that
- * another thread fork()s and exec()s never inherits one), made on first use
- * (never by ccache_tier_redis()).  Each server keeps up to 8 idle
- * connections; a thread that misses takes an idle one or connects a new
- * one, so misses on different threads never wait for each other's round
- * trips.  Connect time is bounded by connect_timeout_ms; a whole command,
- * from sending it to the last byte of its reply, by command_timeout_ms.
- * (Not each read: a server trickling its reply a byte at a time, each
- * inside the bound, would otherwise hold the command, and the fetch, for
- * as long as it liked.)  A host name is resolved (getaddrinfo) at each
- * connect, outside those bounds: give addresses for predictable timing.
- *
- * **Faults never fail a fetch.**  A server absent at start, killed, slow
- * past the timeouts, a dropped connection, an error reply (`OOM command not
- * allowed` under maxmemory, NOAUTH, WRONGPASS, ...) each fail that one op
- * (tier_errors +1; the program compiles) when no other server can take
- * it.  A failed connect or a connection that breaks puts the server in
- * reconnect backoff: no new connection is tried for reconnect_min_ms,
- * doubling on each further failure up to reconnect_max_ms, and ops on its
- * keys go to their fallback meanwhile (a tier error if every server is
- * down).  Only a
- * command the server answers ends it: a connect alone does not, since a
- * stopped server (SIGSTOP, a debugger, a frozen cgroup) whose listen backlog
- * is open still accepts connections and answers nothing; it is backed off
- * like an unreachable one.  An error reply does not start a backoff (the
- * connection is fine, and the server answered).  ccache_tier_health_get()
- * reports each server: up or down (backed off, for how long), its errors
- * and last error line, the leases held and lost on it, the lock waits, and
- * the fallback reads and writes it served for other servers' keys.
- *
- * **Signals.**  hiredis writes with write(2), which raises SIGPIPE on a
- * connection the server has reset.  The library never changes the process's
- * signal disposition: it blocks SIGPIPE in the calling thread around each
- * command (pthread_sigmask), consumes a SIGPIPE raised meanwhile
- * (sigtimedwait with a zero timeout) and restores the thread's mask; a
- * SIGPIPE already pending before the call is left pending.
- *
- * **fork().**  A tier made before fork() never uses the parent's
- * connections in the child: its ops return CCACHE_EFORKED there (and a
- * cache from before the fork is unusable in the child anyway).
- *
- * **Trust and transport.**  A shared Redis is trusted: anyone who can write
- * to it (or to the network path to it) can hand every process that uses it a
- * program to run; the checksum catches accidents, not attacks.  hiredis 0.14
- * has no TLS: traffic, passwords included, is plain text.  Use it on
- * loopback, a unix socket, or a private network you trust (or a TLS tunnel
- * such as stunnel to a local port).
+ * Keys live under `<prefix>:v<format>:<runtime-tag hash>:`; values are the
+ * core's checksummed entries (nothing else of the process is sent).  One
+ * compile per fleet: a token-checked lease (`SET NX PX`) renewed every
+ * lease_ms/3 by a renewal thread of its server.  Keys are sharded over the
+ * servers (or Sentinel primary names) by rendezvous hashing, and go to the
+ * next server of their order while theirs is down (reconnect backoff after
+ * a failed connect or a broken command; only an answered command ends it).
+ * Commands sent, the ACL they need, the fleet guarantee while servers go
+ * down and come back, Sentinel, connections and timeouts: docs/design.md,
+ * "The Redis tier".
+ *  - Faults (absent, killed, stopped or slow servers, error replies) fail
+ *    only the op (tier_errors +1), never a fetch; ccache_tier_health_get()
+ *    reports each server.
+ *  - Sockets are close-on-exec from their creation; SIGPIPE is blocked in
+ *    the calling thread around each command and a raised one consumed: the
+ *    process's signal disposition is never changed.
+ *  - A tier made before fork() returns CCACHE_EFORKED in the child.
+ *  - A shared Redis is trusted; hiredis 0.14 has no TLS (passwords travel
+ *    as plain text): use loopback, a unix socket, a private network or a
+ *    TLS tunnel.
  */
 typedef struct ccache_redis_options {
   uint32_t size; /**< sizeof, set by ccache_redis_options_init() */
@@ -726,8 +473,7 @@ typedef struct ccache_redis_options {
    *  duplicates, no spaces; or, as the whole value,
    *  "sentinel:HOST:PORT[,HOST:PORT...]/NAME[,NAME...]": Redis Sentinels
    *  (same item syntax) and up to 64 primary names (1..128 printable bytes,
-   *  no spaces), the primaries sharded by name as servers are (see
-   *  "Sentinel" above); copied.  Required (the default NULL is
+   *  no spaces), the primaries sharded by name as servers are; copied.  Required (the default NULL is
    *  CCACHE_EINVAL). */
   const char *servers;
   /** Key prefix, 1..256 bytes, default "ccache"; NULL means the default;

@@ -1,8 +1,7 @@
 /*
  * callback.c - the thread-local stack of callback frames (callback.h), and
- * the monotonic clock.  Which callbacks push a frame is their callers'
- * business (core/invoke.c, core/closure_compile.c, core/program.c, the tier
- * stack); this file only keeps the stack.
+ * the monotonic clock.  Frames are pushed by CCACHE__USER_CALL, around every
+ * user callback; this file only keeps the stack.
  */
 #include <time.h>
 

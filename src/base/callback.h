@@ -28,4 +28,18 @@ bool ccache__in_callback(const void *key);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t ccache__mono_ns(void);
 
+/* The one way user code runs: `call` (a statement, e.g. `rc = fn(...)`)
+ * under a frame keyed by `key`; took_ns (a uint64_t *, or NULL: untimed)
+ * gets its duration on CLOCK_MONOTONIC. */
+#define CCACHE__USER_CALL(key, took_ns, call)     \
+  do {                                            \
+    uint64_t *took_ = (took_ns);                  \
+    ccache__frame fr_;                            \
+    ccache__frame_push(&fr_, (key));              \
+    uint64_t t0_ = took_ ? ccache__mono_ns() : 0; \
+    call;                                         \
+    if (took_) *took_ = ccache__mono_ns() - t0_;  \
+    ccache__frame_pop(&fr_);                      \
+  } while (0)
+
 #endif /* CCACHE_CALLBACK_H */

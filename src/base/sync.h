@@ -57,7 +57,7 @@ static inline bool ccache__held(ccache__mutex *m) {
 }
 #define ccache__assert_held(m) ccache__assert(ccache__held(m))
 #else
-#define ccache__assert_held(m) ((void)0)
+#define ccache__assert_held(m) ((void)sizeof(m))
 #endif
 
 #endif

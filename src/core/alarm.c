@@ -10,22 +10,13 @@
  */
 #include "core/internal.h"
 
-int ccache__alarm_init(ccache *c) {
-  int rc = ccache__cond_init(&c->sw_cv, true);
-  if (rc != CCACHE_OK) return rc;
-  rc = ccache__mutex_init(&c->sw_mu);
-  if (rc != CCACHE_OK) ccache__cond_destroy(&c->sw_cv);
-  return rc;
-}
+int ccache__alarm_init(ccache *c) { return ccache__worker_init_with_mutex(&c->sw, &c->sw_mu); }
 
-void ccache__alarm_destroy(ccache *c) {
-  ccache__cond_destroy(&c->sw_cv);
-  ccache__mutex_destroy(&c->sw_mu);
-}
+void ccache__alarm_destroy(ccache *c) { ccache__worker_destroy_with_mutex(&c->sw); }
 
 void ccache__alarm_ring(ccache *c) {
   ccache__lock(&c->sw_mu);
   c->sw_gen++;
-  ccache__cond_signal(&c->sw_cv);
+  ccache__worker_wake_locked(&c->sw);
   ccache__unlock(&c->sw_mu);
 }

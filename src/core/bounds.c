@@ -1,8 +1,8 @@
 /*
  * bounds.c - the three bounds, changed and read at runtime, and the public
- * sweep: max_items (FIFO by insert index, as EMLX's CompileCache since PR
- * #140), TTL from insert time (a hit never refreshes it), and a cap on the
- * cost of the programs the table references.  The evictions themselves are
+ * sweep: max_items (FIFO by insert index), TTL from insert time (a hit
+ * never refreshes it), and a cap on the cost of the programs the table
+ * references.  The evictions themselves are
  * table.c's.
  */
 #include "core/internal.h"

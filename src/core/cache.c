@@ -67,17 +67,19 @@ static int init_sync(ccache *c) {
   int rc;
   if ((rc = ccache__mutex_init(&c->wlock)) != CCACHE_OK) return rc;
   if ((rc = ccache__mutex_init(&c->pmu)) != CCACHE_OK) goto fail_wlock;
-  if ((rc = ccache__cond_init(&c->flight_cv, false)) != CCACHE_OK) goto fail_pmu;
-  if ((rc = ccache__cond_init(&c->pflight_cv, false)) != CCACHE_OK) goto fail_fcv;
+  if ((rc = ccache__flights_init(&c->flights, &c->wlock, &c->mem, c->klen)) != CCACHE_OK)
+    goto fail_pmu;
+  if ((rc = ccache__flights_init(&c->pflights, &c->pmu, &c->mem, c->klen)) != CCACHE_OK)
+    goto fail_fcv;
   if ((rc = ccache__alarm_init(c)) != CCACHE_OK) goto fail_pcv;
   if ((rc = ccache__mutex_init(&c->limbo_mu)) != CCACHE_OK) goto fail_alarm;
   return CCACHE_OK;
 fail_alarm:
   ccache__alarm_destroy(c);
 fail_pcv:
-  ccache__cond_destroy(&c->pflight_cv);
+  ccache__flights_destroy(&c->pflights);
 fail_fcv:
-  ccache__cond_destroy(&c->flight_cv);
+  ccache__flights_destroy(&c->flights);
 fail_pmu:
   ccache__mutex_destroy(&c->pmu);
 fail_wlock:
@@ -88,8 +90,8 @@ fail_wlock:
 static void destroy_sync(ccache *c) {
   ccache__mutex_destroy(&c->limbo_mu);
   ccache__alarm_destroy(c);
-  ccache__cond_destroy(&c->pflight_cv);
-  ccache__cond_destroy(&c->flight_cv);
+  ccache__flights_destroy(&c->pflights);
+  ccache__flights_destroy(&c->flights);
   ccache__mutex_destroy(&c->pmu);
   ccache__mutex_destroy(&c->wlock);
 }

@@ -169,9 +169,8 @@ static int put_k(ccache *c, const ccache_strong_key *key, bool strong, void *clo
     uint64_t now = ccache__now_ms(c);
     ccache__entry *e = ccache__entry_new(c);
     /* A failed entry allocation goes through the same in-use check below:
-     * a re-put of the very closure the entry holds must not destroy it
-     * (found by tests/test_alloc_fail.c: it was destroyed while still in
-     * the table, then again when the entry left). */
+     * the closure of the entry now under this key is that entry's, so a
+     * failed re-put of it must not destroy it. */
     ccache__wsec w;
     ccache__wsec_begin_(c, &w, api);
     rc = e ? ccache__insert_locked(c, &w, e, key, closure, p, now) : CCACHE_ENOMEM;

@@ -23,12 +23,12 @@
 /* A waiter's lease was granted by the owner before it woke us. */
 static int join(ccache *c, ccache__wsec *w, ccache__flight *f, ccache_lease *out) {
   ccache__wsec_unblock(c, w); /* readers must not wait for the compile */
-  int rc = ccache__flight_wait_locked(&c->waits, f, &c->flight_cv, &c->wlock);
+  int rc = ccache__flight_wait_locked(&c->flights, f, &c->waits);
   if (rc == CCACHE_OK)
     ccache__lease_fill(out, f->entry, NULL);
   else
     ccache__flight_take_detail(f);
-  ccache__flight_leave_locked(&c->wlock, &c->mem, f);
+  ccache__flight_leave_locked(&c->flights, f);
   ccache__wsec_end(c, w);
   return rc;
 }
@@ -74,8 +74,7 @@ static int publish(ccache *c, ccache__flight *f, ccache__entry *e, int st, void 
   if (rc == CCACHE_OK) ccache__lease_locked(c, e, 1 + f->waiters, out);
   f->entry = rc == CCACHE_OK ? e : NULL;
   if (rc != CCACHE_OK) ccache__flight_keep_detail(&c->mem, f);
-  bool free_f =
-      ccache__flight_publish_locked(&c->wlock, &c->mem, &c->flights, f, rc, &c->flight_cv);
+  bool free_f = ccache__flight_publish_locked(&c->flights, f, rc);
   atomic_fetch_sub(&c->inflight, 1);
   ccache__wsec_end(c, &w);
   if (free_f) ccache__flight_free(&c->mem, f);
@@ -91,8 +90,9 @@ static int run_compile(ccache *c, ccache__flight *f, ccache__entry *e, ccache_co
   uint64_t wall_ns;
   ccache_key key = f->key.key;
   ccache__run_begin(c, &run, CCACHE_LEVEL_CLOSURE, key);
-  int crc = compile(ud, c, key, &closure, &prog);
-  atomic_fetch_add_explicit(&c->compile_ns, ccache__run_end(&run, &wall_ns), memory_order_relaxed);
+  int crc;
+  CCACHE__USER_CALL(c, &wall_ns, crc = compile(ud, c, key, &closure, &prog));
+  atomic_fetch_add_explicit(&c->compile_ns, ccache__run_end(&run, wall_ns), memory_order_relaxed);
   int st = ccache__run_status(&run, crc, api, key);
   /* The handle passes to the cache: the checked build checks it is still
    * one (not released by the compile) before anything reads it. */
@@ -193,7 +193,7 @@ static int slow_path(ccache *c, const ccache_strong_key *key, ccache_compile_fn 
   }
   if (found) ccache__detach_locked(c, &w, found, &c->n.evicted_ttl);
 
-  ccache__flight *f = ccache__flight_find_locked(&c->wlock, c->flights, key, c->klen);
+  ccache__flight *f = ccache__flight_find_locked(&c->flights, key);
   int rc = CCACHE_OK;
   if (f && ccache__flight_mine(f)) {
     rc = CCACHE_EDEADLK;
@@ -203,7 +203,7 @@ static int slow_path(ccache *c, const ccache_strong_key *key, ccache_compile_fn 
     count_miss(c, key->key, counted);
     return rc;
   } else {
-    f = e ? ccache__flight_start_locked(&c->wlock, &c->mem, &c->flights, key, c->klen) : NULL;
+    f = e ? ccache__flight_start_locked(&c->flights, key) : NULL;
     if (!f) rc = CCACHE_ENOMEM;
   }
   if (rc == CCACHE_OK) {

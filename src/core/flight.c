@@ -16,28 +16,34 @@
 
 #include "core/internal.h"
 
-ccache__flight *ccache__flight_find_locked(ccache__mutex *mu, ccache__flight *table,
-                                           const ccache_strong_key *key, uint32_t klen) {
-  ccache__assert_held(mu);
-  (void)mu;
+int ccache__flights_init(ccache__flights *fl, ccache__mutex *mu, const ccache__mem *mem,
+                         uint32_t klen) {
+  fl->mu = mu;
+  fl->mem = mem;
+  fl->table = NULL;
+  fl->klen = klen;
+  return ccache__cond_init(&fl->cv, false);
+}
+
+void ccache__flights_destroy(ccache__flights *fl) { ccache__cond_destroy(&fl->cv); }
+
+ccache__flight *ccache__flight_find_locked(ccache__flights *fl, const ccache_strong_key *key) {
+  ccache__assert_held(fl->mu);
   ccache__flight *f;
-  HASH_FIND_BYHASHVALUE(hh, table, key, klen, ccache__key_hash(key->key), f);
+  HASH_FIND_BYHASHVALUE(hh, fl->table, key, fl->klen, ccache__key_hash(key->key), f);
   return f;
 }
 
-ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem *mem,
-                                            ccache__flight **table, const ccache_strong_key *key,
-                                            uint32_t klen) {
-  CCACHE__UTHASH_SCOPE(mem);
-  ccache__assert_held(mu);
-  (void)mu;
-  ccache__flight *f = ccache__calloc(mem, sizeof *f);
+ccache__flight *ccache__flight_start_locked(ccache__flights *fl, const ccache_strong_key *key) {
+  CCACHE__UTHASH_SCOPE(fl->mem);
+  ccache__assert_held(fl->mu);
+  ccache__flight *f = ccache__calloc(fl->mem, sizeof *f);
   if (!f) return NULL;
   f->key = *key;
   f->owner = pthread_self();
-  HASH_ADD_BYHASHVALUE(hh, *table, key, klen, ccache__key_hash(key->key), f);
+  HASH_ADD_BYHASHVALUE(hh, fl->table, key, fl->klen, ccache__key_hash(key->key), f);
   if (uh_oom) {
-    ccache__free(mem, f);
+    ccache__free(fl->mem, f);
     return NULL;
   }
   return f;
@@ -47,32 +53,27 @@ bool ccache__flight_mine(const ccache__flight *f) {
   return pthread_equal(f->owner, pthread_self());
 }
 
-int ccache__flight_wait_locked(_Atomic uint64_t *waits, ccache__flight *f, pthread_cond_t *cv,
-                               ccache__mutex *mu) {
-  ccache__assert_held(mu);
+int ccache__flight_wait_locked(ccache__flights *fl, ccache__flight *f, _Atomic uint64_t *waits) {
+  ccache__assert_held(fl->mu);
   f->waiters++;
   f->left++;
   atomic_fetch_add_explicit(waits, 1, memory_order_relaxed);
-  while (!f->done) ccache__cond_wait(cv, mu);
+  while (!f->done) ccache__cond_wait(&fl->cv, fl->mu);
   return f->status;
 }
 
-void ccache__flight_leave_locked(ccache__mutex *mu, const ccache__mem *mem, ccache__flight *f) {
-  ccache__assert_held(mu);
-  (void)mu;
-  if (--f->left == 0) ccache__flight_free(mem, f);
+void ccache__flight_leave_locked(ccache__flights *fl, ccache__flight *f) {
+  ccache__assert_held(fl->mu);
+  if (--f->left == 0) ccache__flight_free(fl->mem, f);
 }
 
-bool ccache__flight_publish_locked(ccache__mutex *mu, const ccache__mem *mem,
-                                   ccache__flight **table, ccache__flight *f, int status,
-                                   pthread_cond_t *cv) {
-  CCACHE__UTHASH_SCOPE(mem); /* deleting the last flight frees the buckets */
-  ccache__assert_held(mu);
-  (void)mu;
-  HASH_DELETE(hh, *table, f);
+bool ccache__flight_publish_locked(ccache__flights *fl, ccache__flight *f, int status) {
+  CCACHE__UTHASH_SCOPE(fl->mem); /* deleting the last flight frees the buckets */
+  ccache__assert_held(fl->mu);
+  HASH_DELETE(hh, fl->table, f);
   f->done = 1;
   f->status = status;
-  ccache__cond_broadcast(cv);
+  ccache__cond_broadcast(&fl->cv);
   return f->left == 0;
 }
 
@@ -112,16 +113,11 @@ void ccache__run_begin(ccache *c, ccache__run *r, int level, ccache_key key) {
   r->nested_ns = 0;
   r->seq0 = ccache__detail_seq();
   tls_run = r;
-  ccache__frame_push(&r->fr, c);
-  r->t0 = ccache__mono_ns();
 }
 
-uint64_t ccache__run_end(ccache__run *r, uint64_t *wall_ns) {
-  uint64_t wall = ccache__mono_ns() - r->t0;
-  ccache__frame_pop(&r->fr);
+uint64_t ccache__run_end(ccache__run *r, uint64_t wall_ns) {
   tls_run = r->prev;
-  *wall_ns = wall;
-  return wall > r->nested_ns ? wall - r->nested_ns : 0;
+  return wall_ns > r->nested_ns ? wall_ns - r->nested_ns : 0;
 }
 
 uint64_t ccache__nested_start(void) { return tls_run ? ccache__mono_ns() : 0; }

@@ -29,6 +29,7 @@
 #include "base/mem.h" /* must precede uthash: it routes uthash's allocator */
 #include "core/misuse.h"
 #include "base/sync.h"
+#include "base/worker.h"
 
 #define CCACHE__CACHELINE  64
 /* Evicted keys remembered for ccache_stats::misses_evicted. */
@@ -105,6 +106,16 @@ typedef struct ccache__flight {
   char *detail;            /* on failure: the owner's error detail, copied to each waiter */
 } ccache__flight;
 
+/* One level's single-flight state (flight.c): its lock, the condition its
+ * waiters sleep on, and its flights in progress, by key. */
+typedef struct ccache__flights {
+  ccache__mutex *mu;      /* the level's lock (wlock or pmu), not owned */
+  const ccache__mem *mem; /* the cache's allocator */
+  pthread_cond_t cv;      /* a flight of this level finished */
+  ccache__flight *table;  /* keys compared over their first klen bytes */
+  uint32_t klen;          /* c->klen */
+} ccache__flights;
+
 /* Global counters under c->wlock. */
 typedef struct ccache__counters {
   uint64_t inserts, replaced, evicted_capacity, evicted_ttl, evicted_cost, removed, cleared;
@@ -139,12 +150,11 @@ struct ccache {
   bool strong;
 
   _Alignas(CCACHE__CACHELINE) ccache__mutex wlock;
-  ccache__entry *table;     /* the closure table; its head is the oldest entry */
-  pthread_cond_t flight_cv; /* closure flights finished (with wlock) */
-  ccache__flight *flights;  /* closure-level flights, under wlock */
-  uint64_t items;           /* entries in the table */
-  uint64_t next_idx;        /* next insert index */
-  uint64_t last_ins_ms;     /* insert time of the newest insert */
+  ccache__entry *table;    /* the closure table; its head is the oldest entry */
+  ccache__flights flights; /* closure-level flights, under wlock */
+  uint64_t items;          /* entries in the table */
+  uint64_t next_idx;       /* next insert index */
+  uint64_t last_ins_ms;    /* insert time of the newest insert */
   struct {
     uint64_t lo, hi;
   } cost;                       /* charged cost, bytes: 128 bits wide so
@@ -170,9 +180,8 @@ struct ccache {
   void *event_ctx;
 
   ccache__mutex pmu;
-  pthread_cond_t pflight_cv; /* program flights finished (with pmu) */
-  ccache_program *programs;  /* program table */
-  ccache__flight *pflights;  /* program-level flights, under pmu */
+  ccache_program *programs; /* program table */
+  ccache__flights pflights; /* program-level flights, under pmu */
   uint64_t nprograms, handles_out, program_hits, program_misses, program_compiles;
 
   _Atomic uint64_t closures_destroyed, programs_destroyed;
@@ -186,10 +195,8 @@ struct ccache {
 
   /* sweeper (sweeper.c) */
   ccache__mutex sw_mu;
-  pthread_cond_t sw_cv;
-  pthread_t sw_thread;
-  int sw_started, sw_stop;
-  uint64_t sw_gen; /* bumped by the alarm: the next deadline may be earlier */
+  ccache__worker sw; /* under sw_mu */
+  uint64_t sw_gen;   /* bumped by the alarm: the next deadline may be earlier */
   int sweeper_enabled;
   _Atomic uint64_t sweeper_wakeups; /* waits that ended at their deadline */
 
@@ -284,28 +291,26 @@ void ccache__alarm_destroy(ccache *c);
 void ccache__alarm_ring(ccache *c);
 
 /* --------------------------------------------------------------- flight.c */
-/* Single-flight records, for both levels; `mu` is the level's lock (held by
- * the caller of every function here) and `cv` its condition variable. */
-/* Keys are compared over their first klen bytes (c->klen). */
-ccache__flight *ccache__flight_find_locked(ccache__mutex *mu, ccache__flight *table,
-                                           const ccache_strong_key *key, uint32_t klen);
-/* A new flight owned by this thread, added to *table; NULL on ENOMEM. */
-ccache__flight *ccache__flight_start_locked(ccache__mutex *mu, const ccache__mem *mem,
-                                            ccache__flight **table, const ccache_strong_key *key,
-                                            uint32_t klen);
+/* Single-flight records, for both levels; the caller of every *_locked
+ * function here holds the level's lock (fl->mu). */
+/* A level's state, empty; CCACHE_OK, or a status of ccache__cond_init. */
+int ccache__flights_init(ccache__flights *fl, ccache__mutex *mu, const ccache__mem *mem,
+                         uint32_t klen);
+void ccache__flights_destroy(ccache__flights *fl);
+ccache__flight *ccache__flight_find_locked(ccache__flights *fl, const ccache_strong_key *key);
+/* A new flight owned by this thread, added to the table; NULL on ENOMEM. */
+ccache__flight *ccache__flight_start_locked(ccache__flights *fl, const ccache_strong_key *key);
 bool ccache__flight_mine(const ccache__flight *f);
-/* Join: count the wait and sleep until the owner publishes; returns the
- * flight's status with mu held.  Take the result, then flight_leave. */
-int ccache__flight_wait_locked(_Atomic uint64_t *waits, ccache__flight *f, pthread_cond_t *cv,
-                               ccache__mutex *mu);
+/* Join: count the wait in *waits and sleep until the owner publishes;
+ * returns the flight's status with the lock held.  Take the result, then
+ * flight_leave. */
+int ccache__flight_wait_locked(ccache__flights *fl, ccache__flight *f, _Atomic uint64_t *waits);
 /* The last waiter to take its result frees the flight. */
-void ccache__flight_leave_locked(ccache__mutex *mu, const ccache__mem *mem, ccache__flight *f);
+void ccache__flight_leave_locked(ccache__flights *fl, ccache__flight *f);
 /* The owner's side, results for the waiters already in place: end the
  * flight and wake the waiters.  Returns true if the caller must free f
  * (nobody waits) with ccache__flight_free() once it has unlocked. */
-bool ccache__flight_publish_locked(ccache__mutex *mu, const ccache__mem *mem,
-                                   ccache__flight **table, ccache__flight *f, int status,
-                                   pthread_cond_t *cv);
+bool ccache__flight_publish_locked(ccache__flights *fl, ccache__flight *f, int status);
 void ccache__flight_free(const ccache__mem *mem, ccache__flight *f);
 /* The owner: keep a copy of this thread's detail for the waiters (before
  * publishing a failure; without memory they get a shorter line). */
@@ -313,19 +318,18 @@ void ccache__flight_keep_detail(const ccache__mem *mem, ccache__flight *f);
 /* A waiter that got a failure: the owner's detail becomes this thread's. */
 void ccache__flight_take_detail(const ccache__flight *f);
 
-/* One compile callback run, either level: its frame (ccache_close() from
- * inside is refused), its time without the nested get-or-compile calls that
- * compiled or waited (so no time counts at two levels, nor a wait as a
- * compile), and whether it recorded an error detail. */
+/* One compile callback run, either level, around the callback itself (run
+ * by CCACHE__USER_CALL, timed): its time without the nested get-or-compile
+ * calls that compiled or waited (so no time counts at two levels, nor a
+ * wait as a compile), and whether it recorded an error detail. */
 typedef struct ccache__run {
-  ccache__frame fr;
   struct ccache__run *prev; /* the compile this one is nested in */
-  uint64_t t0, nested_ns, seq0;
+  uint64_t nested_ns, seq0;
 } ccache__run;
 /* Emits COMPILE_START when the hook is set. */
 void ccache__run_begin(ccache *c, ccache__run *r, int level, ccache_key key);
-/* Returns the callback's own time in ns; *wall_ns gets its wall time. */
-uint64_t ccache__run_end(ccache__run *r, uint64_t *wall_ns);
+/* Given the callback's wall time, returns its own time in ns. */
+uint64_t ccache__run_end(ccache__run *r, uint64_t wall_ns);
 /* The time of a get-or-compile slow path that may run inside a compile:
  * start returns 0 when no compile runs on this thread (nothing to charge). */
 uint64_t ccache__nested_start(void);

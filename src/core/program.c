@@ -186,13 +186,13 @@ void ccache_program_release(ccache *c, ccache_program *p) {
 #define API "ccache_program_get_or_compile"
 
 static int join_flight(ccache *c, ccache__flight *f, ccache_program **out) {
-  int rc = ccache__flight_wait_locked(&c->program_waits, f, &c->pflight_cv, &c->pmu);
+  int rc = ccache__flight_wait_locked(&c->pflights, f, &c->program_waits);
   if (rc == CCACHE_OK)
     *out = f->program; /* the handle was taken for us before we woke */
   else
     ccache__flight_take_detail(f);
   c->program_misses++; /* it missed: waiting is not a hit */
-  ccache__flight_leave_locked(&c->pmu, &c->mem, f);
+  ccache__flight_leave_locked(&c->pflights, f);
   ccache__unlock(&c->pmu);
   return rc;
 }
@@ -211,12 +211,14 @@ typedef struct user_compile {
   bool ran;
 } user_compile;
 
-static int call_compile(void *arg, void **native_out, uint64_t *cost_out) {
+static int call_compile(void *arg, void **native_out, uint64_t *cost_out, uint64_t *took_ns) {
   user_compile *u = arg;
   ccache__run run;
   ccache__run_begin(u->c, &run, CCACHE_LEVEL_PROGRAM, u->pkey);
-  int crc = u->fn(u->ud, u->c, u->pkey, native_out, cost_out);
-  atomic_fetch_add_explicit(&u->c->program_compile_ns, ccache__run_end(&run, &u->wall_ns),
+  int crc;
+  CCACHE__USER_CALL(u->c, &u->wall_ns, crc = u->fn(u->ud, u->c, u->pkey, native_out, cost_out));
+  *took_ns = u->wall_ns;
+  atomic_fetch_add_explicit(&u->c->program_compile_ns, ccache__run_end(&run, u->wall_ns),
                             memory_order_relaxed);
   u->status = ccache__run_status(&run, crc, API, u->pkey);
   u->ran = true;
@@ -255,8 +257,7 @@ static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn c
   }
   f->program = p;
   ccache_key key = f->key.key;
-  bool free_f =
-      ccache__flight_publish_locked(&c->pmu, &c->mem, &c->pflights, f, rc, &c->pflight_cv);
+  bool free_f = ccache__flight_publish_locked(&c->pflights, f, rc);
   atomic_fetch_sub(&c->inflight, 1);
   ccache__unlock(&c->pmu);
   if (free_f) ccache__flight_free(&c->mem, f);
@@ -279,13 +280,13 @@ static int get_or_compile(ccache *c, const ccache_strong_key *pkey,
   }
   /* Inside another compile, this call's time is not that compile's. */
   uint64_t nested = ccache__nested_start();
-  ccache__flight *f = ccache__flight_find_locked(&c->pmu, c->pflights, pkey, c->klen);
+  ccache__flight *f = ccache__flight_find_locked(&c->pflights, pkey);
   int rc = CCACHE_EDEADLK;
   if (f && !ccache__flight_mine(f)) {
     rc = join_flight(c, f, out); /* unlocks */
   } else {
     if (!f) {
-      f = ccache__flight_start_locked(&c->pmu, &c->mem, &c->pflights, pkey, c->klen);
+      f = ccache__flight_start_locked(&c->pflights, pkey);
       rc = f ? CCACHE_OK : CCACHE_ENOMEM;
     }
     c->program_misses++;

@@ -7,48 +7,38 @@
  * until the new oldest entry's deadline.  With no entry, or an unbounded TTL,
  * it sleeps until its alarm rings (alarm.c: an insert into an empty table, a
  * new TTL) or close stops it; it never wakes just to find nothing to do.
- * (EMLX's CompileCache ticks every ttl/2 instead: an idle cache with a 1 ms
- * TTL then wakes 2,000 times a second, and an entry may outlive its deadline
- * by up to ttl/2.)
  *
  * It waits on a condition variable over CLOCK_MONOTONIC but judges expiry with
  * the cache's configured clock, like every other call; the wait is the
  * remaining time on that clock.  Destroys caused by its sweeps run on this
  * thread, outside every lock.  The thread starts the first time the TTL is
- * finite (at open or at set_limits), never when config.sweeper_thread is 0.
+ * finite (at open or at set_limits), never when config.sweeper_thread is 0;
+ * its lifecycle is base/worker.h's.
  */
-#include <time.h>
-
 #include "core/internal.h"
 
 /* Longest single wait (a day): a far deadline is reached in several waits,
- * so the timespec never overflows. */
+ * so the wait's arithmetic never overflows. */
 #define MAX_WAIT_MS (24u * 3600u * 1000u)
-
-static struct timespec after_ms(uint64_t ms) {
-  if (ms > MAX_WAIT_MS) ms = MAX_WAIT_MS;
-  uint64_t ns = ccache__mono_ns() + ms * 1000000u;
-  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-  return ts;
-}
 
 /* Sleep (sw_mu held) until `next` on the cache's clock, read as `now`, or
  * until the alarm rings; UINT64_MAX: no deadline.  Counts the wake-ups that
  * a deadline caused. */
 static void sleep_until(ccache *c, uint64_t now, uint64_t next) {
   if (next == UINT64_MAX) {
-    ccache__cond_wait(&c->sw_cv, &c->sw_mu);
+    ccache__worker_sleep_locked(&c->sw, UINT64_MAX);
     return;
   }
-  struct timespec ts = after_ms(next > now ? next - now : 0);
-  if (!ccache__cond_timedwait(&c->sw_cv, &c->sw_mu, &ts))
+  uint64_t ms = next > now ? next - now : 0;
+  if (ms > MAX_WAIT_MS) ms = MAX_WAIT_MS;
+  if (!ccache__worker_sleep_locked(&c->sw, ccache__mono_ns() + ms * 1000000u))
     atomic_fetch_add_explicit(&c->sweeper_wakeups, 1, memory_order_relaxed);
 }
 
 static void *sweeper_main(void *arg) {
   ccache *c = arg;
   ccache__lock(&c->sw_mu);
-  while (!c->sw_stop) {
+  while (!c->sw.stop) {
     uint64_t gen = c->sw_gen;
     ccache__unlock(&c->sw_mu);
     uint64_t now = ccache__now_ms(c); /* a user callback: no lock held */
@@ -56,7 +46,7 @@ static void *sweeper_main(void *arg) {
     ccache__sweep(c, now, &next);
     ccache__lock(&c->sw_mu);
     /* Rung while we swept: the deadline may be earlier; look again. */
-    if (c->sw_stop || gen != c->sw_gen) continue;
+    if (c->sw.stop || gen != c->sw_gen) continue;
     sleep_until(c, now, next);
   }
   ccache__unlock(&c->sw_mu);
@@ -68,13 +58,8 @@ int ccache__sweeper_kick(ccache *c, uint64_t ttl) {
   int rc = CCACHE_OK;
   ccache__lock(&c->sw_mu);
   /* Never a new thread once close has begun: it would outlive the cache. */
-  if (!c->sw_started && ttl != CCACHE_UNBOUNDED && !ccache__closing(c)) {
-    int err = pthread_create(&c->sw_thread, NULL, sweeper_main, c);
-    if (err == 0)
-      c->sw_started = 1;
-    else
-      rc = ccache__thread_status(err, "pthread_create");
-  }
+  if (ttl != CCACHE_UNBOUNDED && !ccache__closing(c))
+    rc = ccache__worker_start_locked(&c->sw, sweeper_main, c, NULL);
   ccache__unlock(&c->sw_mu);
   ccache__alarm_ring(c);
   return rc;
@@ -82,13 +67,7 @@ int ccache__sweeper_kick(ccache *c, uint64_t ttl) {
 
 void ccache__sweeper_stop(ccache *c) {
   ccache__lock(&c->sw_mu);
-  int started = c->sw_started;
-  c->sw_stop = 1;
-  ccache__cond_signal(&c->sw_cv);
+  ccache__worker_stop_locked(&c->sw);
   ccache__unlock(&c->sw_mu);
-  if (started) ccache__join(c->sw_thread);
-  ccache__lock(&c->sw_mu);
-  c->sw_started = 0;
-  c->sw_stop = 0;
-  ccache__unlock(&c->sw_mu);
+  ccache__worker_join(&c->sw);
 }

@@ -260,15 +260,6 @@ static void unlock_all(struct ccache__tiers *ts, held_locks *h) {
 
 /* ------------------------------------------------------ compile and store */
 
-/* The core's compile (its callback frame is the core's to push), timed. */
-static int run_compile(ccache__tier_compile_fn compile, void *arg, void **native, uint64_t *cost,
-                       uint64_t *took_ns) {
-  uint64_t t0 = ccache__mono_ns();
-  int crc = compile(arg, native, cost);
-  *took_ns = ccache__mono_ns() - t0;
-  return crc;
-}
-
 static uint64_t realtime_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -322,7 +313,7 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
   *compile_ns = 0;
   if (!ts || !ts->has_codec || !any_usable(ts)) {
     *compiled = true;
-    return run_compile(compile, arg, native, cost, compile_ns);
+    return compile(arg, native, cost, compile_ns);
   }
   for (uint32_t i = 0; i < ts->n; i++) {
     if (ts->usable[i] && load(ts, i, key, native, cost) == T_HIT) {
@@ -340,7 +331,7 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
   }
   atomic_fetch_add(&ts->misses, 1);
   *compiled = true;
-  int crc = run_compile(compile, arg, native, cost, compile_ns);
+  int crc = compile(arg, native, cost, compile_ns);
   if (crc == 0 && *compile_ns / 1000u >= ts->min_compile_us) store(ts, key, *native);
   unlock_all(ts, &h);
   return crc;

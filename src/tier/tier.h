@@ -1,8 +1,9 @@
 /*
  * tier.h - internal interface of the persistent tiers (tier.c: the stack;
  * tier_open.c: the tiers at open and close; tier_renew.c: the lease-renewal
- * thread; tier_format.c: the entry format), and what the backends
- * (disk/, redis/) see of them.  Not installed.
+ * threads; tier_health.c: the error counts and health reports;
+ * tier_format.c: the entry format), and what the backends (disk/, redis/)
+ * see of them.  Not installed.
  *
  * The tier stack sits below the core: it knows a cache only as the opaque
  * key of its callback frames (base/callback.h) and as the owner recorded in
@@ -24,6 +25,7 @@
 #include "base/callback.h"
 #include "base/mem.h"
 #include "base/sync.h"
+#include "base/worker.h"
 
 /* A tier: a backend's ops and state, and which cache owns it (NULL: the
  * caller).  The owner field lets ccache_open() refuse a tier that is already
@@ -102,8 +104,7 @@ typedef struct ccache__renew_lane {
   struct ccache__renew_lane *next;
   struct ccache__tiers *ts;
   uint32_t tier, group;
-  pthread_t thread;
-  pthread_cond_t cv; /* CLOCK_MONOTONIC; its list changed or a renew ended */
+  ccache__worker w; /* under r_mu; its condition: the list changed or a renew ended */
   ccache__lease_rec *leases;
 } ccache__renew_lane;
 
@@ -118,7 +119,7 @@ typedef struct ccache__tier_counts {
 
 #define CCACHE__TIER_ERROR_LINE 160u
 
-/* A cache's tiers: what open copied, the counts, the renewal thread. */
+/* A cache's tiers: what open copied, the counts, the renewal lanes. */
 struct ccache__tiers {
   ccache__mem mem;   /* the owning cache's allocator (fixed at open) */
   const void *owner; /* the owning cache: the key of every callback frame
@@ -170,13 +171,7 @@ int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,
 
 /* Tier ops and codec calls are user code: they run under a callback frame
  * keyed by the owning cache, so ccache_close() from inside one is refused. */
-#define CCACHE__IN_FRAME(ts, call)         \
-  do {                                     \
-    ccache__frame fr_;                     \
-    ccache__frame_push(&fr_, (ts)->owner); \
-    call;                                  \
-    ccache__frame_pop(&fr_);               \
-  } while (0)
+#define CCACHE__IN_FRAME(ts, call) CCACHE__USER_CALL((ts)->owner, NULL, call)
 
 /* ---------------------------------------------------------- tier_renew.c */
 int ccache__tier_renewal_init(struct ccache__tiers *ts);
@@ -202,15 +197,16 @@ int ccache__tiers_check(const ccache_config *cfg);
  * is owned and *out is NULL). */
 int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const void *owner,
                        const ccache_config *cfg);
-/* At close (nothing in flight): join the renewal thread, close the tiers,
+/* At close (nothing in flight): join the renewal threads, close the tiers,
  * free the state and set *tsp to NULL.  *tsp NULL: nothing to do. */
 void ccache__tiers_close(struct ccache__tiers **tsp);
 /* The lease-renewal thread's name (at most 15 characters). */
 #define CCACHE__RENEW_THREAD_NAME "ccache-renew"
 /* The compile a program miss runs when no tier has the program: the core's
  * (program.c), which runs the user's compile callback under its frame.
- * Returns 0 with *native and *cost set, or the callback's non-zero result. */
-typedef int (*ccache__tier_compile_fn)(void *arg, void **native, uint64_t *cost);
+ * Returns 0 with *native and *cost set, or the callback's non-zero result;
+ * *took_ns gets the callback's wall time either way. */
+typedef int (*ccache__tier_compile_fn)(void *arg, void **native, uint64_t *cost, uint64_t *took_ns);
 /* The single-flight owner of a program miss: a native program from the
  * tiers (ts may be NULL: none), or from `compile` (then *compiled is set and
  * *compile_ns is the time it ran, for the cache's compile_ns; else 0).

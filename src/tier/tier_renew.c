@@ -25,19 +25,11 @@
  * Locks: r_mu guards the lanes, their lists and r_stop; a leaf, never held
  * across an op or callback (docs/design.md's lock tree).
  */
-#define _GNU_SOURCE 1 /* pthread_setname_np */
-
 #include <string.h>
-#include <time.h>
 
 #include "tier/tier.h"
 
 /* ------------------------------------------------------- the renewal threads */
-
-static struct timespec mono_ts(uint64_t ns) {
-  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-  return ts;
-}
 
 static uint64_t renew_period_ns(const ccache_tier *t) { return t->ops.lease_ms / 3 * 1000000u; }
 
@@ -54,16 +46,15 @@ static void *renewal_main(void *arg) {
   struct ccache__tiers *ts = ln->ts;
 
   ccache__lock(&ts->r_mu);
-  while (!ts->r_stop) {
+  while (!ln->w.stop) {
     ccache__lease_rec *r = next_due(ln);
     if (!r) {
-      ccache__cond_wait(&ln->cv, &ts->r_mu);
+      ccache__worker_sleep_locked(&ln->w, UINT64_MAX);
       continue;
     }
     uint64_t now = ccache__mono_ns();
     if (r->due_ns > now) {
-      struct timespec until = mono_ts(r->due_ns);
-      ccache__cond_timedwait(&ln->cv, &ts->r_mu, &until);
+      ccache__worker_sleep_locked(&ln->w, r->due_ns);
       continue; /* re-pick: the list may have changed */
     }
     /* busy keeps the record (on its compiling thread's stack) alive and
@@ -83,7 +74,7 @@ static void *renewal_main(void *arg) {
     r->busy = 0;
     if (rc != CCACHE_OK) r->lost = 1;
     r->due_ns = ccache__mono_ns() + renew_period_ns(r->t);
-    ccache__cond_broadcast(&ln->cv);
+    ccache__worker_wake_locked(&ln->w);
   }
   ccache__unlock(&ts->r_mu);
   return NULL;
@@ -100,17 +91,16 @@ static ccache__renew_lane *lane_for(struct ccache__tiers *ts, uint32_t i, uint32
   ln->ts = ts;
   ln->tier = i;
   ln->group = g;
-  if (ccache__cond_init(&ln->cv, true) != CCACHE_OK) {
+  if (ccache__worker_init(&ln->w, &ts->r_mu) != CCACHE_OK) {
     ccache__free(&ts->mem, ln);
     return NULL;
   }
-  if (pthread_create(&ln->thread, NULL, renewal_main, ln) != 0) {
-    ccache__cond_destroy(&ln->cv);
+  if (ccache__worker_start_locked(&ln->w, renewal_main, ln, CCACHE__RENEW_THREAD_NAME) !=
+      CCACHE_OK) {
+    ccache__worker_destroy(&ln->w);
     ccache__free(&ts->mem, ln);
     return NULL;
   }
-  /* A name that tools show (top -H, gdb, /proc/<pid>/task/<tid>/comm). */
-  pthread_setname_np(ln->thread, CCACHE__RENEW_THREAD_NAME);
   ln->next = ts->lanes;
   ts->lanes = ln;
   return ln;
@@ -144,7 +134,7 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint
     r->next = ln->leases;
     if (ln->leases) ln->leases->prev = r;
     ln->leases = r;
-    ccache__cond_broadcast(&ln->cv);
+    ccache__worker_wake_locked(&ln->w);
   }
   ccache__unlock(&ts->r_mu);
   if (!ln)
@@ -157,13 +147,13 @@ void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r) {
   ccache__renew_lane *ln = r->lane;
   if (!ln) return;
   ccache__lock(&ts->r_mu);
-  while (r->busy) ccache__cond_wait(&ln->cv, &ts->r_mu);
+  while (r->busy) ccache__cond_wait(&ln->w.cv, &ts->r_mu);
   if (r->prev)
     r->prev->next = r->next;
   else
     ln->leases = r->next;
   if (r->next) r->next->prev = r->prev;
-  ccache__cond_broadcast(&ln->cv);
+  ccache__worker_wake_locked(&ln->w);
   ccache__unlock(&ts->r_mu);
 }
 
@@ -172,17 +162,17 @@ int ccache__tier_renewal_init(struct ccache__tiers *ts) { return ccache__mutex_i
 void ccache__tier_renewal_stop(struct ccache__tiers *ts) {
   ccache__lock(&ts->r_mu);
   ts->r_stop = 1;
-  for (ccache__renew_lane *ln = ts->lanes; ln; ln = ln->next) ccache__cond_broadcast(&ln->cv);
+  for (ccache__renew_lane *ln = ts->lanes; ln; ln = ln->next) ccache__worker_stop_locked(&ln->w);
   ccache__unlock(&ts->r_mu);
   /* No lane is added once r_stop is set: the list is stable. */
-  for (ccache__renew_lane *ln = ts->lanes; ln; ln = ln->next) ccache__join(ln->thread);
+  for (ccache__renew_lane *ln = ts->lanes; ln; ln = ln->next) ccache__worker_join(&ln->w);
 }
 
 void ccache__tier_renewal_destroy(struct ccache__tiers *ts) {
   while (ts->lanes) {
     ccache__renew_lane *ln = ts->lanes;
     ts->lanes = ln->next;
-    ccache__cond_destroy(&ln->cv);
+    ccache__worker_destroy(&ln->w);
     ccache__free(&ts->mem, ln);
   }
   ccache__mutex_destroy(&ts->r_mu);

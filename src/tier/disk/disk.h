@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "base/sync.h"
+#include "base/worker.h"
 #include "tier/tier.h"
 
 #define SIZE_BYTE    0u                    /* v<format>/lock: guards the size file */
@@ -53,9 +54,8 @@ typedef struct disk {
 
   /* The cleaner thread (disk_clean.c), started on first need. */
   ccache__mutex c_mu;
-  pthread_cond_t c_cv; /* CLOCK_MONOTONIC: work or stop */
-  pthread_t c_thread;
-  int c_started, c_stop, c_clean, c_recount, c_busy;
+  ccache__worker c; /* under c_mu; its condition: work, stop, or a pass ended */
+  int c_clean, c_recount, c_busy;
   _Atomic int c_cancel; /* close, past io_lock_ms: stop the pass in progress */
 
   struct disk *reg_prev, *reg_next; /* the fork registry */

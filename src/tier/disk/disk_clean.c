@@ -18,7 +18,7 @@
  * process leaves a small directory under its cap), then stops it at its
  * next folder or removal; what it removed is accounted.
  */
-#define _GNU_SOURCE 1 /* renameat2, pthread_setname_np, F_OFD_SETLK */
+#define _GNU_SOURCE 1 /* renameat2, F_OFD_SETLK */
 
 #include <dirent.h>
 #include <errno.h>
@@ -213,7 +213,8 @@ static void *cleaner_main(void *p) {
   disk *d = p;
   ccache__lock(&d->c_mu);
   for (;;) {
-    while (!d->c_stop && !d->c_clean && !d->c_recount) ccache__cond_wait(&d->c_cv, &d->c_mu);
+    while (!d->c.stop && !d->c_clean && !d->c_recount)
+      ccache__worker_sleep_locked(&d->c, UINT64_MAX);
     if (!d->c_clean && !d->c_recount) break; /* stopped, nothing asked */
     bool recount = d->c_recount;
     d->c_clean = d->c_recount = 0;
@@ -226,31 +227,22 @@ static void *cleaner_main(void *p) {
     }
     ccache__lock(&d->c_mu);
     d->c_busy = 0;
-    ccache__cond_broadcast(&d->c_cv); /* (for ccache__disk_settle) */
+    ccache__worker_wake_locked(&d->c); /* (for ccache__disk_settle) */
   }
   ccache__unlock(&d->c_mu);
   return NULL;
 }
 
-int ccache__disk_cleaner_init(disk *d) {
-  int rc = ccache__cond_init(&d->c_cv, true);
-  if (rc != CCACHE_OK) return rc;
-  rc = ccache__mutex_init(&d->c_mu);
-  if (rc != CCACHE_OK) ccache__cond_destroy(&d->c_cv);
-  return rc;
-}
+int ccache__disk_cleaner_init(disk *d) { return ccache__worker_init_with_mutex(&d->c, &d->c_mu); }
 
 void ccache__disk_cleaner_kick(disk *d, bool clean, bool recount) {
   ccache__lock(&d->c_mu);
-  if (!d->c_stop) {
+  if (!d->c.stop) {
     if (clean) d->c_clean = 1;
     if (recount) d->c_recount = 1;
     /* Not started: the next write that needs a pass tries again. */
-    if (!d->c_started && pthread_create(&d->c_thread, NULL, cleaner_main, d) == 0) {
-      d->c_started = 1;
-      pthread_setname_np(d->c_thread, CLEAN_THREAD_NAME);
-    }
-    ccache__cond_broadcast(&d->c_cv);
+    (void)ccache__worker_start_locked(&d->c, cleaner_main, d, CLEAN_THREAD_NAME);
+    ccache__worker_wake_locked(&d->c);
   }
   ccache__unlock(&d->c_mu);
 }
@@ -268,8 +260,8 @@ bool ccache__disk_settle(ccache_tier *t, uint64_t wait_ms) {
   }
   bool idle = true;
   ccache__lock(&d->c_mu);
-  while (d->c_started && !d->c_stop && (d->c_clean || d->c_recount || d->c_busy))
-    if (!ccache__cond_timedwait(&d->c_cv, &d->c_mu, &until)) {
+  while (d->c.started && !d->c.stop && (d->c_clean || d->c_recount || d->c_busy))
+    if (!ccache__cond_timedwait(&d->c.cv, &d->c_mu, &until)) {
       idle = false;
       break;
     }
@@ -288,19 +280,15 @@ void ccache__disk_cleaner_stop(disk *d) {
     until.tv_nsec -= 1000000000L;
   }
   ccache__lock(&d->c_mu);
-  int started = d->c_started;
-  d->c_stop = 1;
-  ccache__cond_broadcast(&d->c_cv);
+  bool started = d->c.started;
+  ccache__worker_stop_locked(&d->c);
   /* A pass asked or running may finish within io_lock_ms; then it stops
    * at its next folder or removal (the next write over the cap asks again). */
   while (started && (d->c_clean || d->c_recount || d->c_busy))
-    if (!ccache__cond_timedwait(&d->c_cv, &d->c_mu, &until)) break;
+    if (!ccache__cond_timedwait(&d->c.cv, &d->c_mu, &until)) break;
   atomic_store(&d->c_cancel, 1);
   ccache__unlock(&d->c_mu);
-  if (started) ccache__join(d->c_thread);
+  ccache__worker_join(&d->c);
 }
 
-void ccache__disk_cleaner_destroy(disk *d) {
-  ccache__cond_destroy(&d->c_cv);
-  ccache__mutex_destroy(&d->c_mu);
-}
+void ccache__disk_cleaner_destroy(disk *d) { ccache__worker_destroy_with_mutex(&d->c); }

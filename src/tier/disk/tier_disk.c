@@ -81,7 +81,7 @@ static void reg_child(void) {
   for (disk *d = reg_head; d; d = d->reg_next) {
     if (d->lockfd >= 0) close(d->lockfd);
     d->lockfd = -1;
-    d->c_started = 0; /* (its cleaner thread is the parent's: none to join here) */
+    d->c.started = false; /* (its cleaner thread is the parent's: none to join here) */
   }
   ccache__unlock(&reg_mu);
 }
