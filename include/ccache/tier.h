@@ -111,6 +111,18 @@ extern "C" {
  *  tier (not an error: nothing is counted). */
 #define CCACHE_CODEC_SKIP 1
 
+/** What ccache_codec::decode returns for bytes that are bad: they passed
+ *  the entry checksum but are not a program this codec can ever load (a
+ *  truncated or malformed object, a version of its own it does not read).
+ *  Counted in tier_corrupt, and the entry is removed (through
+ *  ccache_tier_ops::remove_if, so only if it is still the entry read), as
+ *  for an entry that failed verification.  Any other non-zero return means
+ *  "I failed here" (no memory, a host that cannot load what is a good
+ *  program elsewhere): tier_errors +1 and the entry stays, so one machine's
+ *  local failure never deletes an entry for the fleet.  Since 0.2 (issue
+ *  21). */
+#define CCACHE_CODEC_CORRUPT 2
+
 /**
  * Serialisation callbacks, one set per cache (ccache_config::codec),
  * supplied by the runtime.  Each runs on the thread that owns the miss (a
@@ -159,8 +171,11 @@ struct ccache_codec {
    *        to the cache, which destroys it with destroy_program like a
    *        compiled one.
    * @param cost_out set to its cost in bytes (see ccache_program_intern()).
-   * @return 0 on success; non-zero: tier_errors +1, nothing is taken, and
-   *         the program is compiled instead.
+   * @return 0 on success; CCACHE_CODEC_CORRUPT: these bytes are bad
+   *         (tier_corrupt +1, the entry is removed); any other non-zero:
+   *         this process failed to load them (tier_errors +1, the entry
+   *         stays).  Either way nothing is taken and the program is
+   *         compiled instead.
    */
   int (*decode)(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
                 uint64_t *cost_out);
