@@ -1105,10 +1105,12 @@ typedef struct ccache_stats {
   /* ---- Untrusted sizes (0.2, issue 21) ---- */
   uint64_t tier_oversize;            /**< tier entries over
                                           ccache_config::tier_max_entry_bytes: each
-                                          one found by a lookup (a miss, refused
-                                          before it was read whole; not removed) and
-                                          each program whose entry would have been
-                                          over it (not written) */
+                                          lookup that found one (a miss, refused
+                                          before it was read whole; not removed; a
+                                          program miss asks a tier again after taking
+                                          its compile lock, so one entry usually
+                                          counts twice) and each program whose entry
+                                          would have been over it (not written) */
 } ccache_stats;
 
 /**
