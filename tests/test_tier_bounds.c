@@ -137,12 +137,13 @@ static child_report lookup_in_child(tier_maker make, void *arg, ccache_key key) 
   assert_int_equal(waitpid(pid, &status, 0), pid);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got != (ssize_t)sizeof r)
     fail_msg("the child died (status 0x%x, %zd bytes reported)", status, got);
-  print_message("child (RLIMIT_AS %s): fetch %s, compiles %d, tier_hits %llu, tier_errors %llu, "
-                "tier_corrupt %llu, tier_oversize %llu, decodes %llu\n",
-                r.limited ? "set" : "not set", r.ok ? "ok" : "FAILED", r.compiles,
-                (unsigned long long)r.tier_hits, (unsigned long long)r.tier_errors,
-                (unsigned long long)r.tier_corrupt, (unsigned long long)r.tier_oversize,
-                (unsigned long long)r.decodes);
+  print_message(
+      "child (RLIMIT_AS %s): fetch %s, compiles %d, tier_hits %llu, tier_errors %llu, "
+      "tier_corrupt %llu, tier_oversize %llu, decodes %llu\n",
+      r.limited ? "set" : "not set", r.ok ? "ok" : "FAILED", r.compiles,
+      (unsigned long long)r.tier_hits, (unsigned long long)r.tier_errors,
+      (unsigned long long)r.tier_corrupt, (unsigned long long)r.tier_oversize,
+      (unsigned long long)r.decodes);
   return r;
 }
 
@@ -693,19 +694,19 @@ static void redis_bound_edge_exact(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(max_entry_option_checked),
-      cmocka_unit_test(disk_big_planted_entry_refused_under_rlimit),
-      cmocka_unit_test(disk_bound_edge_exact),
-      cmocka_unit_test(custom_tier_long_blob_refused_before_verify),
-      cmocka_unit_test(disk_symlinked_subdir_refused),
-      cmocka_unit_test(disk_symlinked_tag_level_refused),
-      cmocka_unit_test(disk_symlinked_entry_not_followed),
-      cmocka_unit_test(disk_group_writable_level_refused),
-      cmocka_unit_test(disk_other_owner_level_refused),
-      cmocka_unit_test(codec_corrupt_removes_failure_keeps),
+    cmocka_unit_test(max_entry_option_checked),
+    cmocka_unit_test(disk_big_planted_entry_refused_under_rlimit),
+    cmocka_unit_test(disk_bound_edge_exact),
+    cmocka_unit_test(custom_tier_long_blob_refused_before_verify),
+    cmocka_unit_test(disk_symlinked_subdir_refused),
+    cmocka_unit_test(disk_symlinked_tag_level_refused),
+    cmocka_unit_test(disk_symlinked_entry_not_followed),
+    cmocka_unit_test(disk_group_writable_level_refused),
+    cmocka_unit_test(disk_other_owner_level_refused),
+    cmocka_unit_test(codec_corrupt_removes_failure_keeps),
 #if CCACHE_TEST_REDIS
-      cmocka_unit_test_teardown(redis_big_planted_entry_refused_under_rlimit, redis_teardown),
-      cmocka_unit_test_teardown(redis_bound_edge_exact, redis_teardown),
+    cmocka_unit_test_teardown(redis_big_planted_entry_refused_under_rlimit, redis_teardown),
+    cmocka_unit_test_teardown(redis_bound_edge_exact, redis_teardown),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

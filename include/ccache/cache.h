@@ -1103,14 +1103,12 @@ typedef struct ccache_stats {
                                           max_items (or max_cost_bytes) is below the
                                           working set (see the README's sizing note) */
   /* ---- Untrusted sizes (0.2, issue 21) ---- */
-  uint64_t tier_oversize;            /**< tier entries over
-                                          ccache_config::tier_max_entry_bytes: each
-                                          lookup that found one (a miss, refused
-                                          before it was read whole; not removed; a
-                                          program miss asks a tier again after taking
-                                          its compile lock, so one entry usually
-                                          counts twice) and each program whose entry
-                                          would have been over it (not written) */
+  /** Tier entries over ccache_config::tier_max_entry_bytes: each lookup
+   *  that found one (a miss, refused before it was read whole; not removed;
+   *  a program miss asks a tier again after taking its compile lock, so one
+   *  entry usually counts twice) and each program whose entry would have
+   *  been over it (not written). */
+  uint64_t tier_oversize;
 } ccache_stats;
 
 /**

@@ -68,7 +68,12 @@ extern "C" {
  * counts in tier_corrupt, is removed through the tier's remove_if op (only
  * if it is still the entry read; remove where a backend has no remove_if),
  * and the program is compiled.  An intact entry written under another runtime tag is
- * a miss (never loaded, never tier_corrupt).
+ * a miss (never loaded, never tier_corrupt).  An entry longer than
+ * ccache_config::tier_max_entry_bytes is a miss counted in tier_oversize,
+ * refused before a buffer of its size exists (see that field).  A decode
+ * that answers CCACHE_CODEC_CORRUPT is treated as an entry that failed
+ * verification (tier_corrupt, removed); any other decode failure counts in
+ * tier_errors and leaves the entry for the processes that can load it.
  *
  * **Entry format** (the core writes and checks it; backends store opaque
  * blobs).  Little-endian:
@@ -93,7 +98,8 @@ extern "C" {
  * **Trust.**  A tier is trusted: whoever can write to it can hand every
  * process that uses it a program to run (the checksum detects accidents, not
  * attacks).  The directory tier therefore refuses a directory that is not
- * private to the user (see ccache_tier_disk()); a Redis server must be
+ * private to the user, and every level below it that is a link or not
+ * private (see ccache_tier_disk()); a Redis server must be
  * writable only by parties you trust, over a network path you trust (no TLS:
  * see ccache_redis_options).
  *
@@ -218,7 +224,14 @@ typedef struct ccache_tier_ops {
    * @param pkey the program key.
    * @param blob set on CCACHE_OK to the entry's bytes, an allocation of
    *        yours, given back once through free_blob.
-   * @param len set on CCACHE_OK to the entry's length in bytes.
+   * @param len set on CCACHE_OK to the entry's length in bytes.  One longer
+   *        than the cache's ccache_config::tier_max_entry_bytes is given
+   *        back at once (free_blob), never verified or decoded, and counts
+   *        in tier_oversize: the core checks it before the codec, but only
+   *        after your get() has read it, so a backend over an untrusted
+   *        store should bound its own reads too (the library's directory
+   *        and Redis tiers refuse an entry over the bound before reading
+   *        it).
    * @return CCACHE_OK with *blob and *len set; CCACHE_MISS; anything else
    *         is a failure (tier_errors +1, treated as a miss; *blob is not
    *         read).
@@ -566,7 +579,19 @@ CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
  * the library's own, so it holds for root too).  The directory is opened
  * once here; everything later happens relative to that descriptor, so a
  * directory removed or replaced under a running process is never followed:
- * its writes fail (tier_errors) and it compiles.
+ * its writes fail (tier_errors) and it compiles.  Below it every op walks
+ * down one level at a time (openat with O_NOFOLLOW | O_DIRECTORY from the
+ * level above) and checks each level as the top is checked: a level that
+ * is a symbolic link, not a directory, owned by another user or writable
+ * by group or others is refused, never followed.  The format and
+ * runtime-tag levels (`v1/<hash>`) are checked at ccache_open() (a refused
+ * one disables the tier for that cache: tier_errors +1, every program
+ * compiles); an entry folder (`<2 hex>`) at each get, put, remove and lock
+ * (tier_errors +1 for that op; nothing is read from or written through
+ * it).  Entries are opened with O_NOFOLLOW inside their checked folder (an
+ * entry that is a link is a tier error, never followed) and refused from
+ * their size (fstat of the opened file) before they are read when over
+ * ccache_config::tier_max_entry_bytes.
  * @param o options (copied, dir included: none of it need outlive the call).
  * @param out receives the tier, owned by the caller until a successful
  *        ccache_open() or ccache_default_init() takes it (free an unused one
@@ -594,7 +619,14 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * with '/' written as ':' (e.g. "ccache:v1:3f2a9c0d11e2b4a7:"), followed by
  * the program key as 32 lowercase hex digits, key.hi then key.lo.  The
  * commands, all with binary-safe arguments:
- *  - `GET <k>` (lookup), `SET <k> <entry> [PX entry_ttl_ms]` (store).  The
+ *  - the lookup, `EVAL <script> 1 <k> <max>`, max being the cache's
+ *    ccache_config::tier_max_entry_bytes in decimal and the script
+ *    `-- GET bounded` then `local n = redis.call('strlen', KEYS[1]) if n >
+ *    tonumber(ARGV[1]) then return n end return redis.call('get',
+ *    KEYS[1])`: the value, or its length (an integer reply) when it is over
+ *    the bound, so an oversize value never crosses the network and is never
+ *    allocated here (tier_oversize; a miss).  `SET <k> <entry> [PX
+ *    entry_ttl_ms]` (store).  The
  *    value is the core's checksummed entry (see "Entry format" above): the
  *    codec's bytes, framed; nothing else of the process is sent.
  *  - an entry that failed verification is deleted only if it is still the
@@ -614,11 +646,11 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    lease still holds this holder's token, so a process whose lease lapsed
  *    can neither extend nor delete the lease another process took since.
  *  - `AUTH [user] password` on each new connection when a password is set.
- * The server needs GET, SET (SET NX PX included), EVAL and, inside the three
- * scripts, GET, PEXPIRE and DEL (AUTH is always allowed) on keys matching
- * `<prefix>:*`; no other command is sent.  An ACL user can be limited to
- * exactly that, e.g.
- * `user ccache on >secret ~ccache:* +get +set +del +eval +pexpire`.
+ * The server needs GET, SET (SET NX PX included), EVAL and, inside the four
+ * scripts, GET, STRLEN, PEXPIRE and DEL (AUTH is always allowed) on keys
+ * matching `<prefix>:*`; no other command is sent.  An ACL user can be
+ * limited to exactly that, e.g.
+ * `user ccache on >secret ~ccache:* +get +set +del +eval +pexpire +strlen`.
  *
  * **One compile per fleet.**  A process that misses everywhere takes the
  * lease, compiles, stores the entry, then releases the lease.  A renewal

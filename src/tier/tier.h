@@ -56,11 +56,13 @@ struct ccache_tier {
 #define CCACHE__TIER_HDR_STRONG  72u
 #define CCACHE__TIER_SUM         16u /* trailing XXH3-128 */
 #define CCACHE__TIER_MAX_PAYLOAD ((uint64_t)1 << 40)
-/* The longest entry the format allows (the bound CCACHE_UNBOUNDED means). */
-#define CCACHE__TIER_MAX_ENTRY   (CCACHE__TIER_MAX_PAYLOAD + CCACHE__TIER_HDR_STRONG + CCACHE__TIER_SUM)
 /* "v<format>/<16 hex>" (fast) or "v<format>/strong-<16 hex>" and its
  * terminator fit in this. */
 #define CCACHE__TIER_NS_MAX      32u
+
+/* The longest entry the format allows (the bound CCACHE_UNBOUNDED means). */
+#define CCACHE__TIER_MAX_ENTRY \
+  (CCACHE__TIER_MAX_PAYLOAD + CCACHE__TIER_HDR_STRONG + CCACHE__TIER_SUM)
 
 typedef enum ccache__entry_check {
   CCACHE__ENTRY_OK,      /* intact, our key and runtime tag */

@@ -363,7 +363,6 @@ static int remove_in(disk *d, int sfd, const char *name) {
   return CCACHE_OK;
 }
 
-
 /* Whether the file rel holds exactly the len bytes of blob. */
 static bool file_holds(int dfd, const char *rel, const void *blob, size_t len) {
   int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -207,7 +207,8 @@ static int op_get_bounded(void *state, ccache_key pkey, uint64_t max_len, void *
   uint8_t order[CCACHE__REDIS_MAX_SERVERS];
   ccache__rendezvous_order(r->pool.servers, r->pool.n, pkey, order);
   const char *argv[5] = {"EVAL", GET_BOUNDED_SCRIPT, "1", key, max};
-  const size_t lens[5] = {4, sizeof GET_BOUNDED_SCRIPT - 1, 1, klen, udec(max, sizeof max, max_len)};
+  const size_t lens[5] = {4, sizeof GET_BOUNDED_SCRIPT - 1, 1, klen,
+                          udec(max, sizeof max, max_len)};
   redisReply *rep = NULL;
   size_t k, home = r->pool.n;
   int rc = CCACHE_EIO;
