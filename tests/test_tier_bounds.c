@@ -62,9 +62,10 @@
 
 /* What the child reports of its one lookup. */
 typedef struct child_report {
-  int ok;       /* the fetch returned CCACHE_OK */
-  int compiles; /* compile callbacks that ran */
-  int limited;  /* RLIMIT_AS was set */
+  int ok;             /* the fetch returned CCACHE_OK */
+  int compiles;       /* compile callbacks that ran */
+  int limited;        /* RLIMIT_AS was set */
+  uint64_t limit_mib; /* to this many MiB of address space in all */
   uint64_t tier_hits, tier_errors, tier_corrupt, tier_oversize, decodes;
 } child_report;
 
@@ -82,11 +83,12 @@ static uint64_t vm_size(void) {
 
 /* Leave 128 MiB of address space above what the child uses: a 256 MiB
  * buffer cannot be had. */
-static int limit_address_space(void) {
+static int limit_address_space(uint64_t *limit) {
   if (SANITIZED) return 0;
   uint64_t now = vm_size();
   if (!now) return 0;
-  struct rlimit rl = {(rlim_t)(now + ((uint64_t)128 << 20)), (rlim_t)(now + ((uint64_t)128 << 20))};
+  *limit = now + ((uint64_t)128 << 20);
+  struct rlimit rl = {(rlim_t)*limit, (rlim_t)*limit};
   return setrlimit(RLIMIT_AS, &rl) == 0;
 }
 
@@ -104,7 +106,9 @@ static child_report lookup_in_child(tier_maker make, void *arg, ccache_key key) 
     close(fds[0]);
     child_report r;
     memset(&r, 0, sizeof r);
-    r.limited = limit_address_space();
+    uint64_t limit = 0;
+    r.limited = limit_address_space(&limit);
+    r.limit_mib = limit >> 20;
     t_ctx ctx = {0};
     t_codec tc = {0};
     ccache_tier *t = make(arg);
@@ -138,10 +142,10 @@ static child_report lookup_in_child(tier_maker make, void *arg, ccache_key key) 
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got != (ssize_t)sizeof r)
     fail_msg("the child died (status 0x%x, %zd bytes reported)", status, got);
   print_message(
-      "child (RLIMIT_AS %s): fetch %s, compiles %d, tier_hits %llu, tier_errors %llu, "
+      "child (RLIMIT_AS %s, %llu MiB): fetch %s, compiles %d, tier_hits %llu, tier_errors %llu, "
       "tier_corrupt %llu, tier_oversize %llu, decodes %llu\n",
-      r.limited ? "set" : "not set", r.ok ? "ok" : "FAILED", r.compiles,
-      (unsigned long long)r.tier_hits, (unsigned long long)r.tier_errors,
+      r.limited ? "set" : "not set", (unsigned long long)r.limit_mib, r.ok ? "ok" : "FAILED",
+      r.compiles, (unsigned long long)r.tier_hits, (unsigned long long)r.tier_errors,
       (unsigned long long)r.tier_corrupt, (unsigned long long)r.tier_oversize,
       (unsigned long long)r.decodes);
   return r;
