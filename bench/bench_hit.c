@@ -31,7 +31,6 @@
  * (CCACHE_KEYS_STRONG, ccache_fetch_strong).
  */
 #include <pthread.h>
-#include <semaphore.h>
 #include <string.h>
 #include <uthash.h>
 
@@ -71,61 +70,6 @@ static void *naive_get(naive *t, ccache_key key) {
   void *v = e ? e->value : NULL;
   pthread_mutex_unlock(&t->mu);
   return v;
-}
-
-/* The EMLX-style owner thread: a mailbox of requests, one at a time. */
-typedef struct emlx_req {
-  ccache_key key;
-  void *result;
-  sem_t done;
-  struct emlx_req *next;
-} emlx_req;
-
-typedef struct emlx_server {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  emlx_req *head, *tail;
-  int stop;
-  bench_uh_entry *table; /* touched only by the server thread */
-  pthread_t th;
-  uint64_t served;
-} emlx_server;
-
-static void *emlx_main(void *arg) {
-  emlx_server *s = arg;
-  for (;;) {
-    pthread_mutex_lock(&s->mu);
-    while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
-    emlx_req *r = s->head;
-    if (!r) {
-      pthread_mutex_unlock(&s->mu);
-      return NULL;
-    }
-    s->head = r->next;
-    if (!s->head) s->tail = NULL;
-    pthread_mutex_unlock(&s->mu);
-    bench_uh_entry *e;
-    HASH_FIND(hh, s->table, &r->key, sizeof r->key, e);
-    r->result = e ? e->value : NULL;
-    s->served++;
-    sem_post(&r->done);
-  }
-}
-
-static void *emlx_call(emlx_server *s, emlx_req *r, ccache_key key) {
-  r->key = key;
-  r->next = NULL;
-  pthread_mutex_lock(&s->mu);
-  if (s->tail)
-    s->tail->next = r;
-  else
-    s->head = r;
-  s->tail = r;
-  pthread_cond_signal(&s->cv);
-  pthread_mutex_unlock(&s->mu);
-  while (sem_wait(&r->done) != 0) {
-  }
-  return r->result;
 }
 
 /* ------------------------------------------------------------- loops */
@@ -245,10 +189,10 @@ static uint64_t loop_naive(naive *t, const uint32_t *order, size_t n) {
   return sum;
 }
 
-static uint64_t loop_emlx(emlx_server *s, emlx_req *r, const uint32_t *order, size_t n) {
+static uint64_t loop_emlx(bench_emlx *s, bench_emlx_req *r, const uint32_t *order, size_t n) {
   uint64_t dep = 0, sum = 0;
   for (size_t i = 0; i < n; i++) {
-    uintptr_t v = (uintptr_t)emlx_call(s, r, bench_key(KEY_SALT, order[i] + dep));
+    uintptr_t v = (uintptr_t)bench_emlx_call(s, r, bench_key(KEY_SALT, order[i] + dep));
     if (!v) return UINT64_MAX;
     sum += v;
     dep = v >> 60;
@@ -270,7 +214,7 @@ typedef struct worker {
   subject what;
   ccache *c;
   naive *nv;
-  emlx_server *srv;
+  bench_emlx *srv;
   const uint32_t *order;
   size_t n;
   uint64_t sum;
@@ -280,8 +224,8 @@ typedef struct worker {
 
 static void *worker_main(void *arg) {
   worker *w = arg;
-  emlx_req req;
-  if (w->what == SUBJ_EMLX) sem_init(&req.done, 0, 0);
+  bench_emlx_req req;
+  if (w->what == SUBJ_EMLX) bench_emlx_req_init(&req);
   pthread_barrier_wait(w->start);
   w->t0 = bench_now_ns();
   switch (w->what) {
@@ -296,13 +240,13 @@ static void *worker_main(void *arg) {
       break;
   }
   w->t1 = bench_now_ns();
-  if (w->what == SUBJ_EMLX) sem_destroy(&req.done);
+  if (w->what == SUBJ_EMLX) bench_emlx_req_destroy(&req);
   return NULL;
 }
 
 /* Runs nthreads clients of `what`, thread t on orders[t]; returns the wall
  * time in ns from the common start to the last finish. */
-static uint64_t run_threads(subject what, int nthreads, ccache *c, naive *nv, emlx_server *srv,
+static uint64_t run_threads(subject what, int nthreads, ccache *c, naive *nv, bench_emlx *srv,
                             uint32_t *const *orders, const uint64_t *sums, size_t n) {
   pthread_t th[2];
   worker w[2];
@@ -399,10 +343,8 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
   pthread_mutex_init(&nv.mu, NULL);
   for (uint64_t i = 0; i < n; i++) naive_put(&nv, bench_key(KEY_SALT, i), bench_closure_of(i));
   BENCH_CHECK(nv.count == n, "naive table count");
-  emlx_server srv = {.table = bench_uh_build(KEY_SALT, n, false)};
-  pthread_mutex_init(&srv.mu, NULL);
-  pthread_cond_init(&srv.cv, NULL);
-  BENCH_CHECK(pthread_create(&srv.th, NULL, emlx_main, &srv) == 0, "pthread_create");
+  bench_emlx srv;
+  bench_emlx_start(&srv, bench_uh_build(KEY_SALT, n, false));
 
   uint32_t *orders[2];
   uint64_t sums_fast[2], sums_emlx[2];
@@ -463,12 +405,7 @@ static void mechanisms(bench_report *rep, const bench_opts *o) {
     free(r_nv);
   }
 
-  pthread_mutex_lock(&srv.mu);
-  srv.stop = 1;
-  pthread_cond_signal(&srv.cv);
-  pthread_mutex_unlock(&srv.mu);
-  pthread_join(srv.th, NULL);
-  bench_uh_free(&srv.table);
+  bench_emlx_stop(&srv);
   bench_uh_free(&nv.head);
   pthread_mutex_destroy(&nv.mu);
   for (int t = 0; t < 2; t++) free(orders[t]);

@@ -164,6 +164,15 @@ static void restart_row(bench_report *rep, const series *s, const char *tier, ui
            n);
 }
 
+/* The compile-avoidance figure's points: a kernel's compile (cold) and its
+ * fetch + load from the tier (warm), medians, us. */
+static void points(const bench_opts *o, const series *s, const char *category) {
+  bench_point(o, "compile_avoidance", "cold: compile", category,
+              bench_stats(s->compile_us, s->n).med, "us");
+  bench_point(o, "compile_avoidance", "warm: tier hit", category, bench_stats(s->load_us, s->n).med,
+              "us");
+}
+
 static void load_row(bench_report *rep, const series *s, const char *tier, double target) {
   char fig[96];
   snprintf(fig, sizeof fig, "kernel_jit %s fetch + load of a kernel vs its compile", tier);
@@ -191,6 +200,7 @@ int main(int argc, char **argv) {
   disk_reps(&disk, reps, kernels, n);
   restart_row(&rep, &disk, "disk tier", n, BENCH_RATIO_GE);
   load_row(&rep, &disk, "disk tier", 100.0);
+  points(&o, &disk, "directory, kernel_jit");
 
   uint64_t total = four_processes(kernels, n);
   bench_stat one = {(double)total / (double)n, (double)total / (double)n, (double)total / (double)n,
@@ -205,6 +215,7 @@ int main(int argc, char **argv) {
     series redis = {0};
     redis_reps(&redis, reps, kernels, n);
     load_row(&rep, &redis, "Redis tier (no disk tier)", 50.0);
+    points(&o, &redis, "Redis, kernel_jit");
     restart_row(&rep, &redis, "Redis tier (no disk tier)", n, BENCH_REPORT);
   } else {
     bench_note(&rep, "%s", why);

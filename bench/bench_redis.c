@@ -19,7 +19,7 @@
  * Client, echo thread and redis-server all run pinned to one CPU, so the
  * two round trips are measured the same way (see main()).
  *
- * The redis-server is this benchmark's own (tests/redis_fixture.c: 127.0.0.1,
+ * The redis-server is this benchmark's own (tests/redis_support.c: 127.0.0.1,
  * a free port, a scratch directory, no persistence).  Without redis-server
  * the benchmark exits 77 (ctest: skipped), unless
  * CCACHE_TEST_REQUIRE_REDIS=1, which makes that an error.
@@ -36,7 +36,7 @@
 #include <hiredis/hiredis.h>
 
 #include "bench_util.h"
-#include "redis_fixture.h"
+#include "redis_support.h"
 
 #define REQ_LEN 32 /* about a GET command for our keys */
 
@@ -246,9 +246,9 @@ int main(int argc, char **argv) {
   bench_parse(argc, argv, &o, "Redis tier fetch vs a loopback round trip (issue 15)", false);
   signal(SIGPIPE, SIG_DFL);
   const char *why = NULL;
-  if (!rf_binary(&why)) {
+  if (!t_redis_binary(&why)) {
     fprintf(stderr, "bench_redis: %s\n", why);
-    if (rf_required()) return 2;
+    if (t_redis_required()) return 2;
     return 77; /* skipped */
   }
   /* Everything on one CPU: this thread, the echo thread (created later) and
@@ -257,9 +257,9 @@ int main(int argc, char **argv) {
    * for waking an idle virtual CPU (tens of microseconds here), and not
    * always the same one. */
   bench_pin(0);
-  rf_server s;
+  t_redis_server s;
   memset(&s, 0, sizeof s);
-  BENCH_CHECK(rf_start(&s, NULL) == 0, "could not start redis-server");
+  BENCH_CHECK(t_redis_start(&s, NULL) == 0, "could not start redis-server");
   bench_report rep;
   bench_report_init(
       &rep, "bench_redis",
@@ -268,7 +268,7 @@ int main(int argc, char **argv) {
   one_size(&rep, &o, s.addr, 64 * 1024, "64 KiB");
   one_size(&rep, &o, s.addr, 1024 * 1024, "1 MiB");
   char version[32] = "?";
-  struct redisReply *info = rf_cmd(&s, "INFO server");
+  struct redisReply *info = t_redis_cmd(&s, "INFO server");
   const char *v =
       info && info->type == REDIS_REPLY_STRING ? strstr(info->str, "redis_version:") : NULL;
   if (v) sscanf(v, "redis_version:%31[^\r\n]", version);
@@ -277,6 +277,6 @@ int main(int argc, char **argv) {
              "redis-server %s on 127.0.0.1 (its own process, no persistence), hiredis %d.%d.%d, "
              "one client thread; both paths carry the same bytes",
              version, HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
-  rf_stop(&s);
+  t_redis_stop(&s);
   return bench_report_print(&rep, &o);
 }

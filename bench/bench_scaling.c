@@ -19,6 +19,15 @@
  * And one cliff check: 64 threads on the 361-site walk (threads pinned round
  * robin to the CPUs) against 2 threads, aggregate hits/s.
  *
+ * The scaling curve (bench/figures/scaling.svg): aggregate hits/s at 1, 2, 4
+ * and 8 threads on the 361-site walk for ccache, bare uthash, mutex +
+ * uthash, thread-local tables (one per thread) and EMLX's mechanism (an
+ * owner thread serving a mailbox, bench_tables.h), median of the
+ * repetitions; with --points FILE the medians go to FILE.  On a machine
+ * with fewer CPUs than threads the curve flattens past the CPU count: what
+ * is left to see there is whether a mechanism loses throughput when
+ * threads outnumber CPUs.
+ *
  * Every lookup's key depends on the value the previous one returned (through
  * a bit that is always zero, which the compiler cannot know), so the loops
  * measure latency-bound hits, as a JIT path sees them.  Every value found is
@@ -33,15 +42,21 @@
 #define KEY_SALT 2u
 #define MAXT     64
 
-typedef enum { S_CCACHE, S_BARE, S_MUTEX, S_LOCAL, NSUBJ } subject;
+#define CURVE_MAXT 8
+
+typedef enum { S_CCACHE, S_BARE, S_MUTEX, S_LOCAL, S_EMLX, NSUBJ } subject;
+#define NPAIR S_EMLX /* the 2T / 1T rows time all but EMLX (bench_hit's rows do) */
 static const char *const subj_name[NSUBJ] = {"ccache", "bare uthash", "mutex + uthash",
-                                             "thread-local uthash (RLX)"};
+                                             "thread-local uthash (RLX)",
+                                             "EMLX mechanism (owner thread)"};
 
 typedef struct tables {
   ccache *c;
   bench_uh_entry *shared; /* bare and mutex */
   pthread_mutex_t mu;
-  bench_uh_entry *local[2]; /* one per thread (RLX) */
+  bench_uh_entry *local[CURVE_MAXT]; /* one per thread (RLX) */
+  int nlocal;
+  bench_emlx *emlx; /* the curve only */
 } tables;
 
 /* --------------------------------------------------------------- loops */
@@ -87,6 +102,23 @@ typedef struct worker {
   pthread_barrier_t *start;
 } worker;
 
+static uint64_t loop_emlx(bench_emlx *srv, const uint32_t *order, size_t n) {
+  bench_emlx_req r;
+  bench_emlx_req_init(&r);
+  uint64_t dep = 0, sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    uintptr_t v = (uintptr_t)bench_emlx_call(srv, &r, bench_key(KEY_SALT, order[i] + dep));
+    if (!v) {
+      sum = UINT64_MAX;
+      break;
+    }
+    sum += v;
+    dep = v >> 60;
+  }
+  bench_emlx_req_destroy(&r);
+  return sum;
+}
+
 static void *worker_main(void *arg) {
   worker *w = arg;
   bench_pin(w->cpu);
@@ -102,8 +134,11 @@ static void *worker_main(void *arg) {
     case S_MUTEX:
       w->sum = loop_uthash(w->tb->shared, &w->tb->mu, w->order, w->n);
       break;
+    case S_LOCAL:
+      w->sum = loop_uthash(w->tb->local[w->t % w->tb->nlocal], NULL, w->order, w->n);
+      break;
     default:
-      w->sum = loop_uthash(w->tb->local[w->t % 2], NULL, w->order, w->n);
+      w->sum = loop_emlx(w->tb->emlx, w->order, w->n);
       break;
   }
   w->t1 = bench_now_ns();
@@ -167,18 +202,20 @@ static uint64_t sum_of(const uint32_t *order, size_t n) {
   return s;
 }
 
-static void build(tables *tb, uint64_t n) {
+static void build(tables *tb, uint64_t n, int nlocal) {
+  memset(tb, 0, sizeof *tb);
   tb->c = bench_cc_build(KEY_SALT, n, 16);
   tb->shared = bench_uh_build(KEY_SALT, n, true);
   pthread_mutex_init(&tb->mu, NULL);
-  for (int t = 0; t < 2; t++) tb->local[t] = bench_uh_build(KEY_SALT, n, true);
+  tb->nlocal = nlocal;
+  for (int t = 0; t < nlocal; t++) tb->local[t] = bench_uh_build(KEY_SALT, n, true);
 }
 
 static void teardown(tables *tb) {
   BENCH_OK(ccache_close(tb->c));
   bench_uh_free(&tb->shared);
   pthread_mutex_destroy(&tb->mu);
-  for (int t = 0; t < 2; t++) bench_uh_free(&tb->local[t]);
+  for (int t = 0; t < tb->nlocal; t++) bench_uh_free(&tb->local[t]);
   bench_trim();
 }
 
@@ -199,12 +236,12 @@ static size_t calibrate(tables *tb, const workload *wl, const bench_opts *o) {
 static void scaling(bench_report *rep, const bench_opts *o, const workload *wl, bool with64) {
   int reps = o->quick ? 3 : 15;
   tables tb;
-  build(&tb, wl->entries);
+  build(&tb, wl->entries, 2);
   size_t per = calibrate(&tb, wl, o);
   uint32_t *ord[2] = {make_order(wl, per, 0), make_order(wl, per, 1)};
   uint64_t want[2] = {sum_of(ord[0], per), sum_of(ord[1], per)};
-  double *one[NSUBJ], *two[NSUBJ], *ratio[NSUBJ], *rel = malloc(sizeof(double) * (size_t)reps);
-  for (int s = 0; s < NSUBJ; s++) {
+  double *one[NPAIR], *two[NPAIR], *ratio[NPAIR], *rel = malloc(sizeof(double) * (size_t)reps);
+  for (int s = 0; s < NPAIR; s++) {
     one[s] = malloc(sizeof(double) * (size_t)reps);
     two[s] = malloc(sizeof(double) * (size_t)reps);
     ratio[s] = malloc(sizeof(double) * (size_t)reps);
@@ -214,7 +251,7 @@ static void scaling(bench_report *rep, const bench_opts *o, const workload *wl, 
   }
   uint64_t h0 = bench_cc_hits(tb.c);
   for (int r = 0; r < reps; r++)
-    for (int s = 0; s < NSUBJ; s++) {
+    for (int s = 0; s < NPAIR; s++) {
       one[s][r] = run((subject)s, 1, &tb, ord, want, per);
       two[s][r] = run((subject)s, 2, &tb, ord, want, per);
       ratio[s][r] = two[s][r] / one[s][r];
@@ -237,7 +274,7 @@ static void scaling(bench_report *rep, const bench_opts *o, const workload *wl, 
   bench_add(rep, fig, bench_stats(ratio[S_CCACHE], reps).med, "× (2T/1T)", sb.med,
             "bare uthash 2T/1T", bench_stats(rel, reps), "ccache / uthash",
             can ? BENCH_RATIO_GE : BENCH_REPORT, 0.9);
-  for (int s = S_MUTEX; s < NSUBJ; s++) {
+  for (int s = S_MUTEX; s < NPAIR; s++) {
     snprintf(fig, sizeof fig, "peer: %s, 2 threads / 1, %s", subj_name[s], wl->label);
     row = bench_add(rep, fig, bench_stats(two[s], reps).med / 1e6, "M hits/s",
                     bench_stats(one[s], reps).med / 1e6, "1 thread", bench_stats(ratio[s], reps),
@@ -272,7 +309,7 @@ static void scaling(bench_report *rep, const bench_opts *o, const workload *wl, 
     free(o64[0]);
     free(o64[1]);
   }
-  for (int s = 0; s < NSUBJ; s++) {
+  for (int s = 0; s < NPAIR; s++) {
     free(one[s]);
     free(two[s]);
     free(ratio[s]);
@@ -280,6 +317,57 @@ static void scaling(bench_report *rep, const bench_opts *o, const workload *wl, 
   free(rel);
   free(ord[0]);
   free(ord[1]);
+  teardown(&tb);
+}
+
+/* The scaling curve: every subject at 1, 2, 4 and 8 threads on the 361-site
+ * walk, each repetition running every (subject, threads) pair once; the
+ * medians become one report row per subject and, with --points, the data
+ * points of bench/figures/scaling.svg. */
+static void curve(bench_report *rep, const bench_opts *o) {
+  static const int threads[] = {1, 2, 4, CURVE_MAXT};
+  enum { NT = sizeof threads / sizeof threads[0] };
+  const workload wl = {"361-site walk (one decode step)", 361, W_WALK};
+  int reps = o->quick ? 1 : 5;
+  tables tb;
+  build(&tb, wl.entries, CURVE_MAXT);
+  bench_emlx srv;
+  bench_emlx_start(&srv, bench_uh_build(KEY_SALT, wl.entries, false));
+  tb.emlx = &srv;
+  size_t per = calibrate(&tb, &wl, o) / 2; /* ~50 ms (full) per thread */
+  /* A round trip costs ~100x a hit: fewer lookups, about as long. */
+  size_t per_emlx = per / 100 > 2000 ? per / 100 : 2000;
+  uint32_t *ord[2] = {make_order(&wl, per, 0), make_order(&wl, per, 1)};
+  uint64_t want[2] = {sum_of(ord[0], per), sum_of(ord[1], per)};
+  uint64_t want_emlx[2] = {sum_of(ord[0], per_emlx), sum_of(ord[1], per_emlx)};
+  static double rate[NSUBJ][NT][16];
+  for (int s = 0; s < NSUBJ; s++) /* warm-up */
+    run((subject)s, 2, &tb, ord, s == S_EMLX ? want_emlx : want, s == S_EMLX ? per_emlx : per);
+  for (int r = 0; r < reps; r++)
+    for (int i = 0; i < NT; i++)
+      for (int s = 0; s < NSUBJ; s++)
+        rate[s][i][r] = run((subject)s, threads[i], &tb, ord, s == S_EMLX ? want_emlx : want,
+                            s == S_EMLX ? per_emlx : per);
+  for (int s = 0; s < NSUBJ; s++) {
+    double med[NT], q[16];
+    for (int i = 0; i < NT; i++) {
+      med[i] = bench_stats(rate[s][i], reps).med;
+      char x[8];
+      snprintf(x, sizeof x, "%d", threads[i]);
+      bench_point(o, "scaling", subj_name[s], x, med[i], "hits/s");
+    }
+    for (int r = 0; r < reps; r++) q[r] = rate[s][NT - 1][r] / rate[s][0][r];
+    char fig[96];
+    snprintf(fig, sizeof fig, "curve: %s, %d threads / 1, %s", subj_name[s], CURVE_MAXT, wl.label);
+    bench_row *row = bench_add(rep, fig, med[NT - 1] / 1e6, "M hits/s", med[0] / 1e6, "1 thread",
+                               bench_stats(q, reps), "8T / 1T", BENCH_REPORT, 0);
+    snprintf(row->note, sizeof row->note,
+             "aggregate M hits/s at 1, 2, 4, 8 threads: %.3g, %.3g, %.3g, %.3g (%d CPUs)",
+             med[0] / 1e6, med[1] / 1e6, med[2] / 1e6, med[3] / 1e6, bench_ncpu());
+  }
+  free(ord[0]);
+  free(ord[1]);
+  bench_emlx_stop(&srv);
   teardown(&tb);
 }
 
@@ -297,6 +385,7 @@ int main(int argc, char **argv) {
   };
   for (size_t i = 0; i < sizeof wls / sizeof wls[0]; i++)
     scaling(&rep, &o, &wls[i], wls[i].mode == W_WALK);
+  curve(&rep, &o);
   bench_note(&rep,
              "threads pinned one per CPU (%d online); each repetition runs 1 then 2 threads "
              "(~100 ms each) of every subject and keeps that pair's ratio; warm-up first; "

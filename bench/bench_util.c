@@ -16,6 +16,15 @@
 
 /* ------------------------------------------------------------ options */
 
+void bench_point(const bench_opts *o, const char *figure, const char *series, const char *x,
+                 double y, const char *unit) {
+  if (!o->points) return;
+  FILE *f = fopen(o->points, "a");
+  BENCH_CHECK(f != NULL, "cannot open %s", o->points);
+  fprintf(f, "%s\t%s\t%s\t%.6g\t%s\n", figure, series, x, y, unit);
+  BENCH_CHECK(fclose(f) == 0, "cannot write %s", o->points);
+}
+
 void bench_parse(int argc, char **argv, bench_opts *o, const char *what, bool allow_callgrind) {
   memset(o, 0, sizeof *o);
   o->callgrind = -1;
@@ -25,6 +34,8 @@ void bench_parse(int argc, char **argv, bench_opts *o, const char *what, bool al
       o->quick = true;
     } else if (strcmp(argv[i], "--json") == 0) {
       o->json = true;
+    } else if (strcmp(argv[i], "--points") == 0 && i + 1 < argc) {
+      o->points = argv[++i];
     } else if (allow_callgrind && strcmp(argv[i], "--callgrind") == 0 && i + 1 < argc) {
       char *end;
       o->callgrind = strtol(argv[++i], &end, 10);
@@ -41,9 +52,10 @@ void bench_parse(int argc, char **argv, bench_opts *o, const char *what, bool al
       }
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       printf(
-          "usage: %s [--quick] [--json]%s\n%s\n"
+          "usage: %s [--quick] [--json] [--points FILE]%s\n%s\n"
           "  --quick  short mode (CI): a missed target never fails it\n"
-          "  --json   print one JSON object instead of the markdown table\n",
+          "  --json   print one JSON object instead of the markdown table\n"
+          "  --points FILE  append the figures' data points to FILE (tab-separated)\n",
           argv[0], allow_callgrind ? " [--callgrind N [--callgrind-entries E]]" : "", what);
       if (allow_callgrind)
         printf(
@@ -408,4 +420,65 @@ uint64_t bench_cc_hits(ccache *c) {
   ccache_stats st = {.size = sizeof st};
   ccache_stats_get(c, &st);
   return st.hits;
+}
+
+/* ------------------------------------------------- EMLX's mechanism in C */
+
+static void *emlx_main(void *arg) {
+  bench_emlx *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+    bench_emlx_req *r = s->head;
+    if (!r) {
+      pthread_mutex_unlock(&s->mu);
+      return NULL;
+    }
+    s->head = r->next;
+    if (!s->head) s->tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    bench_uh_entry *e;
+    HASH_FIND(hh, s->table, &r->key, sizeof r->key, e);
+    r->result = e ? e->value : NULL;
+    s->served++;
+    sem_post(&r->done);
+  }
+}
+
+void bench_emlx_start(bench_emlx *s, bench_uh_entry *table) {
+  memset(s, 0, sizeof *s);
+  s->table = table;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  BENCH_CHECK(pthread_create(&s->th, NULL, emlx_main, s) == 0, "pthread_create");
+}
+
+void bench_emlx_stop(bench_emlx *s) {
+  pthread_mutex_lock(&s->mu);
+  s->stop = 1;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->th, NULL);
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  bench_uh_free(&s->table);
+}
+
+void bench_emlx_req_init(bench_emlx_req *r) { sem_init(&r->done, 0, 0); }
+void bench_emlx_req_destroy(bench_emlx_req *r) { sem_destroy(&r->done); }
+
+void *bench_emlx_call(bench_emlx *s, bench_emlx_req *r, ccache_key key) {
+  r->key = key;
+  r->next = NULL;
+  pthread_mutex_lock(&s->mu);
+  if (s->tail)
+    s->tail->next = r;
+  else
+    s->head = r;
+  s->tail = r;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  while (sem_wait(&r->done) != 0) {
+  }
+  return r->result;
 }

@@ -24,15 +24,24 @@
 /* ------------------------------------------------------------ options */
 
 typedef struct bench_opts {
-  bool quick;      /* --quick: short mode for CI (targets never fail it) */
-  bool json;       /* --json: one JSON object instead of the table */
-  long callgrind;  /* --callgrind N (bench_hit only): -1 when absent */
-  long cg_entries; /* --callgrind-entries E (bench_hit only): table size, default 100k */
+  bool quick;         /* --quick: short mode for CI (targets never fail it) */
+  bool json;          /* --json: one JSON object instead of the table */
+  long callgrind;     /* --callgrind N (bench_hit only): -1 when absent */
+  long cg_entries;    /* --callgrind-entries E (bench_hit only): table size, default 100k */
+  const char *points; /* --points FILE: where bench_point appends (NULL: nowhere) */
 } bench_opts;
 
-/* Parses --quick, --json, --help (and --callgrind N / --callgrind-loop X when
- * allow_callgrind).  Exits on --help or on an unknown option. */
+/* Parses --quick, --json, --points FILE, --help (and --callgrind N /
+ * --callgrind-entries E when allow_callgrind).  Exits on --help or on an
+ * unknown option. */
 void bench_parse(int argc, char **argv, bench_opts *o, const char *what, bool allow_callgrind);
+
+/* With --points FILE, appends one data point of a figure to FILE, one
+ * tab-separated line "figure series x y unit" (x a number or a category
+ * label; bench/figures.sh draws them, bench/run passes the option); without
+ * it, does nothing.  Names must not hold tabs or newlines. */
+void bench_point(const bench_opts *o, const char *figure, const char *series, const char *x,
+                 double y, const char *unit);
 
 /* ------------------------------------------------------------- clocks */
 

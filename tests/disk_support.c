@@ -19,7 +19,7 @@
 
 #include "tier/tier.h"
 
-ccache_tier *disk_tier(const char *dir, uint64_t max_bytes, uint64_t touch_ms) {
+ccache_tier *t_disk_tier(const char *dir, uint64_t max_bytes, uint64_t touch_ms) {
   ccache_disk_options o;
   ccache_disk_options_init(&o);
   o.dir = dir;
@@ -36,7 +36,7 @@ ccache_tier *disk_tier(const char *dir, uint64_t max_bytes, uint64_t touch_ms) {
 }
 
 /* A cache whose one tier is t (no cmocka: usable in children). */
-ccache *cache_over(t_ctx *ctx, t_codec *tc, size_t payload, ccache_tier *t, const char *tag) {
+ccache *t_cache_over(t_ctx *ctx, t_codec *tc, size_t payload, ccache_tier *t, const char *tag) {
   ccache_codec k = t_codec_make(tc, payload);
   ccache_config cfg;
   t_config(&cfg, ctx);
@@ -51,28 +51,28 @@ ccache *cache_over(t_ctx *ctx, t_codec *tc, size_t payload, ccache_tier *t, cons
 }
 
 /* "<dir>/v1/<tag hash>" and the entry path of key under it. */
-void ns_path(const char *dir, const char *tag, char *out, size_t n) {
+void t_ns_path(const char *dir, const char *tag, char *out, size_t n) {
   char ns[CCACHE__TIER_NS_MAX];
   ccache__tier_ns(ccache__tier_tag_hash(tag), ns);
   snprintf(out, n, "%s/%s", dir, ns);
 }
 
-void entry_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n) {
+void t_entry_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n) {
   char ns[512];
-  ns_path(dir, tag, ns, sizeof ns);
+  t_ns_path(dir, tag, ns, sizeof ns);
   char hex[33];
   snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)k.hi, (unsigned long long)k.lo);
   snprintf(out, n, "%s/%.2s/%s", ns, hex, hex);
 }
 
-void subdir_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n) {
+void t_subdir_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n) {
   char p[1024];
-  entry_path(dir, tag, k, p, sizeof p);
+  t_entry_path(dir, tag, k, p, sizeof p);
   *strrchr(p, '/') = '\0';
   snprintf(out, n, "%s", p);
 }
 
-unsigned char *slurp(const char *path, size_t *len) {
+unsigned char *t_slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   fseek(f, 0, SEEK_END);
@@ -84,7 +84,7 @@ unsigned char *slurp(const char *path, size_t *len) {
   return b;
 }
 
-void spit(const char *path, const void *data, size_t len) {
+void t_spit(const char *path, const void *data, size_t len) {
   FILE *f = fopen(path, "wb");
   assert_non_null(f);
   assert_int_equal(fwrite(data, 1, len, f), len);
@@ -92,7 +92,7 @@ void spit(const char *path, const void *data, size_t len) {
 }
 
 /* Files in dir whose name starts with prefix. */
-int count_prefix(const char *dir, const char *prefix) {
+int t_count_prefix(const char *dir, const char *prefix) {
   DIR *d = opendir(dir);
   if (!d) return 0;
   int n = 0;
@@ -104,25 +104,25 @@ int count_prefix(const char *dir, const char *prefix) {
 }
 
 /* Bytes and number of entry files (32 hex names) under a tree. */
-uint64_t tree_bytes;
-int tree_entries;
+uint64_t t_tree_bytes;
+int t_tree_entries;
 static int tree_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)ftw;
   const char *base = strrchr(path, '/');
   base = base ? base + 1 : path;
   if (flag == FTW_F && strlen(base) == 32 && strspn(base, "0123456789abcdef") == 32) {
-    tree_bytes += (uint64_t)st->st_size;
-    tree_entries++;
+    t_tree_bytes += (uint64_t)st->st_size;
+    t_tree_entries++;
   }
   return 0;
 }
-void tree_scan(const char *dir) {
-  tree_bytes = 0;
-  tree_entries = 0;
+void t_tree_scan(const char *dir) {
+  t_tree_bytes = 0;
+  t_tree_entries = 0;
   nftw(dir, tree_one, 16, FTW_PHYS);
 }
 
-void set_age(const char *path, time_t seconds_ago) {
+void t_set_age(const char *path, time_t seconds_ago) {
   struct timespec ts[2];
   clock_gettime(CLOCK_REALTIME, &ts[0]);
   ts[0].tv_sec -= seconds_ago;
@@ -130,11 +130,11 @@ void set_age(const char *path, time_t seconds_ago) {
   assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
 }
 
-uint64_t size_total(const char *dir) {
+uint64_t t_size_total(const char *dir) {
   char sizef[1200];
   snprintf(sizef, sizeof sizef, "%s/v1/size", dir);
   size_t len = 0;
-  unsigned char *b = slurp(sizef, &len);
+  unsigned char *b = t_slurp(sizef, &len);
   assert_non_null(b);
   assert_int_equal(len, 16);
   uint64_t total = 0;
@@ -143,13 +143,13 @@ uint64_t size_total(const char *dir) {
   return total;
 }
 
-void lock_file_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n) {
+void t_lock_file_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n) {
   char sub[1024];
-  subdir_path(dir, tag, k, sub, sizeof sub);
+  t_subdir_path(dir, tag, k, sub, sizeof sub);
   snprintf(out, n, "%s/lock", sub);
 }
 
-uint64_t lock_byte(ccache_key k) {
+uint64_t t_lock_byte(ccache_key k) {
   unsigned char kb[16];
   for (int i = 0; i < 8; i++) {
     kb[i] = (unsigned char)(k.lo >> (8 * i));
@@ -158,16 +158,16 @@ uint64_t lock_byte(ccache_key k) {
   return XXH3_64bits(kb, sizeof kb) >> 1;
 }
 
-bool key_locked(const char *dir, const char *tag, ccache_key k) {
+bool t_key_locked(const char *dir, const char *tag, ccache_key k) {
   char lock[1200];
-  lock_file_path(dir, tag, k, lock, sizeof lock);
+  t_lock_file_path(dir, tag, k, lock, sizeof lock);
   int fd = open(lock, O_RDWR | O_CLOEXEC);
   if (fd < 0) return false;
   struct flock fl;
   memset(&fl, 0, sizeof fl);
   fl.l_type = F_WRLCK;
   fl.l_whence = SEEK_SET;
-  fl.l_start = (off_t)lock_byte(k);
+  fl.l_start = (off_t)t_lock_byte(k);
   fl.l_len = 1;
   int r = fcntl(fd, F_OFD_GETLK, &fl);
   close(fd);

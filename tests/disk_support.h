@@ -13,33 +13,33 @@
 
 #include "tier_support.h"
 
-#define TAG "disk-test-tag"
+#define T_DISK_TAG "disk-test-tag"
 
 /* A directory tier (lock polls 1..8 ms, a 30 s wait); asserts success. */
-ccache_tier *disk_tier(const char *dir, uint64_t max_bytes, uint64_t touch_ms);
+ccache_tier *t_disk_tier(const char *dir, uint64_t max_bytes, uint64_t touch_ms);
 /* A cache whose one tier is t (no cmocka: usable in children); NULL on error. */
-ccache *cache_over(t_ctx *ctx, t_codec *tc, size_t payload, ccache_tier *t, const char *tag);
+ccache *t_cache_over(t_ctx *ctx, t_codec *tc, size_t payload, ccache_tier *t, const char *tag);
 /* "<dir>/v1/<tag hash>", an entry's path under it, and its folder. */
-void ns_path(const char *dir, const char *tag, char *out, size_t n);
-void entry_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n);
-void subdir_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n);
+void t_ns_path(const char *dir, const char *tag, char *out, size_t n);
+void t_entry_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n);
+void t_subdir_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n);
 /* A whole file (caller frees; NULL if absent), and a file written whole. */
-unsigned char *slurp(const char *path, size_t *len);
-void spit(const char *path, const void *data, size_t len);
+unsigned char *t_slurp(const char *path, size_t *len);
+void t_spit(const char *path, const void *data, size_t len);
 /* Files in dir whose name starts with prefix. */
-int count_prefix(const char *dir, const char *prefix);
+int t_count_prefix(const char *dir, const char *prefix);
 /* Bytes and number of entry files (32 hex names; temp files excluded). */
-extern uint64_t tree_bytes;
-extern int tree_entries;
-void tree_scan(const char *dir);
+extern uint64_t t_tree_bytes;
+extern int t_tree_entries;
+void t_tree_scan(const char *dir);
 /* Set a file's atime and mtime to seconds_ago. */
-void set_age(const char *path, time_t seconds_ago);
+void t_set_age(const char *path, time_t seconds_ago);
 /* The total in <dir>/v1/size (asserts it is 16 bytes). */
-uint64_t size_total(const char *dir);
+uint64_t t_size_total(const char *dir);
 /* The documented compile lock of k: its folder's lock file and byte. */
-void lock_file_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n);
-uint64_t lock_byte(ccache_key k);
+void t_lock_file_path(const char *dir, const char *tag, ccache_key k, char *out, size_t n);
+uint64_t t_lock_byte(ccache_key k);
 /* Whether someone holds k's compile lock (asked through our own description). */
-bool key_locked(const char *dir, const char *tag, ccache_key k);
+bool t_key_locked(const char *dir, const char *tag, ccache_key k);
 
 #endif

@@ -20,11 +20,6 @@
 
 #ifndef CCACHE_TEST_SCALE
 #define CCACHE_TEST_SCALE 1
-/* Runs fn in a forked child with its stderr sent to a pipe; err receives
- * what the child wrote (NUL-terminated), *aborted whether it died of SIGABRT.
- * For what must abort: a misuse caught, an internal error. */
-void t_run_child(void (*fn)(void), char *err, size_t errlen, int *aborted);
-
 #endif
 
 #define T_LOG_MAX 4096

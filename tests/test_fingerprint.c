@@ -171,7 +171,7 @@ static ccache_key fixture_key(const fixture *f) { return gkey(f->nodes, 6, f->ou
 
 /* ------------------------------------------------------------------------ */
 
-static void test_operand_order(void **state) {
+static void operand_order_changes_the_key(void **state) {
   (void)state;
   static const int64_t d4[] = {4};
   static const ccache_fp_tensor t = {DT_F32, 1, d4};
@@ -226,7 +226,7 @@ static void fl_operand_order(fixture *f) {
   f->add_ops[1] = t;
 }
 
-static void test_single_field_flips(void **state) {
+static void every_single_field_changes_the_key(void **state) {
   (void)state;
   static const flip flips[] = {
       {"op name", fl_op},
@@ -267,7 +267,7 @@ static void test_single_field_flips(void **state) {
   fixture_free(&f);
 }
 
-static void test_contents_not_addresses(void **state) {
+static void contents_not_addresses_make_the_key(void **state) {
   (void)state;
   fixture f;
   fixture_init(&f);
@@ -340,7 +340,7 @@ static ccache_key permuted_key(const fixture *f, const unsigned *order) {
   return gkey(nodes, N, outs, 2, f->device);
 }
 
-static void test_renumbering_invariance(void **state) {
+static void node_order_and_dead_nodes_keep_the_key(void **state) {
   (void)state;
   fixture f;
   fixture_init(&f);
@@ -367,7 +367,7 @@ static void test_renumbering_invariance(void **state) {
 
 /* ...but an unused parameter does: f(x, y) = x and f(x) = x are called
  * differently.  Parameters count wherever they sit in the array. */
-static void test_unused_parameters(void **state) {
+static void unused_parameter_changes_the_key(void **state) {
   (void)state;
   static const int64_t d2[] = {2}, d3[] = {3};
   static const ccache_fp_tensor t2 = {DT_F32, 1, d2}, t3 = {DT_F32, 1, d3};
@@ -482,7 +482,7 @@ static void assert_kat(const char *what, ccache_key got, uint64_t lo, uint64_t h
 
 static ccache_key print_key_graph(void);
 
-static void test_known_answers(void **state) {
+static void known_answer_keys_are_pinned(void **state) {
   (void)state;
   assert_int_equal(CCACHE_FP_FORMAT_VERSION, 1);
   assert_kat("graph A", kat_graph_a(), 0x2067edd1e31644adull, 0xdc4ac788cd144af6ull);
@@ -530,7 +530,7 @@ static const char *self_path(char *buf, size_t size) {
   return buf;
 }
 
-static void test_cross_process(void **state) {
+static void another_process_computes_the_same_key(void **state) {
   (void)state;
   char path[4096];
   int fds[2];
@@ -614,7 +614,7 @@ static int sh_1x(ccache_fp *fp) {
 static int u_then_u(ccache_fp *fp) { return ccache_fp_u64(fp, 1) | ccache_fp_u64(fp, 2); }
 static int u_swapped(ccache_fp *fp) { return ccache_fp_u64(fp, 2) | ccache_fp_u64(fp, 1); }
 
-static void test_field_framing(void **state) {
+static void field_boundaries_and_kinds_change_the_key(void **state) {
   (void)state;
   /* Every one of these sequences must give a different key. */
   static const append_fn distinct[] = {s_ab_c, s_a_bc,    s_abc, b_ab_c,   b_a_bc,   u_1,    i_1,
@@ -632,7 +632,7 @@ static void test_field_framing(void **state) {
   assert_key_equal(seq_key(s_null), seq_key(s_empty));
 }
 
-static void test_builder_errors(void **state) {
+static void builder_refuses_bad_calls_and_poisons_until_init(void **state) {
   (void)state;
   ccache_fp fp;
   ccache_key k = {0x1111, 0x2222};
@@ -738,7 +738,7 @@ static void bad_scratch(vgraph *g) { g->null_scratch = 1; }
 static void bad_out(vgraph *g) { g->null_out = 1; }
 static void bad_no_nodes(vgraph *g) { g->n_nodes = 0; /* the output then points nowhere */ }
 
-static void test_graph_validation(void **state) {
+static void invalid_graph_is_einval_and_writes_nothing(void **state) {
   (void)state;
   static const struct {
     const char *what;
@@ -793,7 +793,7 @@ static void test_graph_validation(void **state) {
 }
 
 /* Op by name vs by id; constant absent vs empty; param vs not. */
-static void test_graph_field_kinds(void **state) {
+static void graph_name_id_constant_and_param_kinds_differ(void **state) {
   (void)state;
   static const int64_t d[] = {8};
   static const ccache_fp_tensor t = {DT_F32, 1, d};
@@ -850,7 +850,7 @@ static double f64_of_bits(uint64_t bits) {
   return d;
 }
 
-static void test_f64_bits(void **state) {
+static void f64_key_follows_the_bits(void **state) {
   (void)state;
   assert_key_not_equal(f64_key(0.0), f64_key(-0.0));
 
@@ -901,7 +901,7 @@ static void check_final_keeps(size_t big_len) {
   free(big);
 }
 
-static void test_final_does_not_consume(void **state) {
+static void final_leaves_the_builder_appendable(void **state) {
   (void)state;
   check_final_keeps(0);   /* all buffered, never streamed */
   check_final_keeps(300); /* direct path */
@@ -913,7 +913,7 @@ static void test_final_does_not_consume(void **state) {
  * in, and whichever path a field takes, the key is XXH3-128 of the spec's
  * byte stream (checked against the reference encoder). */
 
-static void test_builder_paths(void **state) {
+static void builder_buffering_paths_give_the_spec_key(void **state) {
   (void)state;
   static const size_t sizes[] = {0, 1, 7, 200, 255, 256, 257, 370, 383, 384, 385, 1000, 4096, MIB};
   unsigned char *big = malloc(MIB);
@@ -994,7 +994,7 @@ static ccache_key ref_leaf_digest(const ccache_fp_node *n) {
   return k;
 }
 
-static void test_graph_paths(void **state) {
+static void graph_paths_give_the_spec_key(void **state) {
   (void)state;
   static const size_t sizes[] = {0, 1, 255, 256, 700, 900, 1000, 1023, 1024, 1025, 5000, MIB};
   static const int64_t d[] = {3, 5, 7};
@@ -1049,21 +1049,21 @@ static void test_graph_paths(void **state) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--print-key") == 0) return print_key_main();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_operand_order),
-      cmocka_unit_test(test_single_field_flips),
-      cmocka_unit_test(test_contents_not_addresses),
-      cmocka_unit_test(test_renumbering_invariance),
-      cmocka_unit_test(test_unused_parameters),
-      cmocka_unit_test(test_known_answers),
-      cmocka_unit_test(test_cross_process),
-      cmocka_unit_test(test_field_framing),
-      cmocka_unit_test(test_builder_errors),
-      cmocka_unit_test(test_graph_validation),
-      cmocka_unit_test(test_graph_field_kinds),
-      cmocka_unit_test(test_f64_bits),
-      cmocka_unit_test(test_final_does_not_consume),
-      cmocka_unit_test(test_builder_paths),
-      cmocka_unit_test(test_graph_paths),
+      cmocka_unit_test(operand_order_changes_the_key),
+      cmocka_unit_test(every_single_field_changes_the_key),
+      cmocka_unit_test(contents_not_addresses_make_the_key),
+      cmocka_unit_test(node_order_and_dead_nodes_keep_the_key),
+      cmocka_unit_test(unused_parameter_changes_the_key),
+      cmocka_unit_test(known_answer_keys_are_pinned),
+      cmocka_unit_test(another_process_computes_the_same_key),
+      cmocka_unit_test(field_boundaries_and_kinds_change_the_key),
+      cmocka_unit_test(builder_refuses_bad_calls_and_poisons_until_init),
+      cmocka_unit_test(invalid_graph_is_einval_and_writes_nothing),
+      cmocka_unit_test(graph_name_id_constant_and_param_kinds_differ),
+      cmocka_unit_test(f64_key_follows_the_bits),
+      cmocka_unit_test(final_leaves_the_builder_appendable),
+      cmocka_unit_test(builder_buffering_paths_give_the_spec_key),
+      cmocka_unit_test(graph_paths_give_the_spec_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,7 +30,7 @@
 #if CCACHE_TEST_REDIS
 #include <hiredis/hiredis.h>
 
-#include "redis_fixture.h"
+#include "redis_support.h"
 #endif
 
 /* Built against a tree without the bound (to show these tests fail there),
@@ -112,7 +112,7 @@ static child_report lookup_in_child(tier_maker make, void *arg, ccache_key key) 
     t_ctx ctx = {0};
     t_codec tc = {0};
     ccache_tier *t = make(arg);
-    ccache *c = t ? cache_over(&ctx, &tc, PAYLOAD, t, TAG) : NULL;
+    ccache *c = t ? t_cache_over(&ctx, &tc, PAYLOAD, t, T_DISK_TAG) : NULL;
     if (c) {
       t_compiler comp = {0};
       ccache_program *p = NULL;
@@ -178,18 +178,18 @@ static ccache_tier *make_disk(void *arg) {
  * entry header for key, the rest holes). */
 static void plant_big_file(const char *dir, ccache_key key) {
   char path[1024], sub[1024];
-  subdir_path(dir, TAG, key, sub, sizeof sub);
+  t_subdir_path(dir, T_DISK_TAG, key, sub, sizeof sub);
   /* The levels as the tier makes them (0700). */
   char ns[1024];
-  ns_path(dir, TAG, ns, sizeof ns);
+  t_ns_path(dir, T_DISK_TAG, ns, sizeof ns);
   char fmt[1024];
   snprintf(fmt, sizeof fmt, "%s/v1", dir);
   mkdir(fmt, 0700);
   mkdir(ns, 0700);
   mkdir(sub, 0700);
-  entry_path(dir, TAG, key, path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, key, path, sizeof path);
   size_t len = 0;
-  unsigned char *e = t_entry(key, TAG, 1, PAYLOAD, &len);
+  unsigned char *e = t_entry(key, T_DISK_TAG, 1, PAYLOAD, &len);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, e, CCACHE__TIER_HDR), (ssize_t)CCACHE__TIER_HDR);
@@ -209,7 +209,7 @@ static void disk_big_planted_entry_refused_under_rlimit(void **state) {
   child_report r = lookup_in_child(make_disk, dir, key);
   assert_refused_big(&r);
   char path[1024];
-  entry_path(dir, TAG, key, path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, key, path, sizeof path);
   struct stat st;
   assert_int_equal(stat(path, &st), 0);
   assert_int_equal(st.st_size, ccache__tier_entry_len(PAYLOAD)); /* the child's own now */
@@ -223,9 +223,9 @@ static ccache *bounded_cache(t_ctx *ctx, t_codec *tc, const char *dir, uint64_t 
   ccache_config cfg;
   t_config(&cfg, ctx);
   cfg.codec = &k;
-  cfg.runtime_tag = TAG;
+  cfg.runtime_tag = T_DISK_TAG;
   cfg.tier_min_compile_us = 0;
-  ccache_tier *t = disk_tier(dir, CCACHE_UNBOUNDED, 60000);
+  ccache_tier *t = t_disk_tier(dir, CCACHE_UNBOUNDED, 60000);
   cfg.tiers = &t;
   cfg.n_tiers = 1;
 #ifdef CCACHE_TIER_MAX_ENTRY_DEFAULT
@@ -280,7 +280,7 @@ static void disk_bound_edge_exact(void **state) {
   assert_int_equal(atomic_load(&tc.decodes), decodes);
   t_close(c);
   char path[1024];
-  entry_path(dir, TAG, PK(1), path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, PK(1), path, sizeof path);
   struct stat st;
   assert_int_equal(stat(path, &st), 0); /* not removed */
   t_rmrf(dir);
@@ -294,7 +294,8 @@ static void store_one(const char *dir, uint64_t n) {
   t_ctx ctx = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&ctx, &tc, PAYLOAD, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c =
+      t_cache_over(&ctx, &tc, PAYLOAD, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_non_null(c);
   assert_int_equal(t_goc(c, PK(n), &comp, CCACHE_OK), (int)n);
   assert_int_equal(t_stats(c).tier_writes, 1);
@@ -307,7 +308,8 @@ static ccache_stats lookup_once(const char *dir, uint64_t n, int *compiles) {
   t_ctx ctx = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&ctx, &tc, PAYLOAD, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c =
+      t_cache_over(&ctx, &tc, PAYLOAD, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_non_null(c);
   assert_int_equal(t_goc(c, PK(n), &comp, CCACHE_OK), (int)n);
   *compiles = atomic_load(&comp.calls);
@@ -325,7 +327,7 @@ static void disk_symlinked_subdir_refused(void **state) {
   char *away = t_tempdir("bounds-link-away");
   store_one(dir, 3);
   char sub[1024], moved[1024];
-  subdir_path(dir, TAG, PK(3), sub, sizeof sub);
+  t_subdir_path(dir, T_DISK_TAG, PK(3), sub, sizeof sub);
   snprintf(moved, sizeof moved, "%s/folder", away);
   assert_int_equal(rename(sub, moved), 0);
   assert_int_equal(symlink(moved, sub), 0);
@@ -338,8 +340,8 @@ static void disk_symlinked_subdir_refused(void **state) {
   assert_int_equal(s.tier_errors, 4);
   assert_int_equal(s.tier_corrupt, 0);
   /* The folder behind the link holds its entry, and nothing new. */
-  assert_int_equal(count_prefix(moved, ".tmp."), 0);
-  assert_int_equal(count_prefix(moved, "lock"), 1); /* the store_one's */
+  assert_int_equal(t_count_prefix(moved, ".tmp."), 0);
+  assert_int_equal(t_count_prefix(moved, "lock"), 1); /* the store_one's */
   t_rmrf(away);
   free(away);
   t_rmrf(dir);
@@ -354,7 +356,7 @@ static void disk_symlinked_tag_level_refused(void **state) {
   char *away = t_tempdir("bounds-link-ns-away");
   store_one(dir, 4);
   char ns[1024], moved[1024];
-  ns_path(dir, TAG, ns, sizeof ns);
+  t_ns_path(dir, T_DISK_TAG, ns, sizeof ns);
   snprintf(moved, sizeof moved, "%s/ns", away);
   assert_int_equal(rename(ns, moved), 0);
   assert_int_equal(symlink(moved, ns), 0);
@@ -379,7 +381,7 @@ static void disk_symlinked_entry_not_followed(void **state) {
   char *away = t_tempdir("bounds-link-entry-away");
   store_one(dir, 5);
   char path[1024], moved[1024];
-  entry_path(dir, TAG, PK(5), path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, PK(5), path, sizeof path);
   snprintf(moved, sizeof moved, "%s/entry", away);
   assert_int_equal(rename(path, moved), 0);
   assert_int_equal(symlink(moved, path), 0);
@@ -405,8 +407,8 @@ static void disk_group_writable_level_refused(void **state) {
   char *dir = t_tempdir("bounds-gw");
   store_one(dir, 6);
   char ns[1024], sub[1024];
-  ns_path(dir, TAG, ns, sizeof ns);
-  subdir_path(dir, TAG, PK(6), sub, sizeof sub);
+  t_ns_path(dir, T_DISK_TAG, ns, sizeof ns);
+  t_subdir_path(dir, T_DISK_TAG, PK(6), sub, sizeof sub);
   assert_int_equal(chmod(sub, 0770), 0);
   int compiles = 0;
   ccache_stats s = lookup_once(dir, 6, &compiles);
@@ -438,7 +440,7 @@ static void disk_other_owner_level_refused(void **state) {
   char *dir = t_tempdir("bounds-owner");
   store_one(dir, 8);
   char sub[1024];
-  subdir_path(dir, TAG, PK(8), sub, sizeof sub);
+  t_subdir_path(dir, T_DISK_TAG, PK(8), sub, sizeof sub);
   assert_int_equal(chown(sub, 12345, (gid_t)-1), 0);
   int compiles = 0;
   ccache_stats s = lookup_once(dir, 8, &compiles);
@@ -462,7 +464,7 @@ static void codec_corrupt_removes_failure_keeps(void **state) {
   (void)state;
   char *dir = t_tempdir("bounds-codec");
   char path[1024];
-  entry_path(dir, TAG, PK(9), path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, PK(9), path, sizeof path);
   struct stat st;
   for (int round = 0; round < 2; round++) {
     store_one(dir, 9);
@@ -474,9 +476,9 @@ static void codec_corrupt_removes_failure_keeps(void **state) {
     ccache_config cfg;
     t_config(&cfg, &ctx);
     cfg.codec = &k;
-    cfg.runtime_tag = TAG;
+    cfg.runtime_tag = T_DISK_TAG;
     cfg.tier_min_compile_us = 1000000000; /* nothing stored: the entry is the planted one */
-    ccache_tier *t = disk_tier(dir, CCACHE_UNBOUNDED, 60000);
+    ccache_tier *t = t_disk_tier(dir, CCACHE_UNBOUNDED, 60000);
     cfg.tiers = &t;
     cfg.n_tiers = 1;
     ccache *c = NULL;
@@ -556,7 +558,7 @@ static void custom_tier_long_blob_refused_before_verify(void **state) {
   ccache_config cfg;
   t_config(&cfg, &ctx);
   cfg.codec = &k;
-  cfg.runtime_tag = TAG;
+  cfg.runtime_tag = T_DISK_TAG;
   cfg.tiers = &t;
   cfg.n_tiers = 1;
 #ifdef CCACHE_TIER_MAX_ENTRY_DEFAULT
@@ -596,11 +598,11 @@ static void max_entry_option_checked(void **state) {
 
 /* ------------------------------------------------------------------ Redis */
 #if CCACHE_TEST_REDIS
-static rf_server srv;
+static t_redis_server srv;
 
 static int redis_teardown(void **state) {
   (void)state;
-  rf_stop(&srv);
+  t_redis_stop(&srv);
   return 0;
 }
 
@@ -612,10 +614,10 @@ static ccache_tier *make_redis(void *arg) {
   return ccache_tier_redis(&o, &t) == CCACHE_OK ? t : NULL;
 }
 
-/* The Redis key of pkey's entry for TAG under the default prefix. */
+/* The Redis key of pkey's entry for T_DISK_TAG under the default prefix. */
 static void redis_entry_key(char *out, size_t n, ccache_key pkey) {
   char ns[CCACHE__TIER_NS_MAX];
-  ccache__tier_ns(ccache__tier_tag_hash(TAG), ns);
+  ccache__tier_ns(ccache__tier_tag_hash(T_DISK_TAG), ns);
   for (char *p = ns; *p; p++)
     if (*p == '/') *p = ':';
   snprintf(out, n, "ccache:%s:%016llx%016llx", ns, (unsigned long long)pkey.hi,
@@ -628,21 +630,21 @@ static void redis_entry_key(char *out, size_t n, ccache_key pkey) {
 static void redis_big_planted_entry_refused_under_rlimit(void **state) {
   (void)state;
   const char *why = NULL;
-  if (!rf_binary(&why)) {
-    if (rf_required()) fail_msg("redis-server required: %s", why);
+  if (!t_redis_binary(&why)) {
+    if (t_redis_required()) fail_msg("redis-server required: %s", why);
     print_message("SKIPPED: %s\n", why);
     skip();
   }
-  assert_int_equal(rf_start(&srv, NULL), 0);
+  assert_int_equal(t_redis_start(&srv, NULL), 0);
   char key[256];
   redis_entry_key(key, sizeof key, PK(7));
-  long long len = rf_int(&srv, "SETRANGE %s %lld x", key, (long long)BIG - 1);
+  long long len = t_redis_int(&srv, "SETRANGE %s %lld x", key, (long long)BIG - 1);
   assert_int_equal(len, (long long)BIG);
-  rf_forget_admin(&srv); /* (the child must not share it) */
+  t_redis_forget_admin(&srv); /* (the child must not share it) */
   child_report r = lookup_in_child(make_redis, srv.addr, PK(7));
   assert_refused_big(&r);
-  assert_int_equal(rf_int(&srv, "STRLEN %s", key), (long long)ccache__tier_entry_len(PAYLOAD));
-  rf_stop(&srv);
+  assert_int_equal(t_redis_int(&srv, "STRLEN %s", key), (long long)ccache__tier_entry_len(PAYLOAD));
+  t_redis_stop(&srv);
 }
 
 /* A normal entry still loads through the script, and a bound below its
@@ -650,17 +652,17 @@ static void redis_big_planted_entry_refused_under_rlimit(void **state) {
 static void redis_bound_edge_exact(void **state) {
   (void)state;
   const char *why = NULL;
-  if (!rf_binary(&why)) {
-    if (rf_required()) fail_msg("redis-server required: %s", why);
+  if (!t_redis_binary(&why)) {
+    if (t_redis_required()) fail_msg("redis-server required: %s", why);
     print_message("SKIPPED: %s\n", why);
     skip();
   }
-  assert_int_equal(rf_start(&srv, NULL), 0);
+  assert_int_equal(t_redis_start(&srv, NULL), 0);
   size_t elen = 0;
-  unsigned char *e = t_entry(PK(3), TAG, 3, PAYLOAD, &elen);
+  unsigned char *e = t_entry(PK(3), T_DISK_TAG, 3, PAYLOAD, &elen);
   char key[256];
   redis_entry_key(key, sizeof key, PK(3));
-  redisReply *rep = rf_cmd(&srv, "SET %s %b", key, e, elen);
+  redisReply *rep = t_redis_cmd(&srv, "SET %s %b", key, e, elen);
   assert_true(rep && rep->type == REDIS_REPLY_STATUS);
   freeReplyObject(rep);
   free(e);
@@ -672,7 +674,7 @@ static void redis_bound_edge_exact(void **state) {
     ccache_config cfg;
     t_config(&cfg, &ctx);
     cfg.codec = &k;
-    cfg.runtime_tag = TAG;
+    cfg.runtime_tag = T_DISK_TAG;
     cfg.tier_min_compile_us = 1000000000; /* nothing stored */
     ccache_tier *t = make_redis(srv.addr);
     assert_non_null(t);
@@ -692,7 +694,7 @@ static void redis_bound_edge_exact(void **state) {
     assert_int_equal(s.tier_errors, 0);
     t_close(c);
   }
-  rf_stop(&srv);
+  t_redis_stop(&srv);
 }
 #endif
 

@@ -105,7 +105,7 @@ static void options_and_trust(void **state) {
   /* A file where the directory should be: cannot be opened as one. */
   char file[1024];
   snprintf(file, sizeof file, "%s/file", root);
-  spit(file, "x", 1);
+  t_spit(file, "x", 1);
   o.dir = file;
   assert_int_equal(ccache_tier_disk(&o, &t), CCACHE_EIO);
   assert_non_null(strstr(ccache_error_detail(), file));
@@ -127,7 +127,7 @@ static void round_trip_and_layout(void **state) {
   o.fsync = 1;
   ccache_tier *tier = NULL;
   assert_int_equal(ccache_tier_disk(&o, &tier), CCACHE_OK);
-  ccache *c = cache_over(&t, &tc, 300, tier, TAG);
+  ccache *c = t_cache_over(&t, &tc, 300, tier, T_DISK_TAG);
   assert_non_null(c);
   /* (a compile gives a program the id key.lo) */
   ccache_key keys[3] = {PK(1), PK(2), {3, 0x0123456789ABCDEFull}};
@@ -141,17 +141,17 @@ static void round_trip_and_layout(void **state) {
 
   /* One file per program, at <dir>/v1/<tag hash>/<2 hex>/<32 hex>. */
   char path[1024];
-  entry_path(dir, TAG, keys[2], path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, keys[2], path, sizeof path);
   char want[1024];
   char ns[CCACHE__TIER_NS_MAX];
-  ccache__tier_ns(ccache__tier_tag_hash(TAG), ns);
+  ccache__tier_ns(ccache__tier_tag_hash(T_DISK_TAG), ns);
   snprintf(want, sizeof want, "%s/%s/01/0123456789abcdef0000000000000003", dir, ns);
   assert_string_equal(path, want);
   size_t len = 0;
-  unsigned char *got = slurp(path, &len);
+  unsigned char *got = t_slurp(path, &len);
   assert_non_null(got);
   size_t elen;
-  unsigned char *e = t_entry(keys[2], TAG, 3, 300, &elen);
+  unsigned char *e = t_entry(keys[2], T_DISK_TAG, 3, 300, &elen);
   assert_int_equal(len, elen);
   /* Header and payload; the creation time (48..55) and so the checksum
    * differ, and the checksum is checked by loading it below. */
@@ -163,14 +163,14 @@ static void round_trip_and_layout(void **state) {
   assert_int_equal(stat(path, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0600);
   char sub[1024];
-  subdir_path(dir, TAG, keys[0], sub, sizeof sub);
-  assert_int_equal(count_prefix(sub, ".tmp."), 0);
+  t_subdir_path(dir, T_DISK_TAG, keys[0], sub, sizeof sub);
+  assert_int_equal(t_count_prefix(sub, ".tmp."), 0);
   snprintf(want, sizeof want, "%s/v1/lock", dir);
   assert_int_equal(stat(want, &st), 0);
   assert_int_equal(st.st_size, 0); /* byte-range locks never grow it */
 
   /* A new cache (a restart) loads all three without compiling. */
-  ccache *c2 = cache_over(&t, &tc, 300, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c2 = t_cache_over(&t, &tc, 300, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_non_null(c2);
   for (int i = 0; i < 3; i++)
     assert_int_equal(t_goc(c2, keys[i], &comp, CCACHE_OK), (int)keys[i].lo);
@@ -199,7 +199,7 @@ static void thousand_bad_entries_load_nothing_bad(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, 200, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 200, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   for (int i = 0; i < N; i++) assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
   t_close(c);
   assert_int_equal(comp.calls, N);
@@ -211,24 +211,24 @@ static void thousand_bad_entries_load_nothing_bad(void **state) {
   uint64_t cut_bytes = 0; /* shrunk behind the library's back */
   for (int i = 0; i < N; i++) {
     char path[1024];
-    entry_path(dir, TAG, PK(i), path, sizeof path);
+    t_entry_path(dir, T_DISK_TAG, PK(i), path, sizeof path);
     size_t len;
-    unsigned char *b = slurp(path, &len);
+    unsigned char *b = t_slurp(path, &len);
     assert_non_null(b);
     if (i % 4 == 0) {
       size_t at = lcg(&seed) % len;
       b[at] ^= (unsigned char)(1u << (lcg(&seed) % 8));
-      spit(path, b, len);
+      t_spit(path, b, len);
       flipped++;
     } else if (i % 4 == 1) {
       size_t keep = lcg(&seed) % len;
-      spit(path, b, keep);
+      t_spit(path, b, keep);
       cut_bytes += len - keep;
       cut++;
     } else if (i % 4 == 2) {
       size_t elen;
       unsigned char *e = t_entry(PK(i), "another-runtime", i, 200, &elen);
-      spit(path, e, elen);
+      t_spit(path, e, elen);
       free(e);
       foreign++;
     }
@@ -237,7 +237,7 @@ static void thousand_bad_entries_load_nothing_bad(void **state) {
 
   t_codec tc2 = {0};
   t_compiler comp2 = {0};
-  c = cache_over(&t, &tc2, 200, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  c = t_cache_over(&t, &tc2, 200, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   for (int i = 0; i < N; i++) assert_int_equal(t_goc(c, PK(i), &comp2, CCACHE_OK), i);
   ccache_stats s = t_stats(c);
   assert_int_equal(tc2.bad_loads, 0); /* 0 loads of bad bytes */
@@ -254,19 +254,19 @@ static void thousand_bad_entries_load_nothing_bad(void **state) {
   char sizef[1200];
   snprintf(sizef, sizeof sizef, "%s/v1/size", dir);
   size_t slen;
-  unsigned char *sb = slurp(sizef, &slen);
+  unsigned char *sb = t_slurp(sizef, &slen);
   assert_int_equal(slen, 16);
   uint64_t total = 0;
   for (int i = 7; i >= 0; i--) total = total << 8 | sb[8 + i];
   free(sb);
-  tree_scan(dir);
-  assert_int_equal(tree_entries, N);
-  assert_int_equal(total, tree_bytes + cut_bytes);
+  t_tree_scan(dir);
+  assert_int_equal(t_tree_entries, N);
+  assert_int_equal(total, t_tree_bytes + cut_bytes);
 
   /* Bad entries were removed and compiled again: now every one loads. */
   t_codec tc3 = {0};
   t_compiler comp3 = {0};
-  c = cache_over(&t, &tc3, 200, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  c = t_cache_over(&t, &tc3, 200, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   for (int i = 0; i < N; i++) assert_int_equal(t_goc(c, PK(i), &comp3, CCACHE_OK), i);
   assert_int_equal(comp3.calls, 0);
   assert_int_equal(t_stats(c).tier_hits, N);
@@ -306,7 +306,7 @@ static void faults_are_tier_errors_never_failed_fetches(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   /* Key 0 is stored before any fault, for the read fault. */
   assert_int_equal(t_goc(c, PK(0), &comp, CCACHE_OK), 0);
   ccache__disk_fault = inject;
@@ -325,9 +325,9 @@ static void faults_are_tier_errors_never_failed_fetches(void **state) {
     errors += strcmp(fault_point, "read") == 0 ? 2 : 1;
     assert_int_equal(s.tier_errors, errors);
     char path[1024], sub[1024];
-    entry_path(dir, TAG, PK(key), path, sizeof path);
-    subdir_path(dir, TAG, PK(key), sub, sizeof sub);
-    assert_int_equal(count_prefix(sub, ".tmp."), 0); /* no temp file left behind */
+    t_entry_path(dir, T_DISK_TAG, PK(key), path, sizeof path);
+    t_subdir_path(dir, T_DISK_TAG, PK(key), sub, sizeof sub);
+    assert_int_equal(t_count_prefix(sub, ".tmp."), 0); /* no temp file left behind */
     struct stat st;
     if (key != 0) assert_int_equal(stat(path, &st), -1); /* nothing published */
   }
@@ -353,7 +353,7 @@ static int enospc_child(const char *mnt) {
   o.dir = mnt;
   ccache_tier *tier = NULL;
   if (ccache_tier_disk(&o, &tier) != CCACHE_OK) return 10;
-  ccache *c = cache_over(&t, &tc, 12 * 1024, tier, TAG);
+  ccache *c = t_cache_over(&t, &tc, 12 * 1024, tier, T_DISK_TAG);
   if (!c) return 11;
   for (int i = 0; i < 12; i++) {
     ccache_program *p = NULL;
@@ -368,8 +368,8 @@ static int enospc_child(const char *mnt) {
   if (comp.calls != 12) return 15;
   for (int i = 0; i < 12; i++) {
     char sub[1024];
-    subdir_path(mnt, TAG, PK(i), sub, sizeof sub);
-    if (count_prefix(sub, ".tmp.") != 0) return 16;
+    t_subdir_path(mnt, T_DISK_TAG, PK(i), sub, sizeof sub);
+    if (t_count_prefix(sub, ".tmp.") != 0) return 16;
   }
   if (ccache_close(c) != CCACHE_OK) return 17;
   return 0;
@@ -410,7 +410,7 @@ static int read_only_child(const char *dir) {
   o.dir = dir;
   ccache_tier *tier = NULL;
   if (ccache_tier_disk(&o, &tier) != CCACHE_OK) return 10;
-  ccache *c = cache_over(&t, &tc, 100, tier, TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, tier, T_DISK_TAG);
   if (!c) return 11;
   for (int i = 0; i < 2; i++) { /* 0 is on disk, 1 is not */
     ccache_program *p = NULL;
@@ -434,7 +434,7 @@ static void read_only_directory(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_int_equal(t_goc(c, PK(0), &comp, CCACHE_OK), 0);
   t_close(c);
   fflush(NULL);
@@ -460,7 +460,7 @@ static void directory_removed_under_a_running_cache(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
   assert_int_equal(t_stats(c).tier_writes, 1);
   t_rmrf(dir);
@@ -503,7 +503,7 @@ static void writer_killed_between_write_and_rename(void **state) {
     o.dir = dir;
     ccache_tier *tier = NULL;
     if (ccache_tier_disk(&o, &tier) != CCACHE_OK) _exit(10);
-    ccache *c = cache_over(&t, &tc, 100, tier, TAG);
+    ccache *c = t_cache_over(&t, &tc, 100, tier, T_DISK_TAG);
     ccache__disk_fault = die_at_rename;
     ccache_program *p = NULL;
     ccache_program_get_or_compile(c, PK(1), t_compile, &comp, &p);
@@ -516,10 +516,10 @@ static void writer_killed_between_write_and_rename(void **state) {
 
   /* Its temp file is there, complete; the entry was never published. */
   char sub[1024], path[1024], prefix[64];
-  subdir_path(dir, TAG, PK(1), sub, sizeof sub);
-  entry_path(dir, TAG, PK(1), path, sizeof path);
+  t_subdir_path(dir, T_DISK_TAG, PK(1), sub, sizeof sub);
+  t_entry_path(dir, T_DISK_TAG, PK(1), path, sizeof path);
   snprintf(prefix, sizeof prefix, ".tmp.%ld.", (long)pid);
-  assert_int_equal(count_prefix(sub, prefix), 1);
+  assert_int_equal(t_count_prefix(sub, prefix), 1);
   struct stat sb;
   assert_int_equal(stat(path, &sb), -1);
 
@@ -527,14 +527,14 @@ static void writer_killed_between_write_and_rename(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
   assert_int_equal(comp.calls, 1);
   assert_int_equal(stat(path, &sb), 0);
   t_close(c);
   /* Not yet stale: a dead writer's file is kept for STALE_DEAD_S (60 s),
    * since a pid from another PID namespace means nothing here. */
-  assert_int_equal(count_prefix(sub, prefix), 1);
+  assert_int_equal(t_count_prefix(sub, prefix), 1);
 
   /* Make it 2 minutes old, and add two files of this live process: one 2
    * minutes old (kept: its writer lives) and one 2 hours old (removed:
@@ -546,19 +546,19 @@ static void writer_killed_between_write_and_rename(void **state) {
     if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
       snprintf(tmp, sizeof tmp, "%s/%s", sub, de->d_name);
   closedir(d);
-  set_age(tmp, 120);
+  t_set_age(tmp, 120);
   char mine_new[1200], mine_old[1200];
   snprintf(mine_new, sizeof mine_new, "%s/.tmp.%ld.900", sub, (long)getpid());
   snprintf(mine_old, sizeof mine_old, "%s/.tmp.%ld.901", sub, (long)getpid());
-  spit(mine_new, "x", 1);
-  spit(mine_old, "x", 1);
-  set_age(mine_new, 120);
-  set_age(mine_old, 7200);
+  t_spit(mine_new, "x", 1);
+  t_spit(mine_old, "x", 1);
+  t_set_age(mine_new, 120);
+  t_set_age(mine_old, 7200);
   /* The next process to write in that subdirectory sweeps it. */
-  c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_int_equal(t_goc(c, PK(2), &comp, CCACHE_OK), 2);
   t_close(c);
-  assert_int_equal(count_prefix(sub, prefix), 0);
+  assert_int_equal(t_count_prefix(sub, prefix), 0);
   assert_int_equal(stat(mine_new, &sb), 0);
   assert_int_equal(stat(mine_old, &sb), -1);
   unlink(mine_new);
@@ -638,7 +638,7 @@ static void hold_forever(t_compiler *comp, ccache *c, ccache_key pkey) {
   (void)c;
   (void)pkey;
   char lock[1200];
-  lock_file_path(holder_dir, TAG, PK(5), lock, sizeof lock);
+  t_lock_file_path(holder_dir, T_DISK_TAG, PK(5), lock, sizeof lock);
   int fd = open(lock, O_RDWR | O_CLOEXEC);
   if (fd < 0) _exit(21);
   close(fd);
@@ -704,7 +704,7 @@ static void lock_holder_killed_mid_compile(void **state) {
     o.dir = dir;
     ccache_tier *tier = NULL;
     if (ccache_tier_disk(&o, &tier) != CCACHE_OK) _exit(10);
-    ccache *c = cache_over(&t, &tc, 100, tier, TAG);
+    ccache *c = t_cache_over(&t, &tc, 100, tier, T_DISK_TAG);
     ccache_program *p = NULL;
     ccache_program_get_or_compile(c, PK(5), t_compile, &comp, &p);
     _exit(11); /* not reached */
@@ -716,13 +716,14 @@ static void lock_holder_killed_mid_compile(void **state) {
   close(fds[0]);
   pid_t by = bystander_pid = (pid_t)atol(msg);
   assert_true(by > 0);
-  assert_true(key_locked(dir, TAG, PK(5))); /* still, after that close() */
+  assert_true(t_key_locked(dir, T_DISK_TAG, PK(5))); /* still, after that close() */
 
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
   spy sp;
-  ccache *c = cache_over(&t, &tc, 100, spy_over(&sp, disk_tier(dir, CCACHE_UNBOUNDED, 60000)), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, spy_over(&sp, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000)),
+                           T_DISK_TAG);
   fetch_arg a = {c, &comp, -100, -1};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, fetch_thread, &a), 0);
@@ -776,7 +777,7 @@ static void nest_b(t_compiler *comp, ccache *c, ccache_key pkey) {
   ccache_program *p = NULL;
   if (ccache_program_get_or_compile(nest_second, pkey, t_compile, inner, &p) == CCACHE_OK)
     ccache_program_release(nest_second, p);
-  nest_held_after_inner = key_locked(nest_dir, TAG, pkey);
+  nest_held_after_inner = t_key_locked(nest_dir, T_DISK_TAG, pkey);
 }
 
 static void nested_compile_in_a_second_cache_does_not_wait(void **state) {
@@ -788,7 +789,7 @@ static void nested_compile_in_a_second_cache_does_not_wait(void **state) {
   comp.during = nest_b;
   comp.arg = &inner;
   nest_dir = dir;
-  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   ccache_disk_options o;
   ccache_disk_options_init(&o);
   o.dir = dir;
@@ -797,12 +798,12 @@ static void nested_compile_in_a_second_cache_does_not_wait(void **state) {
   o.lock_wait_ms = 3000; /* what it would wait for itself */
   ccache_tier *t2 = NULL;
   assert_int_equal(ccache_tier_disk(&o, &t2), CCACHE_OK);
-  nest_second = cache_over(&t, &tc2, 100, t2, TAG);
+  nest_second = t_cache_over(&t, &tc2, 100, t2, T_DISK_TAG);
   assert_non_null(nest_second);
   assert_int_equal(t_goc(c, PK(7), &comp, CCACHE_OK), 7);
   assert_int_equal(inner.calls, 1);
   assert_int_equal(nest_held_after_inner, 1);
-  assert_false(key_locked(dir, TAG, PK(7))); /* released when the outer compile ended */
+  assert_false(t_key_locked(dir, T_DISK_TAG, PK(7))); /* released when the outer compile ended */
   ccache_stats s = t_stats(nest_second);
   assert_int_equal(s.tier_lock_waits, 0);
   assert_int_equal(s.tier_writes, 1);
@@ -846,7 +847,7 @@ static int racer(const char *dir, int logfd, int gate) {
   o.lock_poll_max_ms = 4;
   ccache_tier *tier = NULL;
   if (ccache_tier_disk(&o, &tier) != CCACHE_OK) return 10;
-  ccache *c = cache_over(&t, &tc, 1000, tier, TAG);
+  ccache *c = t_cache_over(&t, &tc, 1000, tier, T_DISK_TAG);
   if (!c) return 11;
   for (int i = 0; i < KEYS; i++) {
     ccache_program *p = NULL;
@@ -917,8 +918,8 @@ static void cap_holds_under_many_puts(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache_tier *tier = disk_tier(dir, cap, 60000);
-  ccache *c = cache_over(&t, &tc, PAYLOAD, tier, TAG);
+  ccache_tier *tier = t_disk_tier(dir, cap, 60000);
+  ccache *c = t_cache_over(&t, &tc, PAYLOAD, tier, T_DISK_TAG);
   const uint64_t entry = ccache__tier_entry_len(PAYLOAD);
   uint64_t most = 0;
   for (int i = 0; i < PUTS; i++) {
@@ -926,14 +927,14 @@ static void cap_holds_under_many_puts(void **state) {
     /* The clean a put asked for runs on the cleaner thread: with it done
      * before the next put, one writer overshoots by one entry at most. */
     assert_true(ccache__disk_settle(tier, 30000));
-    tree_scan(dir);
-    if (tree_bytes > most) most = tree_bytes;
-    assert_true(tree_bytes <= cap + entry);
+    t_tree_scan(dir);
+    if (t_tree_bytes > most) most = t_tree_bytes;
+    assert_true(t_tree_bytes <= cap + entry);
   }
   /* It did clean (the puts total ~19 MiB), and down to 90 %: after a clean
    * at most 90 % of the cap plus the entries written since remain. */
   assert_true(most > cap - entry);
-  assert_true(tree_entries < PUTS);
+  assert_true(t_tree_entries < PUTS);
   ccache_stats s = t_stats(c);
   assert_int_equal(s.tier_writes, PUTS);
   assert_int_equal(s.tier_errors, 0);
@@ -942,13 +943,13 @@ static void cap_holds_under_many_puts(void **state) {
   char sizef[1200];
   snprintf(sizef, sizeof sizef, "%s/v1/size", dir);
   size_t len;
-  unsigned char *b = slurp(sizef, &len);
+  unsigned char *b = t_slurp(sizef, &len);
   assert_int_equal(len, 16);
   uint64_t total = 0;
   for (int i = 7; i >= 0; i--) total = total << 8 | b[8 + i];
   free(b);
-  tree_scan(dir);
-  assert_int_equal(total, tree_bytes);
+  t_tree_scan(dir);
+  assert_int_equal(total, t_tree_bytes);
   t_rmrf(dir);
   free(dir);
 }
@@ -962,28 +963,28 @@ static void cleaner_removes_least_recently_used_and_hits_refresh(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, PAYLOAD, disk_tier(dir, cap, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, PAYLOAD, t_disk_tier(dir, cap, 60000), T_DISK_TAG);
   for (int i = 1; i <= 8; i++) assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
   t_close(c);
   /* Ages: key i last used (100 - i) minutes ago; key 1 is the oldest. */
   char path[1024];
   for (int i = 1; i <= 8; i++) {
-    entry_path(dir, TAG, PK(i), path, sizeof path);
-    set_age(path, (100 - i) * 60);
+    t_entry_path(dir, T_DISK_TAG, PK(i), path, sizeof path);
+    t_set_age(path, (100 - i) * 60);
   }
   /* A hit on key 1 with a 1-minute interval refreshes it; a hit on key 2
    * with a 10-hour interval does not (its age, 98 min, is under that). */
-  c = cache_over(&t, &tc, PAYLOAD, disk_tier(dir, cap, 60000), TAG);
+  c = t_cache_over(&t, &tc, PAYLOAD, t_disk_tier(dir, cap, 60000), T_DISK_TAG);
   assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
   t_close(c);
-  c = cache_over(&t, &tc, PAYLOAD, disk_tier(dir, cap, 36000000), TAG);
+  c = t_cache_over(&t, &tc, PAYLOAD, t_disk_tier(dir, cap, 36000000), T_DISK_TAG);
   assert_int_equal(t_goc(c, PK(2), &comp, CCACHE_OK), 2);
   t_close(c);
   assert_int_equal(comp.calls, 8);
   /* Keys 9 and 10 fit; key 11 goes over the cap: the cleaner removes the
    * two least recently used (2 and 3), down to 9 entries <= 90 %. */
-  ccache_tier *tier = disk_tier(dir, cap, 60000);
-  c = cache_over(&t, &tc, PAYLOAD, tier, TAG);
+  ccache_tier *tier = t_disk_tier(dir, cap, 60000);
+  c = t_cache_over(&t, &tc, PAYLOAD, tier, T_DISK_TAG);
   for (int i = 9; i <= 11; i++) {
     assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
     assert_true(ccache__disk_settle(tier, 30000));
@@ -991,12 +992,12 @@ static void cleaner_removes_least_recently_used_and_hits_refresh(void **state) {
   t_close(c);
   struct stat st;
   for (int i = 1; i <= 11; i++) {
-    entry_path(dir, TAG, PK(i), path, sizeof path);
+    t_entry_path(dir, T_DISK_TAG, PK(i), path, sizeof path);
     bool want = !(i == 2 || i == 3);
     if ((stat(path, &st) == 0) != want) fail_msg("key %d: present %d, want %d", i, !want, want);
   }
-  tree_scan(dir);
-  assert_int_equal(tree_entries, 9);
+  t_tree_scan(dir);
+  assert_int_equal(t_tree_entries, 9);
   t_rmrf(dir);
   free(dir);
 }

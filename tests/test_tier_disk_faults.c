@@ -116,22 +116,22 @@ static void temp_name_taken_is_never_an_error(void **state) {
   t_codec tc = {0};
   t_compiler comp = {0};
   char sub[1024], p[1200];
-  subdir_path(dir, TAG, PK(1), sub, sizeof sub);
+  t_subdir_path(dir, T_DISK_TAG, PK(1), sub, sizeof sub);
   /* A directory in use (its size file made by a first cache). */
-  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_non_null(c);
   t_close(c);
   mkdir(sub, 0700);
   const uint64_t word = 0x00c0ffee00c0ffeeull;
   for (int n = 0; n < 8; n++) {
     snprintf(p, sizeof p, "%s/.tmp.%ld.%d", sub, (long)getpid(), n);
-    spit(p, "x", 1);
+    t_spit(p, "x", 1);
     snprintf(p, sizeof p, "%s/.tmp.%ld.%016llx.%d", sub, (long)getpid(), (unsigned long long)word,
              n);
-    spit(p, "x", 1);
+    t_spit(p, "x", 1);
   }
   ccache__disk_fixed_word = word;
-  c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_non_null(c);
   assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
   ccache_stats s = t_stats(c);
@@ -140,13 +140,13 @@ static void temp_name_taken_is_never_an_error(void **state) {
   t_close(c);
   ccache__disk_fixed_word = 0;
   char path[1024];
-  entry_path(dir, TAG, PK(1), path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, PK(1), path, sizeof path);
   struct stat st;
   assert_int_equal(stat(path, &st), 0); /* published: shared with the next process */
   /* The leftovers are young and their pid is alive: not touched. */
-  assert_int_equal(count_prefix(sub, ".tmp."), 16);
-  tree_scan(dir);
-  assert_int_equal(size_total(dir), tree_bytes);
+  assert_int_equal(t_count_prefix(sub, ".tmp."), 16);
+  t_tree_scan(dir);
+  assert_int_equal(t_size_total(dir), t_tree_bytes);
   t_rmrf(dir);
   free(dir);
 }
@@ -164,16 +164,16 @@ static void leftover_two_hours_old_swept_by_next_write(void **state) {
   t_codec tc = {0};
   t_compiler comp = {0};
   ccache__disk_clock_s = fake_clock_s;
-  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_non_null(c);
   assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
   char sub[1024], old[1200], young[1200];
-  subdir_path(dir, TAG, PK(1), sub, sizeof sub);
+  t_subdir_path(dir, T_DISK_TAG, PK(1), sub, sizeof sub);
   snprintf(old, sizeof old, "%s/.tmp.%ld.0123456789abcdef.0", sub, (long)getpid());
   snprintf(young, sizeof young, "%s/.tmp.%ld.0123456789abcdef.1", sub, (long)getpid());
-  spit(old, "x", 1);
-  spit(young, "y", 1);
-  set_age(old, 2 * 3600);
+  t_spit(old, "x", 1);
+  t_spit(young, "y", 1);
+  t_set_age(old, 2 * 3600);
   /* Two hours pass (the leftover was made since the last sweep). */
   atomic_fetch_add(&fake_s, 2 * 3600);
   assert_int_equal(t_goc(c, PK(2), &comp, CCACHE_OK), 2); /* same folder: PK's hi byte */
@@ -217,7 +217,7 @@ static void miss_never_waits_for_another_keys_compile(void **state) {
     t_compiler comp = {0};
     comp.during = hold_forever;
     ccache_tier *tier = disk_tier_io(dir, CCACHE_UNBOUNDED, 2000);
-    ccache *c = tier ? cache_over(&t, &tc, 100, tier, TAG) : NULL;
+    ccache *c = tier ? t_cache_over(&t, &tc, 100, tier, T_DISK_TAG) : NULL;
     if (!c) _exit(10);
     ccache_program *p = NULL;
     ccache_program_get_or_compile(c, PK(5), t_compile, &comp, &p);
@@ -228,11 +228,11 @@ static void miss_never_waits_for_another_keys_compile(void **state) {
   char b;
   assert_true(read_within(fds[0], &b, 1, 30000)); /* the child compiles PK(5) */
   close(fds[0]);
-  assert_true(key_locked(dir, TAG, PK(5)));
+  assert_true(t_key_locked(dir, T_DISK_TAG, PK(5)));
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, 100, disk_tier_io(dir, CCACHE_UNBOUNDED, 2000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, disk_tier_io(dir, CCACHE_UNBOUNDED, 2000), T_DISK_TAG);
   assert_non_null(c);
   assert_int_equal(t_goc(c, PK(5 + 4096), &comp, CCACHE_OK), 5 + 4096);
   ccache_stats s = t_stats(c);
@@ -278,8 +278,8 @@ static void clean_runs_on_the_cleaner_thread(void **state) {
   caller = pthread_self();
   scans = scans_on_caller = scans_elsewhere_named = 0;
   ccache__disk_fault = count_scans;
-  ccache_tier *tier = disk_tier(dir, 10 * e, 60000);
-  ccache *c = cache_over(&t, &tc, PAYLOAD, tier, TAG);
+  ccache_tier *tier = t_disk_tier(dir, 10 * e, 60000);
+  ccache *c = t_cache_over(&t, &tc, PAYLOAD, tier, T_DISK_TAG);
   assert_non_null(c);
   for (int i = 0; i < PUTS; i++) {
     assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
@@ -292,9 +292,9 @@ static void clean_runs_on_the_cleaner_thread(void **state) {
   assert_true(scans >= 20);
   assert_int_equal(scans_on_caller, 0);
   assert_int_equal(scans_elsewhere_named, scans);
-  tree_scan(dir);
-  assert_true(tree_entries <= 10);
-  assert_int_equal(size_total(dir), tree_bytes);
+  t_tree_scan(dir);
+  assert_true(t_tree_entries <= 10);
+  assert_int_equal(t_size_total(dir), t_tree_bytes);
   t_rmrf(dir);
   free(dir);
 }
@@ -307,7 +307,7 @@ static void missing_size_file_recounted_off_the_open_path(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, 500, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 500, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   for (int i = 0; i < 12; i++) assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
   t_close(c);
   char sizef[1200];
@@ -316,8 +316,8 @@ static void missing_size_file_recounted_off_the_open_path(void **state) {
   caller = pthread_self();
   scans = scans_on_caller = scans_elsewhere_named = 0;
   ccache__disk_fault = count_scans;
-  ccache_tier *tier = disk_tier(dir, CCACHE_UNBOUNDED, 60000);
-  c = cache_over(&t, &tc, 500, tier, TAG);
+  ccache_tier *tier = t_disk_tier(dir, CCACHE_UNBOUNDED, 60000);
+  c = t_cache_over(&t, &tc, 500, tier, T_DISK_TAG);
   assert_non_null(c);
   assert_true(ccache__disk_settle(tier, 30000));
   assert_int_equal(scans_on_caller, 0);
@@ -326,9 +326,9 @@ static void missing_size_file_recounted_off_the_open_path(void **state) {
   assert_int_equal(t_goc(c, PK(100), &comp, CCACHE_OK), 100);
   t_close(c);
   ccache__disk_fault = NULL;
-  tree_scan(dir);
-  assert_int_equal(tree_entries, 13);
-  assert_int_equal(size_total(dir), tree_bytes);
+  t_tree_scan(dir);
+  assert_int_equal(t_tree_entries, 13);
+  assert_int_equal(t_size_total(dir), t_tree_bytes);
   t_rmrf(dir);
   free(dir);
 }
@@ -377,8 +377,8 @@ static void cache_descriptors_are_close_on_exec(void **state) {
   t_compiler comp = {0};
   cloexec_checks = cloexec_sweeps = cloexec_bad = 0;
   ccache__disk_fault = check_cloexec;
-  ccache_tier *tier = disk_tier(dir, 10 * e, 60000);
-  ccache *c = cache_over(&t, &tc, PAYLOAD, tier, TAG);
+  ccache_tier *tier = t_disk_tier(dir, 10 * e, 60000);
+  ccache *c = t_cache_over(&t, &tc, PAYLOAD, tier, T_DISK_TAG);
   assert_non_null(c);
   for (int i = 0; i < 20; i++) {
     assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
@@ -459,7 +459,7 @@ static int xprocess(const char *dir, int id, int gate, int done, int gate2, int 
   ccache_tier *t = disk_tier_io(dir, 64 * 1024, 2000);
   if (!t) return 10;
   char ns[CCACHE__TIER_NS_MAX];
-  ccache__tier_ns(ccache__tier_tag_hash(TAG), ns);
+  ccache__tier_ns(ccache__tier_tag_hash(T_DISK_TAG), ns);
   if (t->ops.attach(t->state, ns) != CCACHE_OK) return 11;
   pthread_t th[XTHREADS];
   xarg a[XTHREADS];
@@ -547,12 +547,12 @@ static void exact_total_after_concurrent_writes_and_cleans(void **state) {
   assert_true(total_scans >= 1);
   print_message("%d scans\n", total_scans);
   char ns[1024];
-  ns_path(dir, TAG, ns, sizeof ns);
-  tree_scan(dir);
-  uint64_t recorded = size_total(dir);
-  if (recorded != tree_bytes)
+  t_ns_path(dir, T_DISK_TAG, ns, sizeof ns);
+  t_tree_scan(dir);
+  uint64_t recorded = t_size_total(dir);
+  if (recorded != t_tree_bytes)
     fail_msg("recorded total %llu, entry files %llu (%d entries, %d scans)",
-             (unsigned long long)recorded, (unsigned long long)tree_bytes, tree_entries,
+             (unsigned long long)recorded, (unsigned long long)t_tree_bytes, t_tree_entries,
              total_scans);
   munmap((void *)xstop, sizeof *xstop);
   munmap((void *)xscans, sizeof *xscans);
@@ -582,7 +582,7 @@ static int user_child(const char *dir, int out, int go) {
   t_compiler comp = {0};
   uint64_t t0 = mono_ms();
   ccache_tier *tier = disk_tier_io(dir, CCACHE_UNBOUNDED, IO_LOCK_MS);
-  ccache *c = tier ? cache_over(&t, &tc, 100, tier, TAG) : NULL;
+  ccache *c = tier ? t_cache_over(&t, &tc, 100, tier, T_DISK_TAG) : NULL;
   if (!c) return 10;
   uint64_t t1 = mono_ms();
   ccache_program *p = NULL;
@@ -603,9 +603,9 @@ static int user_child(const char *dir, int out, int go) {
   v.errors = s.tier_errors;
   char path[1024];
   struct stat st;
-  entry_path(dir, TAG, PK(2), path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, PK(2), path, sizeof path);
   v.published = stat(path, &st) == 0;
-  entry_path(dir, TAG, PK(3), path, sizeof path);
+  t_entry_path(dir, T_DISK_TAG, PK(3), path, sizeof path);
   v.published += stat(path, &st) == 0;
   if (write(out, &v, sizeof v) != (ssize_t)sizeof v) return 13;
   /* The holder is gone: the next write takes the lock and writes the two
@@ -623,7 +623,7 @@ static void stopped_process_never_hangs_open_or_writes(void **state) {
   t_ctx t = {0};
   t_codec tc = {0};
   t_compiler comp = {0};
-  ccache *c = cache_over(&t, &tc, 100, disk_tier(dir, CCACHE_UNBOUNDED, 60000), TAG);
+  ccache *c = t_cache_over(&t, &tc, 100, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
   assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
   t_close(c);
   /* The holder: takes the size file's lock as a writer does, and is
@@ -696,9 +696,9 @@ static void stopped_process_never_hangs_open_or_writes(void **state) {
   close(go[1]); /* go on */
   assert_int_equal(wait_within(user, 10000), 0);
   kids[1] = 0;
-  tree_scan(dir);
-  assert_int_equal(tree_entries, 4);
-  assert_int_equal(size_total(dir), tree_bytes); /* the deferred deltas went in */
+  t_tree_scan(dir);
+  assert_int_equal(t_tree_entries, 4);
+  assert_int_equal(t_size_total(dir), t_tree_bytes); /* the deferred deltas went in */
   t_rmrf(dir);
   free(dir);
 }

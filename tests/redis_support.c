@@ -1,6 +1,6 @@
-/* redis_fixture.c - a private redis-server per test (see redis_fixture.h). */
+/* redis_support.c - a private redis-server per test (see redis_support.h). */
 #define _GNU_SOURCE /* prctl, mkdtemp under strict feature macros */
-#include "redis_fixture.h"
+#include "redis_support.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,20 +23,20 @@
 
 #define START_TIMEOUT_MS 15000ull /* generous: two shared cores */
 
-unsigned long long rf_now_ms(void) {
+unsigned long long t_redis_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (unsigned long long)ts.tv_sec * 1000ull + (unsigned long long)ts.tv_nsec / 1000000ull;
 }
 
-void rf_poll_pause(void) {
+void t_redis_poll_pause(void) {
   struct timespec ts = {0, 1000000};
   nanosleep(&ts, NULL);
 }
 
 static char binary_path[4096];
 
-const char *rf_binary(const char **why) {
+const char *t_redis_binary(const char **why) {
   const char *env = getenv("CCACHE_TEST_REDIS_SERVER");
   if (env && *env) {
     if (access(env, X_OK) == 0) return env;
@@ -59,12 +59,12 @@ const char *rf_binary(const char **why) {
   return NULL;
 }
 
-int rf_required(void) {
+int t_redis_required(void) {
   const char *e = getenv("CCACHE_TEST_REQUIRE_REDIS");
   return e && strcmp(e, "1") == 0;
 }
 
-int rf_free_port(void) {
+int t_redis_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   struct sockaddr_in a;
@@ -81,18 +81,18 @@ int rf_free_port(void) {
   return port;
 }
 
-static void close_admin(rf_server *s) {
+static void close_admin(t_redis_server *s) {
   if (s->admin) redisFree(s->admin);
   s->admin = NULL;
 }
 
-void rf_forget_admin(rf_server *s) { close_admin(s); }
+void t_redis_forget_admin(t_redis_server *s) { close_admin(s); }
 
 /* Fork + exec the server; then wait until it answers PING on its port and
  * INFO names its own pid (so we never talk to someone else's server). */
-static int spawn(rf_server *s) {
+static int spawn(t_redis_server *s) {
   const char *why = NULL;
-  const char *bin = rf_binary(&why);
+  const char *bin = t_redis_binary(&why);
   if (!bin) {
     fprintf(stderr, "redis fixture: %s\n", why);
     return -1;
@@ -100,7 +100,7 @@ static int spawn(rf_server *s) {
   char port[16], logfile[200];
   snprintf(port, sizeof port, "%d", s->port);
   snprintf(logfile, sizeof logfile, "%s/redis.log", s->dir);
-  const char *argv[32 + RF_MAX_ARGS];
+  const char *argv[32 + T_REDIS_MAX_ARGS];
   int n = 0;
   argv[n++] = bin;
   char conf[200];
@@ -145,10 +145,10 @@ static int spawn(rf_server *s) {
     _exit(127);
   }
   s->pid = pid;
-  unsigned long long deadline = rf_now_ms() + START_TIMEOUT_MS;
+  unsigned long long deadline = t_redis_now_ms() + START_TIMEOUT_MS;
   char want[48];
   snprintf(want, sizeof want, "process_id:%d\r", (int)pid);
-  while (rf_now_ms() < deadline) {
+  while (t_redis_now_ms() < deadline) {
     int status;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       s->pid = 0;
@@ -174,20 +174,20 @@ static int spawn(rf_server *s) {
     } else if (c) {
       redisFree(c);
     }
-    rf_poll_pause();
+    t_redis_poll_pause();
   }
   fprintf(stderr, "redis fixture: server on port %d not ready after %llu ms (log: %s)\n", s->port,
           START_TIMEOUT_MS, logfile);
-  rf_kill(s);
+  t_redis_kill(s);
   return -1;
 }
 
-int rf_start_sentinel(rf_server *s, const char *conf) {
+int t_redis_start_sentinel(t_redis_server *s, const char *conf) {
   s->sentinel_conf = conf;
-  return rf_start(s, NULL);
+  return t_redis_start(s, NULL);
 }
 
-int rf_start(rf_server *s, const char *const *extra) {
+int t_redis_start(t_redis_server *s, const char *const *extra) {
   const char *user = s->admin_user, *pass = s->admin_pass; /* the caller's, if any */
   const char *conf = s->sentinel_conf;
   memset(s, 0, sizeof *s);
@@ -195,8 +195,8 @@ int rf_start(rf_server *s, const char *const *extra) {
   s->admin_pass = pass;
   s->sentinel_conf = conf;
   for (int i = 0; extra && extra[i]; i++) {
-    if (i == RF_MAX_ARGS) {
-      fprintf(stderr, "redis fixture: more than %d extra arguments\n", RF_MAX_ARGS);
+    if (i == T_REDIS_MAX_ARGS) {
+      fprintf(stderr, "redis fixture: more than %d extra arguments\n", T_REDIS_MAX_ARGS);
       return -1;
     }
     s->args[s->nargs++] = extra[i];
@@ -215,7 +215,7 @@ int rf_start(rf_server *s, const char *const *extra) {
   snprintf(s->sock, sizeof s->sock, "%s/redis.sock", s->dir);
   snprintf(s->unix_addr, sizeof s->unix_addr, "unix:%s", s->sock);
   for (int attempt = 0; attempt < 8; attempt++) {
-    s->port = rf_free_port();
+    s->port = t_redis_free_port();
     if (!s->port) continue;
     snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
     int rc = spawn(s);
@@ -223,18 +223,18 @@ int rf_start(rf_server *s, const char *const *extra) {
     if (rc < 0) break;
   }
   fprintf(stderr, "redis fixture: could not start redis-server\n");
-  rf_stop(s);
+  t_redis_stop(s);
   return -1;
 }
 
-int rf_restart(rf_server *s) {
+int t_redis_restart(t_redis_server *s) {
   close_admin(s);
-  if (s->pid) rf_kill(s);
+  if (s->pid) t_redis_kill(s);
   unlink(s->sock);
   return spawn(s) == 0 ? 0 : -1;
 }
 
-void rf_kill(rf_server *s) {
+void t_redis_kill(t_redis_server *s) {
   if (s->pid > 0) {
     kill(s->pid, SIGKILL);
     while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {
@@ -244,21 +244,21 @@ void rf_kill(rf_server *s) {
   close_admin(s);
 }
 
-void rf_pause(rf_server *s) {
+void t_redis_pause(t_redis_server *s) {
   if (s->pid > 0) kill(s->pid, SIGSTOP);
 }
 
-void rf_resume(rf_server *s) {
+void t_redis_resume(t_redis_server *s) {
   if (s->pid > 0) kill(s->pid, SIGCONT);
 }
 
-void rf_stop(rf_server *s) {
+void t_redis_stop(t_redis_server *s) {
   if (s->pid > 0) {
     kill(s->pid, SIGCONT); /* a stopped process still dies of SIGKILL; be tidy */
-    rf_kill(s);
+    t_redis_kill(s);
   }
   close_admin(s);
-  s->sentinel_conf = NULL; /* the next rf_start of this slot is a plain server */
+  s->sentinel_conf = NULL; /* the next t_redis_start of this slot is a plain server */
   if (!s->dir[0]) return;
   DIR *d = opendir(s->dir);
   if (d) {
@@ -275,7 +275,7 @@ void rf_stop(rf_server *s) {
   s->dir[0] = '\0';
 }
 
-static redisReply *vcmd_once(rf_server *s, const char *fmt, va_list ap) {
+static redisReply *vcmd_once(t_redis_server *s, const char *fmt, va_list ap) {
   if (!s->admin) {
     struct timeval tv = {5, 0};
     s->admin = redisConnectUnixWithTimeout(s->sock, tv);
@@ -300,7 +300,7 @@ static redisReply *vcmd_once(rf_server *s, const char *fmt, va_list ap) {
  * Sentinel does to clients of an instance it reconfigures, must not kill
  * the test; one raised is consumed), and once more on a new connection
  * if the old one had been closed. */
-static redisReply *vcmd(rf_server *s, const char *fmt, va_list ap) {
+static redisReply *vcmd(t_redis_server *s, const char *fmt, va_list ap) {
   sigset_t pipe_set, old;
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
@@ -322,7 +322,7 @@ static redisReply *vcmd(rf_server *s, const char *fmt, va_list ap) {
   return r;
 }
 
-redisReply *rf_cmd(rf_server *s, const char *fmt, ...) {
+redisReply *t_redis_cmd(t_redis_server *s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   redisReply *r = vcmd(s, fmt, ap);
@@ -330,7 +330,7 @@ redisReply *rf_cmd(rf_server *s, const char *fmt, ...) {
   return r;
 }
 
-long long rf_int(rf_server *s, const char *fmt, ...) {
+long long t_redis_int(t_redis_server *s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   redisReply *r = vcmd(s, fmt, ap);

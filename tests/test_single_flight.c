@@ -1,4 +1,4 @@
-/* test_threads.c - single-flight get-or-compile, re-entrant callbacks, close
+/* test_single_flight.c - single-flight get-or-compile, re-entrant callbacks, close
  * while busy.  Workers record results; only the main thread asserts. */
 #include <pthread.h>
 #include <stdlib.h>
