@@ -471,7 +471,7 @@ static void redis_auth_acl_user(void **state) {
                                      "--user", "default", "off",
                                      /* the least a tier needs, as documented */
                                      "--user", "ccache", "on", ">tier-pw", "~ccache:*", "+get",
-                                     "+set", "+del", "+eval", "+pexpire", NULL};
+                                     "+set", "+del", "+eval", "+pexpire", "+strlen", NULL};
   t_must_start(s, args);
   ccache_redis_options o;
   t_opts(&o, s->addr);

@@ -2,7 +2,9 @@
 #include "ex_memfd.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +35,53 @@ static int memfd_with(const void *bytes, size_t len, const char *name) {
   return fd;
 }
 
+/* Whether [off, off + n) lies inside len bytes (no overflow). */
+static int inside(uint64_t off, uint64_t n, size_t len) { return off <= len && n <= len - off; }
+
+/* A whole shared object for this host, as far as its headers say: a 64-bit
+ * ELF of this machine's byte order and architecture, ET_DYN, whose
+ * program headers, loadable segments and section headers all lie inside
+ * the bytes.  A truncated or damaged object fails here, before dlopen
+ * (which would fail too, but in a way that says nothing of the bytes). */
+static const char *not_whole_so(const void *bytes, size_t len) {
+  Elf64_Ehdr eh;
+  if (len < sizeof eh) return "shorter than an ELF header";
+  memcpy(&eh, bytes, sizeof eh);
+  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return "no ELF magic";
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF";
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return "not little-endian";
+#else
+  if (eh.e_ident[EI_DATA] != ELFDATA2MSB) return "not big-endian";
+#endif
+#if defined(__x86_64__)
+  if (eh.e_machine != EM_X86_64) return "not an x86-64 object";
+#elif defined(__aarch64__)
+  if (eh.e_machine != EM_AARCH64) return "not an AArch64 object";
+#endif
+  if (eh.e_type != ET_DYN) return "not a shared object";
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
+      !inside(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), len))
+    return "program headers outside the bytes";
+  if (eh.e_shnum && (eh.e_shentsize != sizeof(Elf64_Shdr) ||
+                     !inside(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), len)))
+    return "section headers outside the bytes (truncated?)";
+  for (uint16_t i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, (const char *)bytes + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD && !inside(ph.p_offset, ph.p_filesz, len))
+      return "a loadable segment outside the bytes (truncated?)";
+  }
+  return NULL;
+}
+
 int ex_so_load(ex_so *so, const void *bytes, size_t len, const char *name, char *err,
                size_t errlen) {
+  const char *bad = not_whole_so(bytes, len);
+  if (bad) {
+    snprintf(err, errlen, "not a whole shared object: %s", bad);
+    return EX_SO_BAD;
+  }
   int fd = memfd_with(bytes, len, name);
   if (fd < 0) {
     snprintf(err, errlen, "memfd_create/write: %s", strerror(errno));

@@ -21,10 +21,17 @@ typedef struct ex_so {
   size_t len; /* bytes of the shared object */
 } ex_so;
 
+/* What ex_so_load returns for bytes that are not a whole shared object of
+ * this host's kind (checked from the ELF headers before anything is
+ * loaded: a truncated or damaged object). */
+#define EX_SO_BAD (-2)
+
 /* Load len bytes of a shared object (RTLD_NOW | RTLD_LOCAL).  name (at most
  * 200 bytes) names the memfd, as /memfd:NAME (deleted) in /proc/PID/maps.
- * 0, or -1 with one line in err (memfd, write or dlopen failed); *so is
- * untouched on failure. */
+ * 0; EX_SO_BAD (the bytes are not a whole object); or -1 (this host could
+ * not load bytes that look whole: memfd_create, write or dlopen failed,
+ * e.g. memfds that may not be executable, or a library the object needs
+ * missing here).  One line in err on failure; *so is untouched then. */
 int ex_so_load(ex_so *so, const void *bytes, size_t len, const char *name, char *err,
                size_t errlen);
 

@@ -10,7 +10,11 @@ void hj_entry_name(ccache_key key, char *buf, size_t n) {
   snprintf(buf, n, "hj_%016" PRIx64 "%016" PRIx64, key.hi, key.lo);
 }
 
-hj_native *hj_load(const void *bytes, size_t len, ccache_key key, char *err, size_t errlen) {
+hj_native *hj_load(const void *bytes, size_t len, ccache_key key, int *bad, char *err,
+                   size_t errlen) {
+  int dummy;
+  if (!bad) bad = &dummy;
+  *bad = 0;
   hj_native *n = calloc(1, sizeof *n);
   if (!n) {
     snprintf(err, errlen, "out of memory");
@@ -20,13 +24,16 @@ hj_native *hj_load(const void *bytes, size_t len, ccache_key key, char *err, siz
   hj_entry_name(key, entry, sizeof entry);
   snprintf(meta, sizeof meta, "%s_metadata", entry);
   /* /proc/PID/maps shows it as /memfd:hj_<key> (deleted). */
-  if (ex_so_load(&n->so, bytes, len, entry, err, errlen) != 0) {
+  int rc = ex_so_load(&n->so, bytes, len, entry, err, errlen);
+  if (rc != 0) {
+    *bad = rc == EX_SO_BAD;
     free(n);
     return NULL;
   }
   n->fn = ex_so_sym(&n->so, entry, err, errlen);
   void *m = n->fn ? ex_so_sym(&n->so, meta, err, errlen) : NULL;
-  if (!m) {
+  if (!m) { /* loaded, but not this key's pipeline */
+    *bad = 1;
     hj_unload(n);
     return NULL;
   }
@@ -61,8 +68,9 @@ static void free_bytes(void *ctx, void *bytes, size_t len) {
 static int decode(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
                   uint64_t *cost_out) {
   hj_codec_state *st = ctx;
-  hj_native *n = hj_load(bytes, len, pkey, decode_err, sizeof decode_err);
-  if (!n) return -1;
+  int bad = 0;
+  hj_native *n = hj_load(bytes, len, pkey, &bad, decode_err, sizeof decode_err);
+  if (!n) return bad ? CCACHE_CODEC_CORRUPT : -1; /* bad bytes go; a local failure keeps them */
   st->loads++;
   *native_out = n;
   *cost_out = n->so.len;

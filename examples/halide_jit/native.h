@@ -29,8 +29,12 @@ typedef struct hj_native {
 /* "hj_<key.hi><key.lo>" in hex: the entry point's name (buf >= 40 bytes). */
 void hj_entry_name(ccache_key key, char *buf, size_t n);
 
-/* Load a pipeline compiled for key.  NULL with one line in err. */
-hj_native *hj_load(const void *bytes, size_t len, ccache_key key, char *err, size_t errlen);
+/* Load a pipeline compiled for key.  NULL with one line in err; then *bad
+ * (if bad is not NULL) says whether the bytes are bad (not a whole shared
+ * object, or lacking the key's entry points) rather than this host failing
+ * to load them (no memory, memfd, write, dlopen). */
+hj_native *hj_load(const void *bytes, size_t len, ccache_key key, int *bad, char *err,
+                   size_t errlen);
 void hj_unload(hj_native *n);
 
 /* Live counters of the codec (atomic). */

@@ -16,12 +16,16 @@ static void free_bytes(void *ctx, void *bytes, size_t len) {
 }
 
 /* The bytes belong to the caller and live only during the call: kj_load
- * copies them into the memfd. */
+ * copies them into the memfd.  Bytes that are not this key's whole kernel
+ * object are CCACHE_CODEC_CORRUPT (the entry is removed); a failure of this
+ * host (no memory, no executable memfds, a dlopen refused by policy) is -1,
+ * and the entry stays for the machines that can load it. */
 static int decode(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
                   uint64_t *cost_out) {
   kj_codec_state *st = ctx;
-  kj_native *n = kj_load(bytes, len, pkey, st->err, sizeof st->err);
-  if (!n) return -1;
+  int bad = 0;
+  kj_native *n = kj_load(bytes, len, pkey, &bad, st->err, sizeof st->err);
+  if (!n) return bad ? CCACHE_CODEC_CORRUPT : -1;
   st->loads++;
   *native_out = n;
   *cost_out = n->so.len;

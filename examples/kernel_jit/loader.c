@@ -23,7 +23,11 @@ static int bind_kernel(kj_native *n, ccache_key key, char *err, size_t errlen) {
   return 0;
 }
 
-kj_native *kj_load(const void *bytes, size_t len, ccache_key key, char *err, size_t errlen) {
+kj_native *kj_load(const void *bytes, size_t len, ccache_key key, int *bad, char *err,
+                   size_t errlen) {
+  int dummy;
+  if (!bad) bad = &dummy;
+  *bad = 0;
   kj_native *n = calloc(1, sizeof *n);
   if (!n) {
     snprintf(err, errlen, "out of memory");
@@ -32,11 +36,14 @@ kj_native *kj_load(const void *bytes, size_t len, ccache_key key, char *err, siz
   /* The memfd's name shows in /proc/PID/maps as /memfd:kj-<key> (deleted). */
   char name[48];
   snprintf(name, sizeof name, "kj-%016" PRIx64 "%016" PRIx64, key.hi, key.lo);
-  if (ex_so_load(&n->so, bytes, len, name, err, errlen) != 0) {
+  int rc = ex_so_load(&n->so, bytes, len, name, err, errlen);
+  if (rc != 0) {
+    *bad = rc == EX_SO_BAD;
     free(n);
     return NULL;
   }
-  if (bind_kernel(n, key, err, errlen) != 0) {
+  if (bind_kernel(n, key, err, errlen) != 0) { /* loaded, but not this key's kernel */
+    *bad = 1;
     kj_unload(n);
     return NULL;
   }

@@ -19,10 +19,13 @@ typedef struct kj_native {
   kj_kernel_fn fn; /* the kernel */
 } kj_native;
 
-/* Load a kernel compiled for key.  NULL with one line in err on failure
- * (memfd, write, dlopen, a missing symbol, or an object whose kj_key is not
- * key). */
-kj_native *kj_load(const void *bytes, size_t len, ccache_key key, char *err, size_t errlen);
+/* Load a kernel compiled for key.  NULL with one line in err on failure;
+ * then *bad (if bad is not NULL) says whether the bytes are bad (not a
+ * whole shared object, a missing symbol, an object whose kj_key is not
+ * key) or this host failed to load them (no memory, memfd, write, dlopen
+ * of an object that looks whole). */
+kj_native *kj_load(const void *bytes, size_t len, ccache_key key, int *bad, char *err,
+                   size_t errlen);
 
 /* dlclose, then close the memfd, then free.  NULL is a no-op. */
 void kj_unload(kj_native *n);

@@ -278,7 +278,30 @@ typedef struct ccache_config {
   ccache_event_fn on_event;
   /** Passed to on_event; never dereferenced by the cache. */
   void *event_ctx;
+  /* ---- Untrusted sizes (0.2, issue 21): a config whose size ends before
+   * this field gets its default. ---- */
+  /** Largest tier entry this cache reads or writes, in bytes of the whole
+   *  framed entry (header, payload and checksum, what a tier stores):
+   *  default CCACHE_TIER_MAX_ENTRY_DEFAULT (64 MiB); 1 .. CCACHE_UNBOUNDED
+   *  (which means the format's own limit, a 2^40-byte payload); 0 is
+   *  CCACHE_EINVAL.  A tier entry is untrusted input, so the bound is
+   *  checked before a buffer of that size exists: the directory tier from
+   *  the file's size, the Redis tier inside the server (one script answers
+   *  the length instead of the value), a custom tier's get() result before
+   *  it is verified or decoded (its backend has allocated it by then: bound
+   *  your own reads).  An entry over it is a miss (tier_oversize +1, the
+   *  program compiles; it is not removed: a cache with a larger bound may
+   *  use it), and a compiled program whose entry would be over it is not
+   *  written (tier_oversize +1).  Fixed for the cache's life. */
+  uint64_t tier_max_entry_bytes;
 } ccache_config;
+
+/** Default ccache_config::tier_max_entry_bytes: 64 MiB.  A compiled kernel
+ *  is kilobytes to a few megabytes (kernel_jit's shared objects are about
+ *  15 KiB, a oneDNN primitive's cache blob is under 1 MiB); 64 MiB holds a
+ *  large fused program with room to spare and keeps what a planted entry
+ *  can cost a reader to that. */
+#define CCACHE_TIER_MAX_ENTRY_DEFAULT ((uint64_t)64 << 20)
 
 /** Most tiers one cache may have (ccache_config::n_tiers). */
 #define CCACHE_MAX_TIERS 8u
@@ -287,7 +310,8 @@ typedef struct ccache_config {
  * @brief Fill @p cfg with the defaults: size = sizeof *cfg, magic =
  * CCACHE_CONFIG_MAGIC, every bound CCACHE_UNBOUNDED, sweeper_thread 1, no
  * callbacks, no allocator hook, CLOCK_MONOTONIC, no codec, no tiers,
- * tier_min_compile_us 1000, key_mode CCACHE_KEYS_FAST.
+ * tier_min_compile_us 1000, key_mode CCACHE_KEYS_FAST, tier_max_entry_bytes
+ * CCACHE_TIER_MAX_ENTRY_DEFAULT.
  * @param cfg caller-owned; NULL is a no-op.  Thread-safe.
  */
 CCACHE_API void ccache_config_init(ccache_config *cfg);
@@ -963,6 +987,13 @@ typedef struct ccache_stats {
                                           misses is normal; a large share means
                                           max_items (or max_cost_bytes) is below the
                                           working set (see the README's sizing note) */
+  /* ---- Untrusted sizes (0.2, issue 21) ---- */
+  /** Tier entries over ccache_config::tier_max_entry_bytes: each lookup
+   *  that found one (a miss, refused before it was read whole; not removed;
+   *  a program miss asks a tier again after taking its compile lock, so one
+   *  entry usually counts twice) and each program whose entry would have
+   *  been over it (not written). */
+  uint64_t tier_oversize;
 } ccache_stats;
 
 /**

@@ -32,13 +32,19 @@ extern "C" {
  *  - A failed tier op or codec call never fails a fetch: tier_errors +1 and
  *    the program compiles.  Every entry is verified in full before the
  *    codec sees a byte (a bad one counts in tier_corrupt and is removed); an
- *    entry of another runtime tag is a miss.
+ *    entry of another runtime tag is a miss.  An entry longer than
+ *    ccache_config::tier_max_entry_bytes is a miss (tier_oversize), refused
+ *    before a buffer of its size exists.  A decode answering
+ *    CCACHE_CODEC_CORRUPT is a bad entry (tier_corrupt, removed); any other
+ *    decode failure counts in tier_errors and leaves the entry in place.
  *  - Program keys must be stable across processes: derive them from what
  *    the program is, never from pointers, handles or counters; what it
  *    depends on that the key does not hold belongs in
  *    ccache_config::runtime_tag.
  *  - A tier is trusted: whoever can write to it can hand every process that
  *    uses it a program to run (the checksum catches accidents, not attacks).
+ *    The directory tier refuses a directory, or any level below it, that is
+ *    a link or not private to the user (ccache_tier_disk()).
  *  - Tier ops and codec calls run with no cache lock held and may call into
  *    the cache (except ccache_close() on it).  Compile locks are held across
  *    the compile callback, which may miss on other keys: a backend must not
@@ -51,6 +57,18 @@ extern "C" {
 /** What ccache_codec::encode returns for a program that must never reach a
  *  tier (not an error: nothing is counted). */
 #define CCACHE_CODEC_SKIP 1
+
+/** What ccache_codec::decode returns for bytes that are bad: they passed
+ *  the entry checksum but are not a program this codec can ever load (a
+ *  truncated or malformed object, a version of its own it does not read).
+ *  Counted in tier_corrupt, and the entry is removed (through
+ *  ccache_tier_ops::remove_if, so only if it is still the entry read), as
+ *  for an entry that failed verification.  Any other non-zero return means
+ *  "I failed here" (no memory, a host that cannot load what is a good
+ *  program elsewhere): tier_errors +1 and the entry stays, so one machine's
+ *  local failure never deletes an entry for the fleet.  Since 0.2 (issue
+ *  21). */
+#define CCACHE_CODEC_CORRUPT 2
 
 /**
  * Serialisation callbacks, one set per cache (ccache_config::codec),
@@ -100,8 +118,11 @@ struct ccache_codec {
    *        to the cache, which destroys it with destroy_program like a
    *        compiled one.
    * @param cost_out set to its cost in bytes (see ccache_program_intern()).
-   * @return 0 on success; non-zero: tier_errors +1, nothing is taken, and
-   *         the program is compiled instead.
+   * @return 0 on success; CCACHE_CODEC_CORRUPT: these bytes are bad
+   *         (tier_corrupt +1, the entry is removed); any other non-zero:
+   *         this process failed to load them (tier_errors +1, the entry
+   *         stays).  Either way nothing is taken and the program is
+   *         compiled instead.
    */
   int (*decode)(void *ctx, ccache_key pkey, const void *bytes, size_t len, void **native_out,
                 uint64_t *cost_out);
@@ -141,7 +162,14 @@ typedef struct ccache_tier_ops {
    * @param pkey the program key.
    * @param blob set on CCACHE_OK to the entry's bytes, an allocation of
    *        yours, given back once through free_blob.
-   * @param len set on CCACHE_OK to the entry's length in bytes.
+   * @param len set on CCACHE_OK to the entry's length in bytes.  One longer
+   *        than the cache's ccache_config::tier_max_entry_bytes is given
+   *        back at once (free_blob), never verified or decoded, and counts
+   *        in tier_oversize: the core checks it before the codec, but only
+   *        after your get() has read it, so a backend over an untrusted
+   *        store should bound its own reads too (the library's directory
+   *        and Redis tiers refuse an entry over the bound before reading
+   *        it).
    * @return CCACHE_OK with *blob and *len set; CCACHE_MISS; anything else
    *         is a failure (tier_errors +1, treated as a miss; *blob is not
    *         read).
@@ -422,7 +450,19 @@ CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
  * the library's own, so it holds for root too).  The directory is opened
  * once here; everything later happens relative to that descriptor, so a
  * directory removed or replaced under a running process is never followed:
- * its writes fail (tier_errors) and it compiles.
+ * its writes fail (tier_errors) and it compiles.  Below it every op walks
+ * down one level at a time (openat with O_NOFOLLOW | O_DIRECTORY from the
+ * level above) and checks each level as the top is checked: a level that
+ * is a symbolic link, not a directory, owned by another user or writable
+ * by group or others is refused, never followed.  The format and
+ * runtime-tag levels (`v1/<hash>`) are checked at ccache_open() (a refused
+ * one disables the tier for that cache: tier_errors +1, every program
+ * compiles); an entry folder (`<2 hex>`) at each get, put, remove and lock
+ * (tier_errors +1 for that op; nothing is read from or written through
+ * it).  Entries are opened with O_NOFOLLOW inside their checked folder (an
+ * entry that is a link is a tier error, never followed) and refused from
+ * their size (fstat of the opened file) before they are read when over
+ * ccache_config::tier_max_entry_bytes.
  * @param o options (copied, dir included: none of it need outlive the call).
  * @param out receives the tier, owned by the caller until a successful
  *        ccache_open() or ccache_default_init() takes it (free an unused one
@@ -452,7 +492,9 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * servers (or Sentinel primary names) by rendezvous hashing, and go to the
  * next server of their order while theirs is down (reconnect backoff after
  * a failed connect or a broken command; only an answered command ends it).
- * Commands sent, the ACL they need, the fleet guarantee while servers go
+ * A lookup is one script that answers an oversize value's length instead
+ * of the value (ccache_config::tier_max_entry_bytes).  Commands sent, the
+ * ACL they need, the fleet guarantee while servers go
  * down and come back, Sentinel, connections and timeouts: docs/design.md,
  * "The Redis tier".
  *  - Faults (absent, killed, stopped or slow servers, error replies) fail

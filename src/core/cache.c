@@ -59,6 +59,7 @@ void ccache_config_init(ccache_config *cfg) {
   cfg->ttl_ms = CCACHE_UNBOUNDED;
   cfg->max_cost_bytes = CCACHE_UNBOUNDED;
   cfg->tier_min_compile_us = 1000;
+  cfg->tier_max_entry_bytes = CCACHE_TIER_MAX_ENTRY_DEFAULT;
 }
 
 /* Locks, condition variables and the reader side; on failure everything

@@ -97,9 +97,36 @@ static void remove_bad(struct ccache__tiers *ts, uint32_t i, ccache_key key, con
   if (rc < 0) ccache__tier_fail(ts, i, key, "remove", rc, errno, NULL);
 }
 
+/* An entry over the cache's bound: a miss, counted, never read further. */
+static void oversize(struct ccache__tiers *ts, uint32_t i, ccache_key key, const char *op) {
+  atomic_fetch_add(&ts->oversize, 1);
+  note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, op, "the entry is over tier_max_entry_bytes");
+}
+
+/* Tier i's get under the cache's entry bound, the one place it is checked
+ * on reads: the library's backends refuse an entry over it before
+ * allocating it (get_bounded); a custom backend's blob is measured here,
+ * before anything verifies or decodes it.  Returns get()'s status, or
+ * CCACHE__TIER_OVERSIZE (nothing left to free). */
+static int bounded_get(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **blob,
+                       size_t *len) {
+  ccache_tier *t = ts->t[i];
+  int rc;
+  if (t->get_bounded) {
+    CCACHE__IN_FRAME(ts, rc = t->get_bounded(t->state, key, ts->max_entry, blob, len));
+    return rc;
+  }
+  CCACHE__IN_FRAME(ts, rc = t->ops.get(t->state, key, blob, len));
+  if (rc == CCACHE_OK && (uint64_t)*len > ts->max_entry) {
+    CCACHE__IN_FRAME(ts, t->ops.free_blob(t->state, *blob, *len));
+    return CCACHE__TIER_OVERSIZE;
+  }
+  return rc;
+}
+
 /* Ask tier i for key: T_HIT with a decoded native program (and the tiers
- * above filled), or T_MISS (absent, failed, corrupt, foreign or undecodable;
- * each counted where it applies). */
+ * above filled), or T_MISS (absent, failed, oversize, corrupt, foreign or
+ * undecodable; each counted where it applies). */
 static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *sk, void **native,
                 uint64_t *cost) {
   ccache_key key = sk->key; /* what backends and codecs see */
@@ -108,7 +135,12 @@ static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *s
   size_t len = 0;
   int rc;
   errno = 0;
-  CCACHE__IN_FRAME(ts, rc = t->ops.get(t->state, key, &blob, &len));
+  rc = bounded_get(ts, i, key, &blob, &len);
+  if (rc == CCACHE__TIER_OVERSIZE) {
+    ccache__tier_ok(ts, i);
+    oversize(ts, i, key, "get");
+    return T_MISS;
+  }
   if (rc == CCACHE_MISS) {
     ccache__tier_ok(ts, i);
     note(ts, CCACHE_EVENT_TIER_MISS, i, key, "get", NULL);
@@ -137,7 +169,14 @@ static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *s
       void *nat = NULL;
       uint64_t cst = 0;
       CCACHE__IN_FRAME(ts, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
-      if (rc != 0) {
+      if (rc == CCACHE_CODEC_CORRUPT) { /* bad bytes: removed, as a failed check */
+        atomic_fetch_add(&ts->corrupt, 1);
+        note(ts, CCACHE_EVENT_TIER_CORRUPT, i, key, "decode",
+             "the codec found the entry's bytes bad (CCACHE_CODEC_CORRUPT): removed");
+        remove_bad(ts, i, key, blob, len);
+        break;
+      }
+      if (rc != 0) { /* a failure of this process: the entry stays */
         ccache__tier_fail(ts, i, key, "decode", rc, 0, "the codec could not decode the entry");
         break;
       }
@@ -286,6 +325,11 @@ static void store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *n
   size_t blen = 0;
   if ((uint64_t)len <= CCACHE__TIER_MAX_PAYLOAD && (bytes || len == 0)) {
     blen = ccache__tier_entry_len_mode(len, ts->strong);
+    if ((uint64_t)blen > ts->max_entry) { /* no cache with this bound would read it */
+      CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
+      oversize(ts, ts->n, key, "encode");
+      return;
+    }
     blob = ccache__malloc(&ts->mem, blen);
   }
   if (blob) ccache__tier_frame_mode(blob, sk, ts->strong, ts->tag_hash, realtime_ms(), bytes, len);

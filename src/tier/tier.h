@@ -37,7 +37,17 @@ struct ccache_tier {
   /* The directory tier's deferred size updates (its state's counter), for
    * the owner's stats; NULL for other backends. */
   _Atomic uint64_t *lock_timeouts;
+  /* The library's own backends: get() bounded by the owning cache's
+   * tier_max_entry_bytes, refused before anything of the entry's size is
+   * allocated: CCACHE__TIER_OVERSIZE (nothing to free) when the entry is
+   * longer than max_len, else as ops.get.  NULL (custom backends): the
+   * stack calls ops.get and checks the length it returns. */
+  int (*get_bounded)(void *state, ccache_key pkey, uint64_t max_len, void **blob, size_t *len);
 };
+
+/* What get_bounded answers for an entry over the bound (not a CCACHE_*
+ * status: never leaves the tier stack). */
+#define CCACHE__TIER_OVERSIZE 2
 
 /* -------------------------------------------------------- tier_format.c */
 #define CCACHE__TIER_MAGIC       "CCTIER\0\n" /* 8 bytes, no terminator stored */
@@ -51,6 +61,10 @@ struct ccache_tier {
 /* "v<format>/<16 hex>" (fast) or "v<format>/strong-<16 hex>" and its
  * terminator fit in this. */
 #define CCACHE__TIER_NS_MAX      32u
+
+/* The longest entry the format allows (the bound CCACHE_UNBOUNDED means). */
+#define CCACHE__TIER_MAX_ENTRY \
+  (CCACHE__TIER_MAX_PAYLOAD + CCACHE__TIER_HDR_STRONG + CCACHE__TIER_SUM)
 
 typedef enum ccache__entry_check {
   CCACHE__ENTRY_OK,      /* intact, our key and runtime tag */
@@ -129,12 +143,13 @@ struct ccache__tiers {
   uint64_t tag_hash;
   bool strong; /* ccache_config::key_mode is CCACHE_KEYS_STRONG */
   uint64_t min_compile_us;
+  uint64_t max_entry; /* tier_max_entry_bytes, at most CCACHE__TIER_MAX_ENTRY */
   uint32_t n;
   ccache_tier *t[CCACHE_MAX_TIERS];
   bool usable[CCACHE_MAX_TIERS]; /* attached; false disables it for this cache */
 
   _Atomic uint64_t hits, misses, writes, errors, corrupt, bytes_read, bytes_written;
-  _Atomic uint64_t lock_waits, wait_ms_max, leases_lost;
+  _Atomic uint64_t lock_waits, wait_ms_max, leases_lost, oversize;
   ccache__tier_counts per[CCACHE_MAX_TIERS];
 
   /* The owner's event hook (ccache_config::on_event), NULL when unset. */

@@ -58,6 +58,8 @@ int ccache__tiers_check(const ccache_config *cfg) {
     why = "more than CCACHE_MAX_TIERS tiers";
   else if (cfg->n_tiers && !cfg->tiers)
     why = "n_tiers > 0 with tiers NULL";
+  else if (CFG_HAS(cfg, tier_max_entry_bytes) && cfg->tier_max_entry_bytes == 0)
+    why = "tier_max_entry_bytes 0 (the default is CCACHE_TIER_MAX_ENTRY_DEFAULT)";
   for (uint32_t i = 0; !why && i < cfg->n_tiers; i++) {
     if (!cfg->tiers[i] || atomic_load(&cfg->tiers[i]->owner))
       why = "a tier that is NULL or already owned by a cache";
@@ -111,6 +113,9 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
   ts->strong = cfg->size >= offsetof(ccache_config, key_mode) + sizeof cfg->key_mode &&
                cfg->key_mode == CCACHE_KEYS_STRONG;
   ts->min_compile_us = cfg->tier_min_compile_us;
+  ts->max_entry = CFG_HAS(cfg, tier_max_entry_bytes) ? cfg->tier_max_entry_bytes
+                                                     : CCACHE_TIER_MAX_ENTRY_DEFAULT;
+  if (ts->max_entry > CCACHE__TIER_MAX_ENTRY) ts->max_entry = CCACHE__TIER_MAX_ENTRY;
   if (CFG_HAS(cfg, event_ctx)) {
     ts->on_event = cfg->on_event;
     ts->event_ctx = cfg->event_ctx;
@@ -164,4 +169,5 @@ void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s) {
   for (uint32_t i = 0; i < ts->n; i++)
     if (ts->t[i]->lock_timeouts) timeouts += atomic_load(ts->t[i]->lock_timeouts);
   s->tier_lock_timeouts = timeouts;
+  s->tier_oversize = atomic_load(&ts->oversize);
 }

@@ -14,6 +14,10 @@ use std::os::raw::{c_char, c_int, c_uint, c_void};
 pub const CCACHE_UNBOUNDED: u64 = u64::MAX;
 /// `CCACHE_CODEC_SKIP`: what `encode` returns for a program never to be stored.
 pub const CCACHE_CODEC_SKIP: c_int = 1;
+/// `CCACHE_CODEC_CORRUPT`: what `decode` returns for bad bytes (the entry is removed).
+pub const CCACHE_CODEC_CORRUPT: c_int = 2;
+/// `CCACHE_TIER_MAX_ENTRY_DEFAULT`: the default bound on a tier entry, bytes (64 MiB).
+pub const CCACHE_TIER_MAX_ENTRY_DEFAULT: u64 = 64 << 20;
 /// `CCACHE_MAX_TIERS`.
 pub const CCACHE_MAX_TIERS: u32 = 8;
 
@@ -142,6 +146,8 @@ pub struct ccache_config {
     /// The event hook (`ccache_event_fn`); the crate leaves it unset.
     pub on_event: Option<unsafe extern "C" fn(ctx: *mut c_void, ev: *const c_void)>,
     pub event_ctx: *mut c_void,
+    /// Largest tier entry read or written, bytes of the framed entry.
+    pub tier_max_entry_bytes: u64,
 }
 
 #[repr(C)]
@@ -285,6 +291,9 @@ stats_struct! {
     program_compile_ns,
     /// Misses on a key among the last 64 evicted by a bound: a bound that thrashes.
     misses_evicted,
+    /// Tier entries over `tier_max_entry_bytes` (each lookup that found one,
+    /// each program not written for it).
+    tier_oversize,
 }
 
 #[repr(C, align(64))]

@@ -107,7 +107,7 @@ mod tier;
 pub use ffi::Stats;
 pub use fingerprint::{graph_key, Fingerprint, Node, Op, Ref, TensorType};
 pub use status::{strerror, CompileError, Status};
-pub use tier::{Codec, DiskOptions, RedisOptions, Tier};
+pub use tier::{Codec, DecodeError, DiskOptions, RedisOptions, Tier};
 
 use status::check;
 use std::ffi::{c_void, CString};
@@ -181,6 +181,11 @@ pub struct Config {
     /// Tiers, the one asked first at index 0 (at most 8).  They are used only
     /// with a codec ([`Cache::open_with_codec`]).
     pub tiers: Vec<Tier>,
+    /// Largest tier entry read or written, bytes of the whole framed entry
+    /// (default 64 MiB; `0` is `EINVAL`, `u64::MAX` the format's own limit).
+    /// An entry over it is a miss counted in `tier_oversize`, refused before
+    /// it is read whole.
+    pub tier_max_entry_bytes: u64,
 }
 
 impl Default for Config {
@@ -194,6 +199,7 @@ impl Default for Config {
             runtime_tag: None,
             tier_min_compile: Duration::from_millis(1),
             tiers: Vec::new(),
+            tier_max_entry_bytes: ffi::CCACHE_TIER_MAX_ENTRY_DEFAULT,
         }
     }
 }
@@ -300,8 +306,17 @@ impl<C: Send + 'static, P: Send + 'static> Cache<C, P> {
     }
 
     fn open_inner(config: Config, codec: Option<Box<dyn Codec<P>>>) -> Result<Self, Status> {
-        let Config { max_items, ttl, max_cost_bytes, sweeper_thread, clock, runtime_tag, tier_min_compile, tiers } =
-            config;
+        let Config {
+            max_items,
+            ttl,
+            max_cost_bytes,
+            sweeper_thread,
+            clock,
+            runtime_tag,
+            tier_min_compile,
+            tiers,
+            tier_max_entry_bytes,
+        } = config;
         let tag = match runtime_tag.map(CString::new).transpose() {
             Ok(t) => t,
             Err(_) => return Err(Status::from_code(Status::EINVAL)),
@@ -341,6 +356,7 @@ impl<C: Send + 'static, P: Send + 'static> Cache<C, P> {
         cfg.tier_min_compile_us = (tier_min_compile.as_micros()).min(u64::MAX as u128) as u64;
         cfg.tiers = if raw_tiers.is_empty() { ptr::null() } else { raw_tiers.as_ptr() };
         cfg.n_tiers = raw_tiers.len().min(u32::MAX as usize) as u32;
+        cfg.tier_max_entry_bytes = tier_max_entry_bytes;
         let mut raw = ptr::null_mut();
         // SAFETY: cfg is initialised; codec_c, tag and raw_tiers are copied by the call.
         let rc = unsafe { ffi::ccache_open(&cfg, &mut raw) };

@@ -25,8 +25,28 @@ pub trait Codec<P>: Send + Sync + 'static {
     /// The bytes of `program`, or `None` for a program never to be stored.
     fn encode(&self, pkey: Key, program: &P) -> Option<Vec<u8>>;
     /// A program and its cost in bytes from verified bytes, or `None`
-    /// (counted in `tier_errors`; the program is compiled instead).
+    /// (counted in `tier_errors`, the entry kept; the program is compiled
+    /// instead).  Implement [`Codec::decode_checked`] too to tell bad bytes
+    /// from a failure of this process.
     fn decode(&self, pkey: Key, bytes: &[u8]) -> Option<(P, u64)>;
+    /// What the library calls: by default `decode`, with `None` as
+    /// [`DecodeError::Failed`].  Return [`DecodeError::Corrupt`] for bytes no
+    /// process could load (counted in `tier_corrupt`, the entry removed) and
+    /// [`DecodeError::Failed`] for a failure of this process (no memory, a
+    /// host that cannot load a good program: `tier_errors`, the entry kept
+    /// for the others).  A panic counts as `Failed`.
+    fn decode_checked(&self, pkey: Key, bytes: &[u8]) -> Result<(P, u64), DecodeError> {
+        self.decode(pkey, bytes).ok_or(DecodeError::Failed)
+    }
+}
+
+/// Why [`Codec::decode_checked`] returned no program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// These bytes are bad (`CCACHE_CODEC_CORRUPT`): the entry is removed.
+    Corrupt,
+    /// This process failed to load them: the entry stays.
+    Failed,
 }
 
 pub(crate) unsafe extern "C" fn encode_trampoline<P: 'static>(
@@ -72,12 +92,13 @@ pub(crate) unsafe extern "C" fn decode_trampoline<P: 'static>(
         None => return -1,
     };
     let data: &[u8] = if len == 0 { &[] } else { std::slice::from_raw_parts(bytes as *const u8, len) };
-    match panic::guard(|| codec.decode(pkey.into(), data)) {
-        Some(Some((program, cost))) => {
+    match panic::guard(|| codec.decode_checked(pkey.into(), data)) {
+        Some(Ok((program, cost))) => {
             *native_out = Slot::into_raw(program);
             *cost_out = cost;
             0
         }
+        Some(Err(DecodeError::Corrupt)) => ffi::CCACHE_CODEC_CORRUPT,
         _ => -1,
     }
 }

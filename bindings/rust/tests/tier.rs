@@ -2,7 +2,7 @@
 //! by the next from the directory tier (and from Redis when a redis-server
 //! is installed), with no second compile.
 
-use ccache::{Cache, Codec, Config, DiskOptions, Key, RedisOptions, Status, Tier};
+use ccache::{Cache, Codec, Config, DecodeError, DiskOptions, Key, RedisOptions, Status, Tier};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -122,6 +122,39 @@ fn a_refused_decode_compiles_instead() {
         let refused = decodes.load(Ordering::SeqCst) as u64;
         assert_eq!((s.program_compiles, s.tier_errors, refused), (1, refused, 2 * run));
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `DecodeError::Failed` keeps the entry (it loads once the codec works);
+/// `DecodeError::Corrupt` removes it at the first refusal.
+#[test]
+fn a_corrupt_decode_removes_the_entry_a_failed_one_keeps_it() {
+    struct Answer(DecodeError, Arc<AtomicUsize>);
+    impl Codec<Kernel> for Answer {
+        fn encode(&self, _: Key, k: &Kernel) -> Option<Vec<u8>> {
+            Some(k.code.clone())
+        }
+        fn decode(&self, _: Key, _: &[u8]) -> Option<(Kernel, u64)> {
+            None
+        }
+        fn decode_checked(&self, _: Key, _: &[u8]) -> Result<(Kernel, u64), DecodeError> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Err(self.0)
+        }
+    }
+    let dir = scratch_dir("corrupt");
+    let run = |answer: DecodeError| {
+        let tier = Tier::disk(&DiskOptions::new(dir.join("tier"))).unwrap();
+        let decodes = Arc::new(AtomicUsize::new(0));
+        let cache: Cache<(), Kernel> = Cache::open_with_codec(config(tier), Answer(answer, decodes.clone())).unwrap();
+        let p = cache.program_get_or_compile(Key::from(1u128), |_| Ok::<_, ()>((Kernel { name: "k".into(), code: vec![1] }, 1))).unwrap();
+        drop(p);
+        let s = cache.stats();
+        (s.tier_errors, s.tier_corrupt, decodes.load(Ordering::SeqCst))
+    };
+    assert_eq!(run(DecodeError::Failed), (0, 0, 0)); // compiled and stored
+    assert_eq!(run(DecodeError::Failed), (2, 0, 2)); // kept: refused twice, stored again
+    assert_eq!(run(DecodeError::Corrupt), (0, 1, 1)); // removed at once; the miss stores anew
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -10,6 +10,9 @@
 #include "kj_test.h"
 
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "codegen.h"
 #include "compiler.h"
@@ -36,7 +39,7 @@ static void build(kj_compiler *cc, kj_spec s, built *b) {
 
 static kj_native *load(const built *b) {
   char err[512] = "";
-  kj_native *n = kj_load(b->bytes, b->len, b->key, err, sizeof err);
+  kj_native *n = kj_load(b->bytes, b->len, b->key, NULL, err, sizeof err);
   if (!n) fprintf(stderr, "load failed: %s\n", err);
   assert_non_null(n);
   return n;
@@ -97,9 +100,55 @@ static void loader_two_kernels_in_sequence(void **state) {
   kj_compiler_close(&cc);
 }
 
+/* What decode tells the cache: a truncated object, and another key's
+ * object, are bad bytes (the entry goes); a host that cannot make a memfd
+ * (here: a child with no file descriptors to spare) failed to load good
+ * bytes (the entry stays). */
+static void loader_bad_bytes_and_local_failure_told_apart(void **state) {
+  (void)state;
+  char err[512];
+  kj_compiler cc;
+  assert_int_equal(kj_compiler_open(&cc, err, sizeof err), 0);
+  kj_spec a = {KJ_OP_RMSNORM, 1, KJ_DECODE_CONTEXT};
+  kj_spec b = {KJ_OP_RESIDUAL, 1, KJ_DECODE_CONTEXT};
+  built ba, bb;
+  build(&cc, a, &ba);
+  build(&cc, b, &bb);
+  int bad = -1;
+  for (size_t cut = 1; cut <= 4; cut++) { /* truncated at 1/2, 1/4, ... of its length */
+    bad = -1;
+    assert_null(kj_load(ba.bytes, ba.len >> cut, ba.key, &bad, err, sizeof err));
+    assert_int_equal(bad, 1);
+  }
+  bad = -1;
+  assert_null(kj_load(bb.bytes, bb.len, ba.key, &bad, err, sizeof err)); /* b's object for a */
+  assert_int_equal(bad, 1);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct rlimit rl = {3, 3}; /* stdin, stdout, stderr: no room for a memfd */
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(3);
+    int cbad = -1;
+    kj_native *n = kj_load(ba.bytes, ba.len, ba.key, &cbad, err, sizeof err);
+    _exit(n ? 4 : cbad == 0 ? 0 : 5);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  kj_native *n = kj_load(ba.bytes, ba.len, ba.key, &bad, err, sizeof err); /* whole: loads */
+  assert_non_null(n);
+  kj_unload(n);
+  free(ba.bytes);
+  free(bb.bytes);
+  kj_compiler_close(&cc);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(loader_two_kernels_in_sequence),
+      cmocka_unit_test(loader_bad_bytes_and_local_failure_told_apart),
   };
   return KJ_RUN("kernel_jit_loader", tests, argc, argv);
 }

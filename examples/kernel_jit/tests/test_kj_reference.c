@@ -64,7 +64,7 @@ static int check_mutant(kj_spec s, const char *from, const char *to) {
   void *bytes = NULL;
   size_t len = 0;
   assert_int_equal(kj_compile(&cc, mut, &bytes, &len, err, sizeof err), 0);
-  kj_native *nat = kj_load(bytes, len, key, err, sizeof err);
+  kj_native *nat = kj_load(bytes, len, key, NULL, err, sizeof err);
   assert_non_null(nat);
   kj_result res;
   assert_int_equal(kj_run_checked(s, nat->fn, 1, 0, NULL, &res), 0);

@@ -99,10 +99,21 @@ bool ccache__disk_size_create(disk *d, int dfd, const char *rel, uint64_t total)
  * if written. */
 bool ccache__disk_size_rebuild(disk *d, uint64_t counted, uint64_t wait_ms);
 
+/* ---------------------------------------------------------- disk_walk.c */
+/* Open the directory rel ("<fmt>/<tag>/<xx>", '/'-separated, relative to
+ * the top) one component at a time, never following a link, each level a
+ * directory owned by the effective user and not writable by group or
+ * others; create: a missing level is made 0700.  CCACHE_OK and *fd (the
+ * caller closes it), CCACHE_MISS (a level is absent), CCACHE_EPERM (a
+ * level is a link, not a directory, or not private: errno EPERM, ELOOP or
+ * ENOTDIR), CCACHE_EIO, CCACHE_EINVAL (a malformed rel). */
+int ccache__disk_walk(const disk *d, const char *rel, bool create, int *fd);
+
 /* ---------------------------------------------------------- disk_lock.c */
 /* The compile lock of key: byte XXH3-64(key) >> 1 of <sub>/lock, shared with
- * every holder of the same lock file and byte in this process.  OK (and
- * *handle), CCACHE_EBUSY (another process holds it), CCACHE_EIO,
+ * every holder of the same lock file and byte in this process; <sub> is
+ * reached by the checked walk.  OK (and *handle), CCACHE_EBUSY (another
+ * process holds it), CCACHE_EPERM (a level of <sub> refused), CCACHE_EIO,
  * CCACHE_ENOMEM. */
 int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **handle);
 void ccache__disk_lock_drop(void *handle);

@@ -191,7 +191,7 @@ static void clean_pass(disk *d) {
   qsort(l.v, l.n, sizeof *l.v, by_age);
   uint64_t cap = d->o.max_bytes, target = cap - cap / 10;
   uint64_t left = l.total, removed = 0;
-  int ffd = openat(d->dirfd, d->fmt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int ffd = openat(d->dirfd, d->fmt, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   for (size_t i = 0; ffd >= 0 && i < l.n && left > target && !atomic_load(&d->c_cancel); i++) {
     /* Paced: a burst of thousands of unlinks fills the filesystem's journal,
      * and the misses writing meanwhile would queue behind it. */

@@ -71,25 +71,24 @@ static void tab_child(void) {
 }
 static void tab_init(void) { pthread_atfork(tab_prepare, tab_parent, tab_child); }
 
-/* The folder's lock file, created (with the folder) if absent. */
+/* The folder's lock file, created (with the folder) if absent; the folder
+ * reached by the checked walk (disk_walk.c).  A descriptor, or a negative
+ * status. */
 static int open_lock_file(disk *d, const char *sub) {
-  char rel[REL_MAX];
-  snprintf(rel, sizeof rel, "%s/lock", sub);
-  const int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
-  int fd = openat(d->dirfd, rel, flags, 0600);
-  if (fd < 0 && errno == ENOENT) {
-    mkdirat(d->dirfd, d->fmt, 0700);
-    mkdirat(d->dirfd, d->ns, 0700);
-    mkdirat(d->dirfd, sub, 0700);
-    fd = openat(d->dirfd, rel, flags, 0600);
-  }
-  return fd;
+  int sfd = -1;
+  int rc = ccache__disk_walk(d, sub, true, &sfd);
+  if (rc != CCACHE_OK) return rc == CCACHE_EPERM ? CCACHE_EPERM : CCACHE_EIO;
+  int fd = openat(sfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int e = errno;
+  close(sfd);
+  errno = e;
+  return fd >= 0 ? fd : CCACHE_EIO;
 }
 
 int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **handle) {
   pthread_once(&tab_once, tab_init);
   int fd = open_lock_file(d, sub);
-  if (fd < 0) return CCACHE_EIO;
+  if (fd < 0) return fd;
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);

@@ -163,7 +163,13 @@ static int disk_attach(void *state, const char *ns) {
   /* A read-only directory can still serve hits: failures to create here
    * only show later, as failed writes and locks (tier_errors). */
   make_format_dir(d);
-  mkdirat(d->dirfd, d->ns, 0700);
+  /* The two levels every key shares are checked here too, so a directory
+   * whose format or runtime-tag level is a link or not private disables
+   * the tier at open (one tier error) rather than failing every op. */
+  int nsfd = -1;
+  int rc = ccache__disk_walk(d, d->ns, true, &nsfd);
+  if (rc == CCACHE_OK) close(nsfd);
+  if (rc == CCACHE_EPERM) return CCACHE_EPERM; /* (errno says which) */
   char rel[REL_MAX];
   snprintf(rel, sizeof rel, "%s/lock", d->fmt);
   d->lockfd = openat(d->dirfd, rel, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -177,18 +183,41 @@ static int disk_attach(void *state, const char *ns) {
   return CCACHE_OK;
 }
 
-static int disk_get(void *state, ccache_key key, void **blob, size_t *len) {
+/* The entry's name within its folder (the last component of path). */
+static const char *entry_name(const char *sub, const char *path) { return path + strlen(sub) + 1; }
+
+/* The key's folder, by the checked walk; for a read (create false) an absent
+ * level is a miss. */
+static int key_folder(disk *d, const char *sub, bool create, int *sfd) {
+  return ccache__disk_walk(d, sub, create, sfd);
+}
+
+/* The entry, refused before it is read if the file is longer than max_len
+ * (its size from fstat on the descriptor opened: the file read is the one
+ * measured), so an entry planted over the bound costs no allocation. */
+static int disk_get_bounded(void *state, ccache_key key, uint64_t max_len, void **blob,
+                            size_t *len) {
   disk *d = state;
   char sub[REL_MAX], path[REL_MAX];
   ccache__disk_key_paths(d, key, sub, path);
   if (FAULT("read")) return CCACHE_EIO;
-  int fd = openat(d->dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int sfd = -1;
+  int rc = key_folder(d, sub, false, &sfd);
+  if (rc != CCACHE_OK) return rc;
+  int fd = openat(sfd, entry_name(sub, path), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int e = errno;
+  close(sfd);
+  errno = e;
+  /* ELOOP: the entry is a link, never followed (a tier error, not a miss). */
   if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      (uint64_t)st.st_size > CCACHE__TIER_MAX_PAYLOAD + CCACHE__TIER_HDR + CCACHE__TIER_SUM) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     return CCACHE_EIO;
+  }
+  if ((uint64_t)st.st_size > max_len) {
+    close(fd);
+    return CCACHE__TIER_OVERSIZE;
   }
   size_t n = (size_t)st.st_size, got = 0;
   void *buf = malloc(n ? n : 1);
@@ -208,40 +237,32 @@ static int disk_get(void *state, ccache_key key, void **blob, size_t *len) {
   return CCACHE_OK;
 }
 
+static int disk_get(void *state, ccache_key key, void **blob, size_t *len) {
+  int rc = disk_get_bounded(state, key, CCACHE__TIER_MAX_ENTRY, blob, len);
+  return rc == CCACHE__TIER_OVERSIZE ? CCACHE_EIO : rc;
+}
+
 static void disk_free_blob(void *state, void *blob, size_t len) {
   (void)state;
   (void)len;
   free(blob);
 }
 
-/* mkdir of each missing level of "<fmt>/<tag>/<xx>" below the directory. */
-static void make_subdirs(disk *d, const char *sub) {
-  if (FAULT("mkdir")) return;
-  mkdirat(d->dirfd, d->fmt, 0700);
-  mkdirat(d->dirfd, d->ns, 0700);
-  mkdirat(d->dirfd, sub, 0700);
-}
-
 /* Sweep the key's folder of stale temp files at this object's first write
  * there, and again once RESWEEP_S has passed since its last sweep. */
-static void maybe_sweep(disk *d, ccache_key key, const char *sub) {
+static void maybe_sweep(disk *d, ccache_key key, int sfd) {
   unsigned xx = (unsigned)(key.hi >> 56);
   uint64_t now = ccache__disk_mono_s();
   ccache__lock(&d->mu);
   bool due = d->swept_s[xx] == 0 || now + 1 - d->swept_s[xx] >= RESWEEP_S;
   if (due) d->swept_s[xx] = now + 1;
   ccache__unlock(&d->mu);
-  if (!due) return;
-  int sfd = openat(d->dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (sfd >= 0) {
-    ccache__disk_sweep_tmp(sfd);
-    close(sfd);
-  }
+  if (due) ccache__disk_sweep_tmp(sfd);
 }
 
-/* Create a temp file under a name of this tier object; a name that is
- * taken (whoever left it) is skipped for the next. */
-static int open_tmp(disk *d, const char *sub, char tmp[REL_MAX]) {
+/* Create a temp file in the folder sfd under a name of this tier object; a
+ * name that is taken (whoever left it) is skipped for the next. */
+static int open_tmp(disk *d, int sfd, char tmp[REL_MAX]) {
   int e = FAULT("open_tmp");
   if (e) {
     errno = e;
@@ -250,23 +271,11 @@ static int open_tmp(disk *d, const char *sub, char tmp[REL_MAX]) {
   const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
   int fd = -1;
   for (int tries = 0; fd < 0 && tries < 64; tries++) {
-    ccache__disk_tmp_name(d, sub, tmp);
-    fd = openat(d->dirfd, tmp, flags, 0600);
-    if (fd < 0 && errno == ENOENT) {
-      make_subdirs(d, sub);
-      fd = openat(d->dirfd, tmp, flags, 0600);
-    }
+    ccache__disk_tmp_name(d, ".", tmp);
+    fd = openat(sfd, tmp, flags, 0600);
     if (fd < 0 && errno != EEXIST) return -1;
   }
   return fd;
-}
-
-static int sync_dir(disk *d, const char *sub) {
-  int fd = openat(d->dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  int r = fsync(fd);
-  close(fd);
-  return r;
 }
 
 /* Rename tmp to path, and the size of the regular file it replaced into
@@ -274,79 +283,89 @@ static int sync_dir(disk *d, const char *sub) {
  * entry: then tmp names the replaced file, which is measured and removed.
  * A filesystem without renameat2 gets a plain rename after a stat (the
  * total may then drift if two processes replace one entry at once). */
-static int publish(disk *d, const char *tmp, const char *path, uint64_t *old) {
+static int publish(int dfd, const char *tmp, const char *path, uint64_t *old) {
   *old = 0;
   for (int tries = 0; tries < 16; tries++) {
-    if (renameat2(d->dirfd, tmp, d->dirfd, path, RENAME_NOREPLACE) == 0) return 0;
+    if (renameat2(dfd, tmp, dfd, path, RENAME_NOREPLACE) == 0) return 0;
     if (errno == EINVAL || errno == ENOSYS) break;
     if (errno != EEXIST) return -1;
-    if (renameat2(d->dirfd, tmp, d->dirfd, path, RENAME_EXCHANGE) != 0) {
+    if (renameat2(dfd, tmp, dfd, path, RENAME_EXCHANGE) != 0) {
       if (errno == ENOENT) continue; /* removed in between */
       if (errno == EINVAL || errno == ENOSYS) break;
       return -1;
     }
     struct stat st;
-    if (fstatat(d->dirfd, tmp, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstatat(dfd, tmp, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       /* Not an entry (a directory, a link): put it back, publish nothing. */
-      renameat2(d->dirfd, tmp, d->dirfd, path, RENAME_EXCHANGE);
+      renameat2(dfd, tmp, dfd, path, RENAME_EXCHANGE);
       errno = EEXIST;
       return -1;
     }
     *old = (uint64_t)st.st_size;
-    unlinkat(d->dirfd, tmp, 0);
+    unlinkat(dfd, tmp, 0);
     return 0;
   }
   struct stat st;
-  if (fstatat(d->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+  if (fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
     *old = (uint64_t)st.st_size;
-  return renameat(d->dirfd, tmp, d->dirfd, path);
+  return renameat(dfd, tmp, dfd, path);
 }
 
-static int disk_put(void *state, ccache_key key, const void *blob, size_t len) {
-  disk *d = state;
-  char sub[REL_MAX], path[REL_MAX], tmp[REL_MAX];
-  ccache__disk_key_paths(d, key, sub, path);
-  int fd = open_tmp(d, sub, tmp);
+/* disk_put's work in the key's checked folder sfd. */
+static int put_in(disk *d, ccache_key key, int sfd, const char *name, const void *blob,
+                  size_t len) {
+  char tmp[REL_MAX];
+  int fd = open_tmp(d, sfd, tmp);
   if (fd < 0) return CCACHE_EIO;
-  maybe_sweep(d, key, sub);
+  maybe_sweep(d, key, sfd);
   bool ok = ccache__disk_write_full(fd, blob, len) == 0 && (!d->o.fsync || fsync(fd) == 0);
   ok = close(fd) == 0 && ok;
   int e = ok ? FAULT("rename") : 0;
   if (e) errno = e;
   uint64_t old = 0;
-  ok = ok && !e && publish(d, tmp, path, &old) == 0;
+  ok = ok && !e && publish(sfd, tmp, name, &old) == 0;
   if (!ok) {
-    unlinkat(d->dirfd, tmp, 0);
+    unlinkat(sfd, tmp, 0);
     return CCACHE_EIO;
   }
   /* Published.  A failed directory fsync only weakens durability. */
-  if (d->o.fsync) sync_dir(d, sub);
+  if (d->o.fsync) fsync(sfd);
   account(d, (int64_t)len - (int64_t)old);
   return CCACHE_OK;
 }
 
-/* Moved aside first, so what is subtracted is exactly the file removed. */
-static int disk_remove(void *state, ccache_key key) {
+static int disk_put(void *state, ccache_key key, const void *blob, size_t len) {
   disk *d = state;
-  char sub[REL_MAX], path[REL_MAX], aside[REL_MAX];
+  char sub[REL_MAX], path[REL_MAX];
   ccache__disk_key_paths(d, key, sub, path);
-  ccache__disk_tmp_name(d, sub, aside);
-  if (renameat(d->dirfd, path, d->dirfd, aside) != 0)
+  int sfd = -1;
+  int rc = key_folder(d, sub, true, &sfd);
+  if (rc != CCACHE_OK) return rc == CCACHE_EPERM ? CCACHE_EPERM : CCACHE_EIO;
+  rc = put_in(d, key, sfd, entry_name(sub, path), blob, len);
+  close(sfd);
+  return rc;
+}
+
+/* Moved aside first, so what is subtracted is exactly the file removed. */
+static int remove_in(disk *d, int sfd, const char *name) {
+  char aside[REL_MAX];
+  ccache__disk_tmp_name(d, ".", aside);
+  if (renameat(sfd, name, sfd, aside) != 0)
     return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
   struct stat st;
-  if (fstatat(d->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
-    renameat(d->dirfd, aside, d->dirfd, path); /* not an entry (a directory?): back it goes */
+  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
     return CCACHE_EIO;
   }
   uint64_t size = (uint64_t)st.st_size;
-  if (unlinkat(d->dirfd, aside, 0) != 0) return CCACHE_EIO; /* (a temp file now: swept later) */
+  if (unlinkat(sfd, aside, 0) != 0) return CCACHE_EIO; /* (a temp file now: swept later) */
   account(d, -(int64_t)size);
   return CCACHE_OK;
 }
 
 /* Whether the file rel holds exactly the len bytes of blob. */
-static bool file_holds(disk *d, const char *rel, const void *blob, size_t len) {
-  int fd = openat(d->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+static bool file_holds(int dfd, const char *rel, const void *blob, size_t len) {
+  int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return false;
   struct stat st;
   bool same = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len;
@@ -367,29 +386,49 @@ static bool file_holds(disk *d, const char *rel, const void *blob, size_t len) {
  * delete it, or put it back with link() (which never replaces an entry
  * published after the move).  Between the move and the put-back a reader
  * finds no entry: the residual race, stated in the header. */
-static int disk_remove_if(void *state, ccache_key key, const void *blob, size_t len) {
-  disk *d = state;
-  char sub[REL_MAX], path[REL_MAX], aside[REL_MAX];
-  ccache__disk_key_paths(d, key, sub, path);
-  ccache__disk_tmp_name(d, sub, aside);
-  if (renameat(d->dirfd, path, d->dirfd, aside) != 0)
+static int remove_if_in(disk *d, int sfd, const char *name, const void *blob, size_t len) {
+  char aside[REL_MAX];
+  ccache__disk_tmp_name(d, ".", aside);
+  if (renameat(sfd, name, sfd, aside) != 0)
     return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
   /* Young again, so no concurrent sweep takes it for a stale temp file. */
-  utimensat(d->dirfd, aside, NULL, AT_SYMLINK_NOFOLLOW);
+  utimensat(sfd, aside, NULL, AT_SYMLINK_NOFOLLOW);
   struct stat st;
-  if (fstatat(d->dirfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
-    renameat(d->dirfd, aside, d->dirfd, path); /* not an entry (a directory?): back it goes */
+  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
     return CCACHE_EIO;
   }
   uint64_t size = (uint64_t)st.st_size;
   int rc = CCACHE_OK;
-  if (!file_holds(d, aside, blob, len)) {
+  if (!file_holds(sfd, aside, blob, len)) {
     rc = CCACHE_MISS; /* published after our read: it stays */
-    if (linkat(d->dirfd, aside, d->dirfd, path, 0) == 0) size = 0;
+    if (linkat(sfd, aside, sfd, name, 0) == 0) size = 0;
   }
-  unlinkat(d->dirfd, aside, 0);
+  unlinkat(sfd, aside, 0);
   if (size) account(d, -(int64_t)size);
   return rc;
+}
+
+/* Remove key's entry (remove_if: only if it holds blob) in its checked
+ * folder; an absent or refused folder has no entry of ours to remove. */
+static int remove_entry(disk *d, ccache_key key, const void *blob, size_t len, bool only_if) {
+  char sub[REL_MAX], path[REL_MAX];
+  ccache__disk_key_paths(d, key, sub, path);
+  int sfd = -1;
+  int rc = key_folder(d, sub, false, &sfd);
+  if (rc != CCACHE_OK) return rc == CCACHE_MISS ? CCACHE_MISS : CCACHE_EIO;
+  rc = only_if ? remove_if_in(d, sfd, entry_name(sub, path), blob, len)
+               : remove_in(d, sfd, entry_name(sub, path));
+  close(sfd);
+  return rc;
+}
+
+static int disk_remove(void *state, ccache_key key) {
+  return remove_entry(state, key, NULL, 0, false);
+}
+
+static int disk_remove_if(void *state, ccache_key key, const void *blob, size_t len) {
+  return remove_entry(state, key, blob, len, true);
 }
 
 static int disk_health(void *state, uint32_t part, ccache_tier_health *out) {
@@ -567,6 +606,7 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
   }
   d->tier = *out;
   d->tier->lock_timeouts = &d->lock_timeouts;
+  d->tier->get_bounded = disk_get_bounded;
   reg_add(d);
   return CCACHE_OK;
 #endif

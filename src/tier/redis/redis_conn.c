@@ -519,23 +519,41 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
 }
 
 /* ------------------------------------------------------------- commands */
+/* The command's name for the hook and error lines: argv[0], or for a
+ * script that opens with a comment "-- NAME ..." (tier_redis.c's lookup,
+ * "-- GET"), that NAME: what the script does, not "EVAL". */
+static const char *cmd_label(int argc, const char **argv, const size_t *argvlen, char *buf,
+                             size_t len) {
+  if (argc < 2 || strcmp(argv[0], "EVAL") != 0 || argvlen[1] < 4 || memcmp(argv[1], "-- ", 3))
+    return argv[0];
+  size_t n = 0;
+  while (n + 1 < len && 3 + n < argvlen[1] && argv[1][3 + n] > ' ') {
+    buf[n] = argv[1][3 + n];
+    n++;
+  }
+  buf[n] = '\0';
+  return n ? buf : argv[0];
+}
+
 static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, int argc,
                const char **argv, const size_t *argvlen, redisReply **reply, int *broken) {
   ccache__rserver *s = &p->servers[server];
-  if (p->hook) p->hook(p->hook_arg, server, argv[0]);
+  char lbuf[16];
+  const char *name = cmd_label(argc, argv, argvlen, lbuf, sizeof lbuf);
+  if (p->hook) p->hook(p->hook_arg, server, name);
   redisReply *r = NULL;
   char why[160];
   int x = exec_cmd(c, argc, argv, argvlen, mono_ms() + p->command_timeout_ms, &r, why, sizeof why);
   if (x != X_REPLY) {
     FAIL(p, s, io_errors);
-    set_error(p, s, "redis %s: %s: %s", s->name, argv[0], x == X_NOMEM ? "out of memory" : why);
+    set_error(p, s, "redis %s: %s: %s", s->name, name, x == X_NOMEM ? "out of memory" : why);
     *broken = 1; /* a half-sent command or half-read reply: the stream is lost */
     return CCACHE_EIO;
   }
   server_ok(s, gen); /* it answered */
   if (r->type == REDIS_REPLY_ERROR) {
     FAIL(p, s, reply_errors);
-    set_error(p, s, "redis %s: %s: %.*s", s->name, argv[0], (int)r->len, r->str);
+    set_error(p, s, "redis %s: %s: %.*s", s->name, name, (int)r->len, r->str);
     if (s->sentinel && r->len >= 8 && memcmp(r->str, "READONLY", 8) == 0) *broken = 2;
     freeReplyObject(r);
     return CCACHE_EIO;

@@ -3,7 +3,7 @@
  * rendezvous hashing) shared by every process of a fleet.
  *
  * What is sent (all binary-safe, through hiredis' argv interface):
- *   entry:  GET <k>;  SET <k> <blob> [PX entry_ttl_ms];
+ *   entry:  EVAL GET_BOUNDED_SCRIPT 1 <k> <max bytes>;  SET <k> <blob> [PX entry_ttl_ms];
  *           EVAL REMOVE_IF_SCRIPT 1 <k> <the value read>
  *   lease:  SET <k>:lease <token> NX PX lease_ms
  *           EVAL RENEW_SCRIPT 1 <k>:lease <token> lease_ms
@@ -55,6 +55,14 @@ static const char RENEW_SCRIPT[] =
 static const char RELEASE_SCRIPT[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) end return 0";
+/* The lookup: the value, or (an integer reply) its length when that is over
+ * ARGV[1], so an entry over the reader's bound never crosses the network
+ * and hiredis never allocates it.  A missing key: STRLEN 0, GET nil. */
+static const char GET_BOUNDED_SCRIPT[] =
+    "-- GET bounded\n"
+    "local n = redis.call('strlen', KEYS[1]) "
+    "if n > tonumber(ARGV[1]) then return n end "
+    "return redis.call('get', KEYS[1])";
 static const char REMOVE_IF_SCRIPT[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) end return 0";
@@ -191,14 +199,16 @@ static int op_attach(void *state, const char *ns) {
  * wins.  A hit on a server after the first live one (an entry written while
  * the earlier servers were down) is copied to that first live server, where
  * the key's writes and lease now go. */
-static int op_get(void *state, ccache_key pkey, void **blob, size_t *len) {
+static int op_get_bounded(void *state, ccache_key pkey, uint64_t max_len, void **blob,
+                          size_t *len) {
   ccache__redis *r = state;
-  char key[KEY_MAX];
+  char key[KEY_MAX], max[24];
   size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
   uint8_t order[CCACHE__REDIS_MAX_SERVERS];
   ccache__rendezvous_order(r->pool.servers, r->pool.n, pkey, order);
-  const char *argv[2] = {"GET", key};
-  const size_t lens[2] = {3, klen};
+  const char *argv[5] = {"EVAL", GET_BOUNDED_SCRIPT, "1", key, max};
+  const size_t lens[5] = {4, sizeof GET_BOUNDED_SCRIPT - 1, 1, klen,
+                          udec(max, sizeof max, max_len)};
   redisReply *rep = NULL;
   size_t k, home = r->pool.n;
   int rc = CCACHE_EIO;
@@ -206,14 +216,18 @@ static int op_get(void *state, ccache_key pkey, void **blob, size_t *len) {
     /* Past the key's live server a lookup only looks for fallback copies:
      * a server in backoff is passed over without counting a refusal. */
     if (home != r->pool.n && ccache__rpool_refusing(&r->pool, order[k])) continue;
-    int got = try_server(r, order[k], 2, argv, lens, &rep);
+    int got = try_server(r, order[k], 5, argv, lens, &rep);
     if (got == SKIPPED) continue;                        /* rc stays: MISS if a server answered */
     if (got != CCACHE_OK && home != r->pool.n) continue; /* a fallback's error: still a miss */
     rc = got;
     if (rc != CCACHE_OK) return rc;
     if (home == r->pool.n) home = order[k];
     if (rep->type == REDIS_REPLY_STRING) break;
-    if (rep->type != REDIS_REPLY_NIL) return unexpected(r, order[k], "GET", rep);
+    if (rep->type == REDIS_REPLY_INTEGER) { /* over the bound: its length, not its bytes */
+      ccache__rreply_free(rep);
+      return CCACHE__TIER_OVERSIZE;
+    }
+    if (rep->type != REDIS_REPLY_NIL) return unexpected(r, order[k], "EVAL get", rep);
     ccache__rreply_free(rep);
     rep = NULL;
     rc = CCACHE_MISS;
@@ -241,6 +255,13 @@ static int op_get(void *state, ccache_key pkey, void **blob, size_t *len) {
   *blob = rep->str;
   *len = rep->len;
   return CCACHE_OK;
+}
+
+/* ops.get: bounded only by the format (Redis's own 512 MB cap is lower);
+ * the core uses op_get_bounded (ccache_tier::get_bounded). */
+static int op_get(void *state, ccache_key pkey, void **blob, size_t *len) {
+  int rc = op_get_bounded(state, pkey, CCACHE__TIER_MAX_ENTRY, blob, len);
+  return rc == CCACHE__TIER_OVERSIZE ? CCACHE_EIO : rc;
 }
 
 static void op_free_blob(void *state, void *blob, size_t len) {
@@ -546,6 +567,9 @@ int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out) {
   if (rc == CCACHE_EINVAL) ccache__detail("ccache_tier_redis: %s", why);
   if (rc != CCACHE_OK) return rc;
   rc = ccache_tier_custom(&ops, r, out);
-  if (rc != CCACHE_OK) op_close(r);
+  if (rc != CCACHE_OK)
+    op_close(r);
+  else
+    (*out)->get_bounded = op_get_bounded;
   return rc;
 }
