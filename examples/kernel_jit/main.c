@@ -103,6 +103,7 @@ int main(int argc, char **argv) {
   for (uint32_t i = 0; progs && i < o.kernels; i++) ccache_program_release(j.cache, progs[i]);
   free(progs);
   r.compile_ms_median = kj_median(j.compile_ms, j.n_compiles);
+  for (size_t i = 0; i < j.n_compiles; i++) r.compile_ms_total += j.compile_ms[i];
   r.tier_load_us_median = kj_median(j.tier_us, j.n_tier_loads);
   r.acquire_ms = j.acquire_ms;
   kj_jit_close(&j);

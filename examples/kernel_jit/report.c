@@ -53,6 +53,7 @@ void kj_report_json(FILE *f, const kj_report *r) {
   fprintf(f, "\"lock_waits\": %" PRIu64 ", ", s->tier_lock_waits);
   fprintf(f, "\"wait_ms_max\": %" PRIu64 ", ", s->tier_wait_ms_max);
   json_num(f, "compile_ms_median", r->compile_ms_median, ", ");
+  fprintf(f, "\"compile_ms_total\": %.3f, ", r->compile_ms_total);
   json_num(f, "tier_load_us_median", r->tier_load_us_median, ", ");
   fprintf(f, "\"checksum\": \"%s\", ", r->checksum);
   fprintf(f, "\"mismatches\": %" PRIu32 ", ", r->mismatches);

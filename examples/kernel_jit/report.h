@@ -14,6 +14,7 @@ typedef struct kj_report {
   const char *cache_dir, *redis; /* the tiers (NULL: none) */
   ccache_stats stats;
   double compile_ms_median;   /* NAN: nothing compiled */
+  double compile_ms_total;    /* every compile callback's time, summed (0: none) */
   double tier_load_us_median; /* NAN: nothing came from a tier */
   char checksum[33];          /* XXH3-128 (ccache_fp) of every kernel's output, hex */
   uint32_t mismatches;        /* kernels whose output differed from the reference */
