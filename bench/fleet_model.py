@@ -1,0 +1,533 @@
+#!/usr/bin/env python3
+"""fleet_model.py - how many Redis servers, connections and which settings a
+fleet of F processes needs: a model of what ccache's Redis tier sends,
+checked against a measured fleet on this machine (issue 24).
+
+  fleet_model.py validate [--quick] [--kernel-jit PATH] [--redis-server PATH] [--json FILE]
+      16 kernel_jit processes x 3 local redis-server instances, once with
+      every server up and once with one killed mid-run; each server measured
+      with INFO (commandstats, total_net_input_bytes/total_net_output_bytes,
+      connected_clients, total_connections_received), the model fed the
+      compile and load times measured in the same run; prints bench/run rows
+      (predicted vs measured).  --quick: 8 processes, 20 kernels.
+      Exit 0 (a figure off by more than 10 % is MISSED in the table, not an
+      error), 1 on a failed run, 77 if redis-server or kernel_jit is missing.
+  fleet_model.py table [--markdown]
+      the fleet tables of docs/fleet.md (1,000 x 10, 100,000 x 64).
+  fleet_model.py selftest
+      the model on fixed inputs against counts worked out by hand (exit 1
+      if one differs).
+
+What the model counts comes from the tier's code (src/tier/tier.c,
+src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
+  lookup    GET on the key's first live server; on a miss the lookup reads on
+            past it, one GET per live server (tier_redis.c op_get);
+  lease     SET <k>:lease <token> NX PX lease_ms on the first live server;
+  waiting   while the lease is held: sleep poll_ms doubling to poll_max_ms,
+            then a lookup (a miss: one GET per live server), then SET NX
+            again (tier.c lock_one);
+  taken     after SET NX succeeds, one more lookup (the holder before may
+            have published), then the compile;
+  publish   SET <k> <entry> on the first live server; then
+  release   EVAL <release script> 1 <k>:lease <token> (inside: GET, DEL);
+  renewal   every lease_ms/3 while the compile runs: EVAL <renew script>
+            (inside: GET, PEXPIRE) on the server's renewal connection, one
+            per (process, server) from its first renewal on (tier_renew.c);
+  connect   nothing is sent (no AUTH without a password, no HELLO, no PING);
+            a process keeps one pooled connection per server per concurrent
+            caller (up to 8 idle, redis_conn.c), made on first use.
+Commands run inside EVAL count in INFO commandstats under their own names.
+"""
+import argparse
+import heapq
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+
+# ------------------------------------------------------------ wire format
+KEY_LEN = len("ccache:v1:") + 16 + 1 + 32  # <prefix>:v1:<tag hash>:<program key>
+LEASE_KEY_LEN = KEY_LEN + len(":lease")
+TOKEN_LEN = 32
+RENEW_SCRIPT_LEN = 105  # tier_redis.c RENEW_SCRIPT
+RELEASE_SCRIPT_LEN = 92  # tier_redis.c RELEASE_SCRIPT
+OK_REPLY = len("+OK\r\n")
+NIL_REPLY = len("$-1\r\n")  # RESP2 (hiredis 0.14)
+INT_REPLY = len(":1\r\n")
+
+
+def req(*lens):
+    """Bytes of a RESP request whose arguments have these lengths."""
+    return len("*%d\r\n" % len(lens)) + sum(len("$%d\r\n" % n) + n + 2 for n in lens)
+
+
+def bulk(n):
+    return len("$%d\r\n" % n) + n + 2
+
+
+def op_bytes(lease_ms):
+    """(request, reply) bytes of each operation; entry-sized ones take E."""
+    px = len(str(lease_ms))
+    return {
+        "get_miss": (req(3, KEY_LEN), NIL_REPLY),
+        "get_hit": (lambda e: req(3, KEY_LEN), lambda e: bulk(e)),
+        "setnx_ok": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), OK_REPLY),
+        "setnx_busy": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), NIL_REPLY),
+        "store": (lambda e: req(3, KEY_LEN, e), lambda e: OK_REPLY),
+        "release": (req(4, RELEASE_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN), INT_REPLY),
+        "renew": (req(4, RENEW_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN, px), INT_REPLY),
+    }
+
+
+# ------------------------------------------------------------ settings
+class Settings:
+    """The tier's options that the model depends on (ccache_redis_options
+    defaults, include/ccache/tier.h)."""
+
+    def __init__(self, lease_ms=10000, poll_ms=5, poll_max_ms=200, wait_ms=120000, idle_max=8):
+        self.lease_ms, self.poll_ms, self.poll_max_ms = lease_ms, poll_ms, poll_max_ms
+        self.wait_ms, self.idle_max = wait_ms, idle_max
+
+    def polls(self, wait):
+        """Polls (lookups after a sleep) of a waiter whose wait lasts `wait`
+        ms: the delays poll_ms, 2 poll_ms, ... capped at poll_max_ms, until
+        their sum reaches wait (the lookup that finds the entry is the last)."""
+        n, t, d = 0, 0.0, self.poll_ms
+        while t < wait and t < self.wait_ms:
+            t += d
+            n += 1
+            d = min(2 * d, self.poll_max_ms)
+        return max(n, 1)
+
+    def renewals(self, hold):
+        """Renewals of a lease held `hold` ms (one each lease_ms/3 after it
+        was taken, the last before the release)."""
+        period = self.lease_ms // 3
+        return int(max(hold - 1e-9, 0) // period) if period else 0
+
+
+# ------------------------------------------------------------ the wave
+class Timing:
+    """Times of the validation's processes, ms (fed from the same run)."""
+
+    def __init__(self, compile_ms, compile_cv=0.3, load_ms=1.0, work_ms=3.0, rtt_ms=0.2,
+                 start_spread_ms=20.0, wake_ms=0.0):
+        self.compile_ms, self.compile_cv, self.wake_ms = compile_ms, compile_cv, wake_ms
+        self.load_ms, self.work_ms, self.rtt_ms = load_ms, work_ms, rtt_ms
+        self.start_spread_ms = start_spread_ms
+
+
+def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, live_after=None):
+    """One run of a fleet of `procs` single-threaded processes that each
+    obtain kernels 0..kernels-1 in order, all starting together (a deploy
+    wave), each program compiled by whoever first takes its lease.  live:
+    live servers; with hold_at, every process stops after hold_at kernels
+    until all have, and kernels from hold_at on see live_after servers.
+    Returns per-kernel counts (lists indexed by kernel):
+      miss   lookups that missed (each one GET on every live server)
+      hit    lookups that hit (one GET, on the key's server)
+      setnx_ok, setnx_busy, compiles, releases, renewals."""
+    c = {k: [0] * kernels for k in ("miss", "hit", "setnx_ok", "setnx_busy", "compiles",
+                                     "releases", "renewals", "waits", "polls")}
+    sigma = math.sqrt(math.log(1 + timing.compile_cv ** 2))
+    mu = math.log(timing.compile_ms) - sigma ** 2 / 2
+    cost = [rng.lognormvariate(mu, sigma) for _ in range(kernels)]
+    pub = [math.inf] * kernels  # when each entry is readable
+    free_at = [0.0] * kernels  # when its lease is free (inf while held)
+    r = timing.rtt_ms
+    q = []  # (time, seq, process, kernel, state, delay)
+    seq = 0
+
+    def push(t, p, k, state, delay=0):
+        nonlocal seq
+        heapq.heappush(q, (t, seq, p, k, state, delay))
+        seq += 1
+
+    waiting_at_hold = []
+    for p in range(procs):
+        push(rng.uniform(0, timing.start_spread_ms), p, 0, "lookup")
+
+    def nlive(k):
+        return live_after if hold_at is not None and k >= hold_at else live
+
+    def next_kernel(t, p, k):
+        if k + 1 >= kernels:
+            return
+        if hold_at is not None and k + 1 == hold_at:
+            waiting_at_hold.append(p)
+            if len(waiting_at_hold) == procs:  # the last one in releases everyone
+                for pp in waiting_at_hold:
+                    push(t + rng.uniform(0, 1.0), pp, hold_at, "lookup")
+            return
+        push(t, p, k + 1, "lookup")
+
+    while q:
+        t, _, p, k, state, delay = heapq.heappop(q)
+        s = nlive(k)
+        if state in ("lookup", "poll", "recheck"):
+            if pub[k] <= t:
+                c["hit"][k] += 1
+                if state == "recheck":  # took the lease after its holder published
+                    c["releases"][k] += 1
+                    free_at[k] = t + 2 * r
+                next_kernel(t + r + timing.load_ms + timing.work_ms, p, k)
+                continue
+            c["miss"][k] += 1
+            t += s * r
+            if state == "recheck":  # ours to compile
+                c["compiles"][k] += 1
+                took = t
+                t += cost[k]
+                pub[k] = t + r
+                c["renewals"][k] += settings.renewals(pub[k] - took)
+                c["releases"][k] += 1
+                free_at[k] = pub[k] + r
+                next_kernel(free_at[k] + timing.work_ms, p, k)
+                continue
+            push(t, p, k, "lock", delay or settings.poll_ms)
+        elif state == "lock":
+            if free_at[k] <= t:
+                c["setnx_ok"][k] += 1
+                free_at[k] = math.inf
+                push(t + r, p, k, "recheck")
+            else:
+                c["setnx_busy"][k] += 1
+                if delay == settings.poll_ms:
+                    c["waits"][k] += 1
+                c["polls"][k] += 1
+                push(t + r + delay + timing.wake_ms, p, k, "poll",
+                     min(2 * delay, settings.poll_max_ms))
+    c["cost"] = cost
+    return c
+
+
+def per_server(counts, homes, sizes, live_sets, settings):
+    """Commands and bytes per server from per-kernel counts.  homes[k]: the
+    server holding kernel k's entry and lease; sizes[k]: its entry bytes;
+    live_sets[k]: the servers a miss on k reads."""
+    ob = op_bytes(settings.lease_ms)
+    out = {}
+
+    def srv(s):
+        return out.setdefault(s, {"get": 0.0, "set": 0.0, "eval": 0.0, "del": 0.0,
+                                  "pexpire": 0.0, "net_in": 0.0, "net_out": 0.0})
+
+    for k, h in enumerate(homes):
+        e = sizes[k]
+        for s in live_sets[k]:
+            x = srv(s)
+            x["get"] += counts["miss"][k]
+            x["net_in"] += counts["miss"][k] * ob["get_miss"][0]
+            x["net_out"] += counts["miss"][k] * ob["get_miss"][1]
+        x = srv(h)
+        hits, ok, busy = counts["hit"][k], counts["setnx_ok"][k], counts["setnx_busy"][k]
+        rel, ren, st = counts["releases"][k], counts["renewals"][k], counts["compiles"][k]
+        x["get"] += hits + rel + ren  # the scripts' own GET
+        x["set"] += ok + busy + st
+        x["eval"] += rel + ren
+        x["del"] += rel
+        x["pexpire"] += ren
+        x["net_in"] += (hits * ob["get_hit"][0](e) + ok * ob["setnx_ok"][0] +
+                        busy * ob["setnx_busy"][0] + st * ob["store"][0](e) +
+                        rel * ob["release"][0] + ren * ob["renew"][0])
+        x["net_out"] += (hits * ob["get_hit"][1](e) + ok * ob["setnx_ok"][1] +
+                         busy * ob["setnx_busy"][1] + st * ob["store"][1](e) +
+                         rel * ob["release"][1] + ren * ob["renew"][1])
+    return out
+
+
+def predict_wave(procs, kernels, homes, sizes, live_sets, timing, settings, hold_at=None,
+                 reps=40, seed=1):
+    """The mean over `reps` simulated runs: per-server figures, and fleet
+    totals (compiles, waits, polls)."""
+    rng = random.Random(seed)
+    live = len(live_sets[0])
+    live_after = len(live_sets[-1])
+    acc, tot = {}, {}
+    for _ in range(reps):
+        c = simulate_wave(procs, kernels, live, timing, settings, rng, hold_at, live_after)
+        for s, fig in per_server(c, homes, sizes, live_sets, settings).items():
+            a = acc.setdefault(s, {})
+            for f, v in fig.items():
+                a[f] = a.get(f, 0.0) + v / reps
+        for f in ("compiles", "waits", "polls", "miss", "hit", "releases", "renewals"):
+            tot[f] = tot.get(f, 0.0) + sum(c[f]) / reps
+    return acc, tot
+
+
+def connections(procs, servers_touched, threads=1, renew_servers=0, idle_max=8):
+    """Connections a server holds open: each process keeps one pooled
+    connection per concurrent caller (min(threads, idle_max) idle at most),
+    plus one renewal connection if it renewed a lease on that server."""
+    return procs * (min(threads, idle_max) + renew_servers) if servers_touched else 0
+
+
+# ------------------------------------------------------------ fleet tables
+# Capacity assumed per Redis server (one single-threaded redis-server on its
+# own core; see docs/fleet.md): measure your own with redis-benchmark.
+CMD_LIMIT = 100_000  # simple commands per second
+NET_LIMIT = 1.25e9  # bytes per second (10 Gbit/s)
+MAXCLIENTS = 10_000  # Redis's default maxclients
+
+
+def steady(f, s, lookups_per_s, entry, miss_ratio, settings, compile_s, threads=1):
+    """Per-server load in steady state: every process makes lookups_per_s
+    tier lookups (programs not in its own table), a fraction miss_ratio of
+    them for programs no process has compiled yet (new programs, each then
+    compiled once in the fleet: no one else waits on it)."""
+    lam = f * lookups_per_s
+    hits = lam * (1 - miss_ratio)
+    new = lam * miss_ratio
+    ob = op_bytes(settings.lease_ms)
+    # A hit: one GET on its server.  A new program: 2 lookups that miss (S
+    # GETs each), SET NX, SET, EVAL release (+GET, DEL inside), renewals.
+    ren = settings.renewals(compile_s * 1000)
+    per = {
+        "GET": hits / s + new * 2 + new * (1 + ren) / s,
+        "SET": new * 2 / s,
+        "EVAL": new * (1 + ren) / s,
+    }
+    per["total"] = sum(per.values()) + new * (1 + ren) / s  # DEL/PEXPIRE inside the scripts
+    per["out"] = (hits * ob["get_hit"][1](entry) + new * 2 * s * NIL_REPLY) / s
+    per["in"] = (hits * ob["get_hit"][0](entry) + new * 2 * s * ob["get_miss"][0] +
+                 new * ob["store"][0](entry)) / s
+    per["conns"] = connections(f, True, threads, 1 if ren else 0, settings.idle_max)
+    return per
+
+
+def wave(f, s, k, entry, compile_s, settings, threads=1):
+    """Per-server load while every process needs the same k new programs at
+    once, each program compiled once and waited for by the other f - 1
+    (processes walk them in order, as kernel_jit does, so at any time one
+    program per thread is being compiled and waited for)."""
+    c = compile_s * 1000
+    n = settings.polls(c)
+    ren = settings.renewals(c)
+    # Per program, fleet-wide: lookups that miss (every live server gets a GET
+    # for each): 2 by the compiler, n by each waiter (its first lookup and
+    # n - 1 polls that missed); on its own server: the hits, SET NX, SET,
+    # EVALs.
+    dur = k * c / 1000 / threads  # seconds the wave lasts
+    misses = k * (2 + (f - 1) * n)
+    home = k * ((f - 1) + (f - 1) * n + 1 + 1 + (1 + ren) * 3) / s
+    per = {"GET/s": misses / dur, "total/s": (misses + home) / dur,
+           "polls_per_wait": n, "seconds": dur}
+    per["out/s"] = k * (f - 1) * bulk(entry) / s / dur
+    per["conns"] = connections(f, True, threads, 1 if ren else 0, settings.idle_max)
+    per["compiles_per_program"] = 1
+    return per
+
+
+def table(markdown=True):
+    rows = []
+    st = Settings()
+    for f, s in ((1000, 10), (100_000, 64)):
+        for entry, cs in ((15_000, 0.15), (1_000_000, 2.0)):
+            a = steady(f, s, 1.0, entry, 0.001, st, cs)
+            w = wave(f, s, 100, entry, cs, st)
+            rows.append((f, s, entry, cs, a, w))
+    return rows
+
+
+# ------------------------------------------------------------ validation
+def find(path_opts):
+    for p in path_opts:
+        if p and os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def pct(pred, meas):
+    if meas == 0:
+        return 0.0 if pred == 0 else math.inf
+    return 100.0 * (pred - meas) / meas
+
+
+def feed(reports, kernels):
+    """The times the model is fed, from the run's own --json reports."""
+    compiles = sum(r["compiles"] for r in reports)
+    total = sum(r["compile_ms_total"] for r in reports)
+    work = [(r["wall_ms"] - r["acquire_ms"]) / kernels for r in reports]
+    return compiles, total / max(compiles, 1), sum(work) / len(work)
+
+
+def validate(args):
+    import fleet_measure as fm
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    kj = find([args.kernel_jit, os.path.join(root, "build/bench/examples/kernel_jit/kernel_jit"),
+               os.path.join(root, "build/release/examples/kernel_jit/kernel_jit")])
+    rs = find([args.redis_server, shutil.which("redis-server") or ""])
+    if not kj or not rs:
+        print("fleet_model: %s not found" % ("kernel_jit" if not kj else "redis-server"),
+              file=sys.stderr)
+        return 77
+    procs, n_srv, kernels = (8, 3, 20) if args.quick else (16, 3, 40)
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    out = {"started": started, "runs": []}
+    rows = []
+    for kill in (None, kernels // 2):
+        run = fm.run_fleet(kj, rs, procs, n_srv, kernels, kill_at=kill, sizes=True,
+                           warm_probe=kill is None)
+        out["runs"].append(run)
+        rows += compare(run, args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+    print("### fleet_model: the fleet model against a measured fleet (issue 24)\n")
+    print("`bench/fleet_model.py validate%s` at %s: %d kernel_jit processes x %d local "
+          "redis-server, %d kernels each, all started together; the model fed the run's own "
+          "compile, load and per-kernel times.  Predicted vs measured per server, summed over "
+          "the servers (per-server figures in docs/fleet.md); within 10 %% is met.\n"
+          % (" --quick" if args.quick else "", started, procs, n_srv, kernels))
+    print("| figure | measured (median) | baseline (median) | ratio: median [min, max] (reps) "
+          "| target | status | notes |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(r)
+    print()
+    return 0
+
+
+def compare(run, args):
+    """Rows predicted vs measured for one run."""
+    reports = run["reports"]
+    procs, kernels, kill = run["procs"], run["kernels"], run["kill_at"]
+    compiles, c_mean, work = feed(reports, kernels)
+    load_ms = run.get("warm_load_ms") or 1.0
+    timing = Timing(c_mean, load_ms=load_ms, work_ms=work, wake_ms=run["wake_late_ms"])
+    st = Settings()
+    servers = run["servers"]
+    homes, sizes, live_sets = [], [], []
+    if kill is None:
+        for s in servers:
+            for e in run["per_server"][s]["sizes"]:
+                homes.append(s), sizes.append(e), live_sets.append(servers)
+    else:
+        dead = run["killed"]
+        alive = [s for s in servers if s != dead]
+        for s in servers:  # the first half: where the entries were at the kill
+            for e in run["per_server"][s]["sizes_hold"]:
+                homes.append(s), sizes.append(e), live_sets.append(servers)
+        for s in alive:  # the second half: the entries added since
+            for e in run["per_server"][s]["sizes_new"]:
+                homes.append(s), sizes.append(e), live_sets.append(alive)
+    pred, tot = predict_wave(procs, kernels, homes, sizes, live_sets, timing, st, hold_at=kill)
+    meas = {}
+    for s in servers:
+        m = meas.setdefault(s, {"get": 0, "set": 0, "eval": 0, "del": 0, "pexpire": 0,
+                                "net_in": 0, "net_out": 0})
+        for ph in ("phase1", "phase2"):
+            d = run["per_server"][s].get(ph)
+            if not d:
+                continue
+            for cmd, n in d["commands"].items():
+                m[cmd] = m.get(cmd, 0) + n
+            m["net_in"] += d["net_in"]
+            m["net_out"] += d["net_out"]
+    label = ("all %d servers up" % len(servers) if kill is None else
+             "one of %d servers SIGKILLed after %d kernels" % (len(servers), kill))
+    rows = []
+
+    def row(fig, p, m, target="within 10 %", exact=False, note=""):
+        e = pct(p, m)
+        ok = (round(p) == m) if exact else abs(e) <= 10.0
+        rows.append("| fleet model, %s: %s | %s measured | %s predicted | %+.1f %% | %s | %s | %s |"
+                    % (label, fig, fmt(m), fmt(p), e, target, "met" if ok else "MISSED", note))
+
+    row("compiles (fleet)", float(kernels), sum(r["compiles"] for r in reports),
+        target="exactly", exact=True, note="one per kernel: %d kernels" % kernels)
+    for cmd in ("get", "set", "eval", "del"):
+        p = sum(pred[s].get(cmd, 0) for s in servers)
+        m = sum(meas[s].get(cmd, 0) for s in servers)
+        worst = max(abs(pct(pred[s].get(cmd, 0), meas[s].get(cmd, 0))) for s in meas
+                    if meas[s].get(cmd, 0))
+        row("%s commands (INFO commandstats)" % cmd.upper(), p, m,
+            note="worst server %.1f %%" % worst)
+    for f, name in (("net_in", "bytes in (total_net_input_bytes)"),
+                    ("net_out", "bytes out (total_net_output_bytes)")):
+        p = sum(pred[s][f] for s in servers)
+        m = sum(meas[s][f] for s in servers)
+        worst = max(abs(pct(pred[s][f], meas[s][f])) for s in meas if meas[s][f])
+        row(name, p, m, note="worst server %.1f %%" % worst)
+    conn_p = sum(connections(procs, True) for s in servers)
+    conn_m = sum(run["held"][s]["connected_clients"] for s in servers)
+    row("connections held (connected_clients, at the hold point)", conn_p, conn_m,
+        note="%d per server: one pooled per process, no renewal (compiles < lease_ms/3)" % procs)
+    rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
+                "other work %.2f ms per kernel, a sleep wakes %.2f ms late | | polls per wait %.2f "
+                "predicted | report | report | %.1f s run; %d waits predicted |"
+                % (label, c_mean, compiles, load_ms, work, timing.wake_ms,
+                   tot["polls"] / max(tot["waits"], 1), run["seconds"], tot["waits"]))
+    return rows
+
+
+def fmt(v):
+    return "%.0f" % v if abs(v) >= 100 else "%.1f" % v
+
+
+# ------------------------------------------------------------ self-check
+def selftest():
+    """Counts worked out by hand from the code paths (see the module doc)."""
+    fails = []
+    st = Settings()
+
+    def check(what, got, want):
+        if got != want:
+            fails.append("%s: got %r, want %r" % (what, got, want))
+
+    # The default schedule: sleeps 5, 10, 20, 40, 80, 160, 200, 200 ms ...
+    check("polls(1 ms)", st.polls(1), 1)
+    check("polls(35 ms)", st.polls(35), 3)
+    check("polls(36 ms)", st.polls(36), 4)
+    check("polls(1000 ms)", st.polls(1000), 10)  # 5+10+20+40+80+160+200+200+200+200
+    check("renewals(9999 ms, lease 10 s)", st.renewals(9999), 2)
+    check("renewals(3334 ms)", st.renewals(3334), 1)
+    check("request bytes of GET <59-byte key>", req(3, KEY_LEN), 79)
+    check("reply bytes of a 15424-byte entry", bulk(15424), 15434)
+    # Two processes, one kernel, one server, compile 50 ms, no jitter: one
+    # compiles (GET miss, SET NX, GET miss, SET, EVAL), the other waits: GET
+    # miss, SET NX busy, polls at 5, 15, 35 ms miss (3 GETs, 3 SET NX busy),
+    # at 75 ms hits: 1 GET.
+    t = Timing(50.0, compile_cv=1e-9, load_ms=0.0, work_ms=0.0, rtt_ms=0.0, start_spread_ms=0.0)
+    c = simulate_wave(2, 1, 1, t, st, random.Random(1))
+    check("two processes: compiles", sum(c["compiles"]), 1)
+    check("two processes: misses", sum(c["miss"]), 2 + 1 + 3)
+    check("two processes: SET NX busy", sum(c["setnx_busy"]), 4)
+    check("two processes: hits", sum(c["hit"]), 1)
+    fig = per_server(c, ["s"], [1000], [["s"]], st)["s"]
+    check("two processes: GET commands", fig["get"], 6 + 1 + 1)  # + the release script's GET
+    check("two processes: SET commands", fig["set"], 1 + 4 + 1)
+    for f in fails:
+        print("selftest: " + f, file=sys.stderr)
+    print("selftest: %s" % ("FAILED" if fails else "ok"))
+    return 1 if fails else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("validate")
+    v.add_argument("--quick", action="store_true")
+    v.add_argument("--kernel-jit")
+    v.add_argument("--redis-server")
+    v.add_argument("--json")
+    sub.add_parser("table")
+    sub.add_parser("selftest")
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if args.cmd == "validate":
+        return validate(args)
+    if args.cmd == "selftest":
+        return selftest()
+    for r in table():
+        print(r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
