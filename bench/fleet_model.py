@@ -269,67 +269,108 @@ def connections(procs, servers_touched, threads=1, renew_servers=0, idle_max=8):
 # Capacity assumed per Redis server (one single-threaded redis-server on its
 # own core; see docs/fleet.md): measure your own with redis-benchmark.
 CMD_LIMIT = 100_000  # simple commands per second
-NET_LIMIT = 1.25e9  # bytes per second (10 Gbit/s)
+NET_LIMIT = 1.25e9  # bytes per second out (10 Gbit/s)
 MAXCLIENTS = 10_000  # Redis's default maxclients
 
 
-def steady(f, s, lookups_per_s, entry, miss_ratio, settings, compile_s, threads=1):
-    """Per-server load in steady state: every process makes lookups_per_s
-    tier lookups (programs not in its own table), a fraction miss_ratio of
-    them for programs no process has compiled yet (new programs, each then
-    compiled once in the fleet: no one else waits on it)."""
+def program_counts(f, compile_ms, settings):
+    """Per-kernel counts (simulate_wave's form) of one program that all f
+    processes need at once, each waiter waiting the whole compile (an upper
+    bound: in a wave walked in order, waiters arrive a little later)."""
+    n = settings.polls(compile_ms) if f > 1 else 0
+    w = f - 1
+    return {"miss": [2 + w * n], "hit": [w], "setnx_ok": [1], "setnx_busy": [w * n],
+            "compiles": [1], "releases": [1], "renewals": [settings.renewals(compile_ms)],
+            "waits": [w], "polls": [w * n]}
+
+
+def spread(counts, s, entry, settings):
+    """One server's share of the per-kernel counts when the programs'
+    entries are spread evenly over s servers (rendezvous hashing): misses
+    reach every server, everything else only the program's own."""
+    one = per_server(counts, ["home"], [entry], [["home"] + ["x%d" % i for i in range(s - 1)]],
+                     settings)
+    home, other = one["home"], one.get("x0", {k: 0.0 for k in one["home"]})
+    return {k: home[k] / s + other[k] * (s - 1) / s for k in home}
+
+
+def fleet_row(f, s, settings, compile_ms=2000.0, wave_programs=100, lookups_per_s=1.0,
+              new_frac=0.001, threads=1, entries=(15_000, 1_048_576)):
+    """Per-server load of a fleet: steady state and a deploy wave.
+    steady: each process makes lookups_per_s tier lookups per second (a
+      program not in its own table), new_frac of them for a program no one
+      has yet (compiled once, nobody waiting);
+    wave: every process needs the same wave_programs new programs at once,
+      walked in order by each thread (kernel_jit's pattern), compile_ms each.
+    Returns a dict of figures per server (commands/s, bytes out/s per entry
+    size, connections) and the fleet size at which each limit is reached."""
+    out = {"f": f, "s": s, "threads": threads}
     lam = f * lookups_per_s
-    hits = lam * (1 - miss_ratio)
-    new = lam * miss_ratio
-    ob = op_bytes(settings.lease_ms)
-    # A hit: one GET on its server.  A new program: 2 lookups that miss (S
-    # GETs each), SET NX, SET, EVAL release (+GET, DEL inside), renewals.
-    ren = settings.renewals(compile_s * 1000)
-    per = {
-        "GET": hits / s + new * 2 + new * (1 + ren) / s,
-        "SET": new * 2 / s,
-        "EVAL": new * (1 + ren) / s,
-    }
-    per["total"] = sum(per.values()) + new * (1 + ren) / s  # DEL/PEXPIRE inside the scripts
-    per["out"] = (hits * ob["get_hit"][1](entry) + new * 2 * s * NIL_REPLY) / s
-    per["in"] = (hits * ob["get_hit"][0](entry) + new * 2 * s * ob["get_miss"][0] +
-                 new * ob["store"][0](entry)) / s
-    per["conns"] = connections(f, True, threads, 1 if ren else 0, settings.idle_max)
-    return per
+    hit = {"miss": [0], "hit": [1], "setnx_ok": [0], "setnx_busy": [0], "compiles": [0],
+           "releases": [0], "renewals": [0]}
+    new = program_counts(1, compile_ms, settings)
+    for e in entries:
+        h, n = spread(hit, s, e, settings), spread(new, s, e, settings)
+        per = {k: lam * (1 - new_frac) * h[k] + lam * new_frac * n[k] for k in h}
+        out["steady_out_%d" % e] = per["net_out"]
+        out["steady_cmds"] = per["get"] + per["set"] + per["eval"] + per["del"] + per["pexpire"]
+        out["steady_get"] = per["get"]
+        w = spread(program_counts(f, compile_ms, settings), s, e, settings)
+        dur = compile_ms / 1000.0  # one program per thread at a time, each lasting a compile
+        rate = threads / dur
+        out["wave_out_%d" % e] = w["net_out"] * rate
+        out["wave_cmds"] = (w["get"] + w["set"] + w["eval"] + w["del"] + w["pexpire"]) * rate
+        out["wave_get"] = w["get"] * rate
+    out["polls_per_wait"] = settings.polls(compile_ms)
+    out["wave_seconds"] = wave_programs * compile_ms / 1000.0 / threads
+    ren = 1 if settings.renewals(compile_ms) else 0
+    out["conns"] = f * (min(threads, settings.idle_max) + ren)
+    # Where each limit is reached (every figure grows linearly with f, except
+    # the wave's, ~f*polls: also linear).
+    out["f_limit_steady_cmds"] = CMD_LIMIT / (out["steady_cmds"] / f)
+    out["f_limit_wave_cmds"] = CMD_LIMIT / (out["wave_cmds"] / f)
+    out["f_limit_conns"] = MAXCLIENTS / (out["conns"] / f)
+    for e in entries:
+        out["f_limit_out_%d" % e] = NET_LIMIT / (max(out["steady_out_%d" % e],
+                                                     out["wave_out_%d" % e]) / f)
+    return out
 
 
-def wave(f, s, k, entry, compile_s, settings, threads=1):
-    """Per-server load while every process needs the same k new programs at
-    once, each program compiled once and waited for by the other f - 1
-    (processes walk them in order, as kernel_jit does, so at any time one
-    program per thread is being compiled and waited for)."""
-    c = compile_s * 1000
-    n = settings.polls(c)
-    ren = settings.renewals(c)
-    # Per program, fleet-wide: lookups that miss (every live server gets a GET
-    # for each): 2 by the compiler, n by each waiter (its first lookup and
-    # n - 1 polls that missed); on its own server: the hits, SET NX, SET,
-    # EVALs.
-    dur = k * c / 1000 / threads  # seconds the wave lasts
-    misses = k * (2 + (f - 1) * n)
-    home = k * ((f - 1) + (f - 1) * n + 1 + 1 + (1 + ren) * 3) / s
-    per = {"GET/s": misses / dur, "total/s": (misses + home) / dur,
-           "polls_per_wait": n, "seconds": dur}
-    per["out/s"] = k * (f - 1) * bulk(entry) / s / dur
-    per["conns"] = connections(f, True, threads, 1 if ren else 0, settings.idle_max)
-    per["compiles_per_program"] = 1
-    return per
+def si(v):
+    for unit, d in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= d:
+            return "%.3g %s" % (v / d, unit)
+    return "%.3g" % v
 
 
-def table(markdown=True):
-    rows = []
-    st = Settings()
-    for f, s in ((1000, 10), (100_000, 64)):
-        for entry, cs in ((15_000, 0.15), (1_000_000, 2.0)):
-            a = steady(f, s, 1.0, entry, 0.001, st, cs)
-            w = wave(f, s, 100, entry, cs, st)
-            rows.append((f, s, entry, cs, a, w))
-    return rows
+def table_md():
+    """The tables of docs/fleet.md."""
+    lines = []
+    for title, st in (("defaults (lease_ms 10000, poll_ms 5, poll_max_ms 200)", Settings()),
+                      ("tuned for a large fleet (lease_ms 10000, poll_ms 500, poll_max_ms 2000)",
+                       Settings(poll_ms=500, poll_max_ms=2000))):
+        lines.append("Settings: %s; compile 2 s; steady state 1 tier lookup per process per "
+                     "second, 0.1 %% of them new programs; wave: every process needs the same "
+                     "100 new programs, one thread each.\n" % title)
+        lines.append("| fleet | per server: steady commands/s | wave commands/s (of which GET) "
+                     "| polls per wait | steady bytes out/s, 15 KB / 1 MiB entries | wave bytes "
+                     "out/s, 15 KB / 1 MiB | connections | processes at which a server reaches: "
+                     "%s commands/s (wave) / %sB/s out (1 MiB entries) / maxclients %s |"
+                     % (si(CMD_LIMIT), si(NET_LIMIT), "{:,}".format(MAXCLIENTS)))
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for f, s in ((1000, 10), (100_000, 64)):
+            r = fleet_row(f, s, st)
+            lines.append("| %s processes x %d servers | %s | %s (%s) | %d | %sB / %sB | %sB / %sB "
+                         "| %s | %s / %s / %s |"
+                         % ("{:,}".format(f), s, si(r["steady_cmds"]), si(r["wave_cmds"]),
+                            si(r["wave_get"]), r["polls_per_wait"], si(r["steady_out_15000"]),
+                            si(r["steady_out_1048576"]), si(r["wave_out_15000"]),
+                            si(r["wave_out_1048576"]), "{:,}".format(r["conns"]),
+                            "{:,}".format(int(r["f_limit_wave_cmds"])),
+                            "{:,}".format(int(r["f_limit_out_1048576"])),
+                            "{:,}".format(int(r["f_limit_conns"]))))
+        lines.append("")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------ validation
@@ -524,8 +565,7 @@ def main():
         return validate(args)
     if args.cmd == "selftest":
         return selftest()
-    for r in table():
-        print(r)
+    print(table_md())
     return 0
 
 
