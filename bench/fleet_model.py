@@ -543,6 +543,18 @@ def selftest():
     fig = per_server(c, ["s"], [1000], [["s"]], st)["s"]
     check("two processes: GET commands", fig["get"], 6 + 1 + 1)  # + the release script's GET
     check("two processes: SET commands", fig["set"], 1 + 4 + 1)
+    # The same on three live servers, the key on "a": every lookup that
+    # misses reads all three (one GET each); the rest goes to "a" alone.
+    three = per_server(c, ["a"], [1000], [["a", "b", "c"]], st)
+    check("three servers: GET on the key's server", three["a"]["get"], 6 + 1 + 1)
+    check("three servers: GET on another", three["b"]["get"], 6)
+    check("three servers: SET on another", three["b"]["set"], 0)
+    check("three servers: bytes in on another", three["c"]["net_in"], 6 * 79)
+    # The fleet table's wave: 1,000 processes, a 2 s compile, default polls:
+    # 15 polls per wait (5+10+...+160 = 315 ms, then 200 ms each to 2115).
+    check("wave polls per wait, 2 s compile", st.polls(2000), 15)
+    check("wave misses of one program, 1,000 processes",
+          program_counts(1000, 2000.0, st)["miss"][0], 2 + 999 * 15)
     for f in fails:
         print("selftest: " + f, file=sys.stderr)
     print("selftest: %s" % ("FAILED" if fails else "ok"))
