@@ -410,12 +410,15 @@ def validate(args):
     procs, n_srv, kernels = (8, 3, 20) if args.quick else (16, 3, 40)
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     out = {"started": started, "runs": []}
-    rows = []
+    rows, details, warm = [], [], None
     for kill in (None, kernels // 2):
         run = fm.run_fleet(kj, rs, procs, n_srv, kernels, kill_at=kill, sizes=True,
                            warm_probe=kill is None)
+        warm = run["warm_load_ms"] = run["warm_load_ms"] or warm  # measured in the first run
         out["runs"].append(run)
-        rows += compare(run, args)
+        r, d = compare(run, args)
+        rows += r
+        details += d
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)
@@ -430,6 +433,14 @@ def validate(args):
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(r)
+    print()
+    print("Per server, predicted / measured (commands from INFO commandstats, bytes from "
+          "total_net_input_bytes / total_net_output_bytes, the INFO connection's own traffic "
+          "taken out):\n")
+    print("| run | server | entries | GET | SET | EVAL | DEL | bytes in | bytes out |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in details:
+        print(d)
     print()
     return 0
 
@@ -497,6 +508,18 @@ def compare(run, args):
         row(name, p, m, note="worst server %.1f %%" % worst)
     conn_p = sum(connections(procs, True) for s in servers)
     conn_m = sum(run["held"][s]["connected_clients"] for s in servers)
+    details = []
+    for s in servers:
+        cells = []
+        for f in ("get", "set", "eval", "del", "net_in", "net_out"):
+            p, m = pred.get(s, {}).get(f, 0.0), meas[s].get(f, 0)
+            cells.append("%s / %s (%+.1f %%)" % (fmt(p), fmt(m), pct(p, m)) if m else
+                         "%s / %s" % (fmt(p), fmt(m)))
+        ent = run["per_server"][s]["keys_hold"]
+        if kill is not None and s != run["killed"]:
+            ent = "%d + %d" % (ent, run["per_server"][s]["keys_end"] - ent)
+        details.append("| %s | %s%s | %s | %s |" % (label, s, " (killed)" if s == run["killed"]
+                                                    else "", ent, " | ".join(cells)))
     row("connections held (connected_clients, at the hold point)", conn_p, conn_m,
         note="%d per server: one pooled per process, no renewal (compiles < lease_ms/3)" % procs)
     rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
@@ -504,7 +527,7 @@ def compare(run, args):
                 "predicted | report | report | %.1f s run; %d waits predicted |"
                 % (label, c_mean, compiles, load_ms, work, timing.wake_ms,
                    tot["polls"] / max(tot["waits"], 1), run["seconds"], tot["waits"]))
-    return rows
+    return rows, details
 
 
 def fmt(v):
