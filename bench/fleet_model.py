@@ -493,6 +493,8 @@ def compare(run, args):
 
     row("compiles (fleet)", float(kernels), sum(r["compiles"] for r in reports),
         target="exactly", exact=True, note="one per kernel: %d kernels" % kernels)
+    row("lookups that waited for another's lease (kernel_jit lock_waits)", tot["waits"],
+        sum(r["lock_waits"] for r in reports), note="%d lookups in all" % (procs * kernels))
     for cmd in ("get", "set", "eval", "del"):
         p = sum(pred[s].get(cmd, 0) for s in servers)
         m = sum(meas[s].get(cmd, 0) for s in servers)
@@ -531,7 +533,9 @@ def compare(run, args):
 
 
 def fmt(v):
-    return "%.0f" % v if abs(v) >= 100 else "%.1f" % v
+    if float(v).is_integer() or abs(v) >= 100:
+        return "%.0f" % v
+    return "%.1f" % v
 
 
 # ------------------------------------------------------------ self-check
