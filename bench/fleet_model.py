@@ -425,8 +425,8 @@ def validate(args):
     print("### fleet_model: the fleet model against a measured fleet (issue 24)\n")
     print("`bench/fleet_model.py validate%s` at %s: %d kernel_jit processes x %d local "
           "redis-server, %d kernels each, all started together; the model fed the run's own "
-          "compile, load and per-kernel times.  Predicted vs measured per server, summed over "
-          "the servers (per-server figures in docs/fleet.md); within 10 %% is met.\n"
+          "compile, load and per-kernel times.  Predicted vs measured, summed over the servers "
+          "(per server below); within 10 %% is met.\n"
           % (" --quick" if args.quick else "", started, procs, n_srv, kernels))
     print("| figure | measured (median) | baseline (median) | ratio: median [min, max] (reps) "
           "| target | status | notes |")
