@@ -198,11 +198,13 @@ class WakeProbe(threading.Thread):
 
 
 def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None, kill_index=1,
-              sizes=True, warm_probe=False):
+              sizes=True, warm_probe=False, rerun=0):
     """Run the fleet once.  kill_at: None, or the kernel count after which
     every process holds (--hold-after) while server kill_index is SIGKILLed.
     Without kill_at every process holds after its last kernel, so the
     servers' connected_clients is read while every connection is open.
+    rerun: after a kill, that many new processes started together walk
+    every kernel again (what the lost server's entries cost).
     Returns a dict of the measurements (see fleet_model.py)."""
     scratch = tempfile.mkdtemp(prefix="ccache-fleet.")
     servers = []
@@ -246,8 +248,20 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
         t_end = time.monotonic()
         wake_ms = probe.mean()
         live = [s for i, s in enumerate(servers) if not (kill_at and i == kill_index)]
+        end_sizes = {}
         for s in live:
             s.snap("end")
+            end_sizes[s.addr] = s.conn.sizes() if sizes else {}
+        rerun_reports = []
+        if kill_at and rerun:
+            rargv = argv[:4] + argv[6:]
+            late = [subprocess.Popen(rargv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env) for _ in range(rerun)]
+            for c in late:
+                out, err = c.communicate()
+                if c.returncode != 0:
+                    raise RuntimeError("kernel_jit (rerun) exited %d: %s" % (c.returncode, err))
+                rerun_reports.append(json.loads(out))
         warm = None
         if warm_probe:  # one more process, every kernel a hit: the load time alone
             p = subprocess.run(argv[:4] + argv[6:], capture_output=True, text=True, env=env)
@@ -258,15 +272,17 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
                   "seconds_to_hold": t_hold - t0, "seconds": t_end - t0,
                   "reports": reports, "held": {a: {k: v for k, v in h.items() if k != "sizes"}
                                                for a, h in held.items()},
-                  "per_server": {}, "warm": warm, "wake_late_ms": wake_ms,
+                  "per_server": {}, "warm": warm, "rerun": rerun_reports, "wake_late_ms": wake_ms,
                   "warm_load_ms": warm["acquire_ms"] / kernels if warm else None}
         for i, s in enumerate(servers):
             r = {"phase1": delta(s, "start", "hold")}
             if s in live:
                 r["phase2"] = delta(s, "hold", "end")
                 r["keys_end"] = keys_on(s)
+                if rerun_reports:
+                    r["keys_after_rerun"] = int(s.conn.command("DBSIZE")[0])
                 if sizes:
-                    end = s.conn.sizes()
+                    end = end_sizes[s.addr]
                     r["sizes"] = sorted(end.values())
                     r["sizes_new"] = sorted(v for k, v in end.items()
                                             if k not in held[s.addr]["sizes"])

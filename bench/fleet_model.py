@@ -374,6 +374,7 @@ def table_md():
 
 
 # ------------------------------------------------------------ validation
+RERUN = 4  # processes started after the kill run, to count what the loss cost
 def find(path_opts):
     for p in path_opts:
         if p and os.path.isfile(p) and os.access(p, os.X_OK):
@@ -413,7 +414,7 @@ def validate(args):
     rows, details, warm = [], [], None
     for kill in (None, kernels // 2):
         run = fm.run_fleet(kj, rs, procs, n_srv, kernels, kill_at=kill, sizes=True,
-                           warm_probe=kill is None)
+                           warm_probe=kill is None, rerun=RERUN if kill else 0)
         warm = run["warm_load_ms"] = run["warm_load_ms"] or warm  # measured in the first run
         out["runs"].append(run)
         r, d = compare(run, args)
@@ -510,6 +511,18 @@ def compare(run, args):
         row(name, p, m, note="worst server %.1f %%" % worst)
     conn_p = sum(connections(procs, True) for s in servers)
     conn_m = sum(run["held"][s]["connected_clients"] for s in servers)
+    if run.get("rerun"):
+        lost = run["per_server"][run["killed"]]["keys_hold"]
+        rr = run["rerun"]
+        row("the server's loss: %d new processes started together after the run, compiles "
+            "(its entries lost)" % len(rr), lost, sum(r["compiles"] for r in rr),
+            target="exactly", exact=True,
+            note="%d entries were on the killed server: each compiled once more, on its fallback"
+            % lost)
+        row("the server's loss: those processes' tier hits", len(rr) * kernels - lost,
+            sum(r["tier_hits"] for r in rr), target="exactly", exact=True,
+            note="every other kernel loaded; entries on the survivors after: %d"
+            % sum(run["per_server"][s].get("keys_after_rerun", 0) for s in servers))
     details = []
     for s in servers:
         cells = []
