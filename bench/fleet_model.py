@@ -8,12 +8,14 @@ checked against a measured fleet on this machine (issue 24).
       every server up and once with one killed mid-run; each server measured
       with INFO (commandstats, total_net_input_bytes/total_net_output_bytes,
       connected_clients, total_connections_received), the model fed the
-      compile and load times measured in the same run; prints bench/run rows
-      (predicted vs measured).  --quick: 8 processes, 20 kernels.
+      compile and load times measured in the same run; then, after the kill,
+      4 new processes walk every kernel again (the loss's cost); prints
+      bench/run rows (predicted vs measured).  --quick: 8 processes, 20
+      kernels.
       Exit 0 (a figure off by more than 10 % is MISSED in the table, not an
       error), 1 on a failed run, 77 if redis-server or kernel_jit is missing.
-  fleet_model.py table [--markdown]
-      the fleet tables of docs/fleet.md (1,000 x 10, 100,000 x 64).
+  fleet_model.py table
+      the fleet tables of docs/fleet.md (1,000 x 10, 100,000 x 64), markdown.
   fleet_model.py selftest
       the model on fixed inputs against counts worked out by hand (exit 1
       if one differs).
