@@ -372,6 +372,25 @@ def table_md():
                             "{:,}".format(int(r["f_limit_out_1048576"])),
                             "{:,}".format(int(r["f_limit_conns"]))))
         lines.append("")
+    lines.append("Connections per server (every process connects to every server: a lookup that "
+                 "misses reads them all), by threads missing at once per process and whether "
+                 "compiles outlast lease_ms/3 (a renewal connection per process per server):\n")
+    lines.append("| fleet | 1 thread | 8 threads | 16 threads (kept; at a peak) | 1 thread, "
+                 "renewing | 8 threads, renewing | `maxclients` for 8 threads, renewing "
+                 "(`ulimit -n` 32 more) |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for f in (1000, 100_000):
+        st = Settings()
+        cells = ["{:,}".format(connections(f, True, t, r, st.idle_max))
+                 for t, r in ((1, 0), (8, 0), (16, 0), (1, 1), (8, 1))]
+        cells[2] += "; %s" % "{:,}".format(connections(f, True, 16, 0, 16))
+        lines.append("| %s processes | %s | %s |"
+                     % ("{:,}".format(f), " | ".join(cells),
+                        "{:,}".format(connections(f, True, 8, 1, st.idle_max))))
+    lines.append("")
+    lines.append("(16 threads: 8 idle connections are kept per server; callers past 8 connect, "
+                 "run one command and close, so at a peak the server holds 16 per process and "
+                 "sees connects and closes at the rate of those commands.)")
     return "\n".join(lines)
 
 
