@@ -475,13 +475,13 @@ def validate(args):
     for r in rows:
         print(r)
     print()
+    # Indented (a code block): bench/run's summary takes every line starting "| ".
     print("Per server, predicted / measured (commands from INFO commandstats, bytes from "
           "total_net_input_bytes / total_net_output_bytes, the INFO connection's own traffic "
           "taken out):\n")
-    print("| run | server | entries | GET | SET | EVAL | DEL | bytes in | bytes out |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("    run | server | entries | GET | SET | EVAL | DEL | bytes in | bytes out")
     for d in details:
-        print(d)
+        print("    " + d.strip("| "))
     print()
     return 0
 
