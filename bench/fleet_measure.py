@@ -197,6 +197,31 @@ class WakeProbe(threading.Thread):
         return sum(self.late) / len(self.late) if self.late else 0.0
 
 
+class PingProbe(threading.Thread):
+    """The round trip of a command on this machine while the fleet runs:
+    PING to a redis-server of its own (not one of the fleet's, so their
+    counts stay the fleet's), every 2 ms; the mean, ms."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.conn = Info(port)
+        self.stop = threading.Event()
+        self.rtt = []
+
+    def run(self):
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            self.conn.command("PING")
+            self.rtt.append((time.monotonic() - t0) * 1e3)
+            time.sleep(0.002)
+
+    def mean(self):
+        self.stop.set()
+        self.join()
+        self.conn.close()
+        return sum(self.rtt) / len(self.rtt) if self.rtt else 0.0
+
+
 def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None, kill_index=1,
               sizes=True, warm_probe=False, rerun=0):
     """Run the fleet once.  kill_at: None, or the kernel count after which
@@ -208,12 +233,15 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
     Returns a dict of the measurements (see fleet_model.py)."""
     scratch = tempfile.mkdtemp(prefix="ccache-fleet.")
     servers = []
+    extras = []  # the probe's server
     children = []
     try:
         for _ in range(n_servers):
             servers.append(Server(redis_server, scratch))
         for s in servers:
             s.snap("start")
+        pinged = Server(redis_server, scratch)  # the round-trip probe's own server
+        extras.append(pinged)
         hold = kill_at if kill_at else kernels
         argv = [kernel_jit, "--json", "--kernels", str(kernels), "--hold-after", str(hold),
                 "--redis", ",".join(s.addr for s in servers)]
@@ -221,6 +249,8 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
         t0 = time.monotonic()
         probe = WakeProbe()
         probe.start()
+        ping = PingProbe(pinged.port)
+        ping.start()
         for _ in range(procs):
             children.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, text=True, env=env))
@@ -247,6 +277,8 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
             reports.append(json.loads(out))
         t_end = time.monotonic()
         wake_ms = probe.mean()
+        rtt_ms = ping.mean()
+        pinged.stop()
         live = [s for i, s in enumerate(servers) if not (kill_at and i == kill_index)]
         end_sizes = {}
         for s in live:
@@ -272,7 +304,7 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
                   "seconds_to_hold": t_hold - t0, "seconds": t_end - t0,
                   "reports": reports, "held": {a: {k: v for k, v in h.items() if k != "sizes"}
                                                for a, h in held.items()},
-                  "per_server": {}, "warm": warm, "rerun": rerun_reports, "wake_late_ms": wake_ms,
+                  "per_server": {}, "warm": warm, "rerun": rerun_reports, "wake_late_ms": wake_ms, "rtt_ms": rtt_ms,
                   "warm_load_ms": warm["acquire_ms"] / kernels if warm else None}
         for i, s in enumerate(servers):
             r = {"phase1": delta(s, "start", "hold")}
@@ -295,6 +327,6 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
             if c.poll() is None:
                 c.kill()
                 c.wait()
-        for s in servers:
+        for s in servers + extras:
             s.stop()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -492,7 +492,8 @@ def compare(run, args):
     procs, kernels, kill = run["procs"], run["kernels"], run["kill_at"]
     compiles, c_mean, work = feed(reports, kernels)
     load_ms = run.get("warm_load_ms") or 1.0
-    timing = Timing(c_mean, load_ms=load_ms, work_ms=work, wake_ms=run["wake_late_ms"])
+    timing = Timing(c_mean, load_ms=load_ms, work_ms=work, wake_ms=run["wake_late_ms"],
+                    rtt_ms=run.get("rtt_ms") or 0.2)
     st = Settings()
     servers = run["servers"]
     homes, sizes, live_sets = [], [], []
@@ -578,9 +579,10 @@ def compare(run, args):
     row("connections held (connected_clients, at the hold point)", conn_p, conn_m,
         note="%d per server: one pooled per process, no renewal (compiles < lease_ms/3)" % procs)
     rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
-                "other work %.2f ms per kernel, a sleep wakes %.2f ms late | | polls per wait %.2f "
+                "other work %.2f ms per kernel, a sleep wakes %.2f ms late, a command's round trip "
+                "%.2f ms | | polls per wait %.2f "
                 "predicted | report | report | %.1f s run; %d waits predicted |"
-                % (label, c_mean, compiles, load_ms, work, timing.wake_ms,
+                % (label, c_mean, compiles, load_ms, work, timing.wake_ms, timing.rtt_ms,
                    tot["polls"] / max(tot["waits"], 1), run["seconds"], tot["waits"]))
     return rows, details
 
