@@ -31,7 +31,8 @@ typedef struct kj_jit {
   ccache_codec codec; /* loads fresh compiles and tier hits alike */
   char runtime_tag[640];
   /* Measurements, one sample per event (sized for every kernel of a run). */
-  double *compile_ms; /* each compile callback: codegen + cc + load */
+  double *compile_ms;      /* each compile callback: codegen + cc + load */
+  ccache_key *compile_key; /* the program key of each, in the same order */
   size_t n_compiles;
   double *tier_us; /* each get whose program came from a tier: fetch + check + load */
   size_t n_tier_loads;
