@@ -45,6 +45,7 @@ static int compile_kernel(void *ud, ccache *c, ccache_key pkey, void **native_ou
   free(bytes);
   if (rc == 0 && j->n_compiles < KJ_MAX_KERNELS) {
     j->compile_key[j->n_compiles] = pkey;
+    j->compile_nth[j->n_compiles] = j->n_gets - 1;
     j->compile_ms[j->n_compiles++] = now_ms() - t0;
   }
   return rc;
@@ -119,9 +120,10 @@ int kj_jit_open(kj_jit *j, const kj_jit_options *o, char *err, size_t errlen) {
   j->codec = kj_codec(&j->codec_state);
   j->compile_ms = calloc(KJ_MAX_KERNELS, sizeof *j->compile_ms);
   j->compile_key = calloc(KJ_MAX_KERNELS, sizeof *j->compile_key);
+  j->compile_nth = calloc(KJ_MAX_KERNELS, sizeof *j->compile_nth);
   j->tier_us = calloc(KJ_MAX_KERNELS, sizeof *j->tier_us);
   int rc = KJ_JIT_EFAIL;
-  if (!j->compile_ms || !j->compile_key || !j->tier_us)
+  if (!j->compile_ms || !j->compile_key || !j->compile_nth || !j->tier_us)
     snprintf(err, errlen, "out of memory");
   else
     rc = open_cache(j, o, err, errlen);
@@ -135,9 +137,11 @@ void kj_jit_close(kj_jit *j) {
   kj_compiler_close(&j->cc);
   free(j->compile_ms);
   free(j->compile_key);
+  free(j->compile_nth);
   free(j->tier_us);
   j->compile_ms = j->tier_us = NULL;
   j->compile_key = NULL;
+  j->compile_nth = NULL;
 }
 
 static uint64_t tier_hits(ccache *c) {
@@ -148,6 +152,7 @@ static uint64_t tier_hits(ccache *c) {
 
 int kj_jit_get(kj_jit *j, kj_spec s, ccache_program **out) {
   uint64_t hits_before = tier_hits(j->cache);
+  j->n_gets++;
   double t0 = now_ms();
   ccache_key pkey;
   int rc = kj_program_key(s, &j->cc, &pkey);

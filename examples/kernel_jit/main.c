@@ -107,9 +107,12 @@ int main(int argc, char **argv) {
   /* The report keeps the compiles in order; the median sorts a copy. */
   double *compiled_ms = j.compile_ms;
   ccache_key *compiled_key = j.compile_key;
+  uint32_t *compiled_nth = j.compile_nth;
   j.compile_ms = calloc(KJ_MAX_KERNELS, sizeof *j.compile_ms);
   j.compile_key = NULL;
+  j.compile_nth = NULL;
   if (j.compile_ms) memcpy(j.compile_ms, compiled_ms, j.n_compiles * sizeof *j.compile_ms);
+  r.compiled_nth = compiled_nth;
   r.compiled_key = compiled_key;
   r.compiled_ms = compiled_ms;
   r.n_compiled = j.compile_ms ? j.n_compiles : 0;
@@ -124,6 +127,7 @@ int main(int argc, char **argv) {
     kj_report_human(stdout, &r);
   free(compiled_ms);
   free(compiled_key);
+  free(compiled_nth);
   if (rc != 0) return 1;
   return r.mismatches ? 1 : 0;
 }

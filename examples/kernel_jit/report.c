@@ -54,11 +54,13 @@ void kj_report_json(FILE *f, const kj_report *r) {
   fprintf(f, "\"wait_ms_max\": %" PRIu64 ", ", s->tier_wait_ms_max);
   json_num(f, "compile_ms_median", r->compile_ms_median, ", ");
   fprintf(f, "\"compile_ms_total\": %.3f, ", r->compile_ms_total);
-  fprintf(f, "\"compile_ms_by_key\": {");
+  fprintf(f, "\"compiled\": [");
   for (size_t i = 0; i < r->n_compiled; i++)
-    fprintf(f, "%s\"%016" PRIx64 "%016" PRIx64 "\": %.3f", i ? ", " : "", r->compiled_key[i].hi,
-            r->compiled_key[i].lo, r->compiled_ms[i]);
-  fprintf(f, "}, ");
+    fprintf(f,
+            "%s{\"kernel\": %" PRIu32 ", \"key\": \"%016" PRIx64 "%016" PRIx64 "\", \"ms\": %.3f}",
+            i ? ", " : "", r->compiled_nth[i], r->compiled_key[i].hi, r->compiled_key[i].lo,
+            r->compiled_ms[i]);
+  fprintf(f, "], ");
   json_num(f, "tier_load_us_median", r->tier_load_us_median, ", ");
   fprintf(f, "\"checksum\": \"%s\", ", r->checksum);
   fprintf(f, "\"mismatches\": %" PRIu32 ", ", r->mismatches);

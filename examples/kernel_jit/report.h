@@ -15,8 +15,10 @@ typedef struct kj_report {
   ccache_stats stats;
   double compile_ms_median; /* NAN: nothing compiled */
   double compile_ms_total;  /* every compile callback's time, summed (0: none) */
-  /* Each compile of this process: its program key and callback time, ms
-   * (n_compiled of each; owned by the caller). */
+  /* Each compile of this process: which kernel of the run (0 first), its
+   * program key and callback time, ms (n_compiled of each; owned by the
+   * caller). */
+  const uint32_t *compiled_nth;
   const ccache_key *compiled_key;
   const double *compiled_ms;
   size_t n_compiled;
