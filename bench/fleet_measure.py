@@ -172,6 +172,12 @@ def delta(server, a, b):
             int(fa["total_connections_received"])}
 
 
+def program_key(name):
+    """The program key (32 hex digits) of an entry's key name,
+    <prefix>:<namespace>:<program key> (tier_redis.c)."""
+    return name.decode().rsplit(":", 1)[1]
+
+
 def keys_on(server):
     return int(server.snaps[-1][1].get("db0", "keys=0").split(",")[0].split("=")[1])
 
@@ -320,6 +326,11 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
                                             if k not in held[s.addr]["sizes"])
             r["keys_hold"] = held[s.addr]["keys"]
             r["sizes_hold"] = sorted(held[s.addr]["sizes"].values())
+            # {program key (32 hex digits): entry bytes}, at the hold point
+            # and at the end: which server is each program's home.
+            r["entries_hold"] = {program_key(k): v for k, v in held[s.addr]["sizes"].items()}
+            if s in live and sizes:
+                r["entries_end"] = {program_key(k): v for k, v in end_sizes[s.addr].items()}
             result["per_server"][s.addr] = r
         return result
     finally:

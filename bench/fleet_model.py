@@ -89,9 +89,17 @@ class Settings:
     """The tier's options that the model depends on (ccache_redis_options
     defaults, include/ccache/tier.h)."""
 
-    def __init__(self, lease_ms=10000, poll_ms=5, poll_max_ms=200, wait_ms=120000, idle_max=8):
+    def __init__(self, lease_ms=10000, poll_ms=5, poll_max_ms=200, wait_ms=120000, idle_max=8,
+                 poll_home_only=False):
         self.lease_ms, self.poll_ms, self.poll_max_ms = lease_ms, poll_ms, poll_max_ms
         self.wait_ms, self.idle_max = wait_ms, idle_max
+        # The hook for a change of the Redis tier's polling: True if a
+        # waiter's poll (the lookup after each sleep) reads only the key's
+        # home server.  False is the current code: a poll is a lookup like
+        # any other, and when it misses it reads on past the home server,
+        # one GET on every live server (tier.c lock_one -> load ->
+        # tier_redis.c op_get).
+        self.poll_home_only = poll_home_only
 
     def polls(self, wait):
         """Polls (lookups after a sleep) of a waiter whose wait lasts `wait`
@@ -122,21 +130,29 @@ class Timing:
         self.start_spread_ms = start_spread_ms
 
 
-def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, live_after=None):
+def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, live_after=None,
+                  costs=None):
     """One run of a fleet of `procs` single-threaded processes that each
     obtain kernels 0..kernels-1 in order, all starting together (a deploy
     wave), each program compiled by whoever first takes its lease.  live:
     live servers; with hold_at, every process stops after hold_at kernels
     until all have, and kernels from hold_at on see live_after servers.
+    costs: each kernel's compile time, ms (the validation feeds the ones
+    measured in the same run); None: drawn from a lognormal of
+    timing.compile_ms, timing.compile_cv.
     Returns per-kernel counts (lists indexed by kernel):
       miss   lookups that missed (each one GET on every live server)
+      poll_miss  those of them that were a waiter's poll
       hit    lookups that hit (one GET, on the key's server)
       setnx_ok, setnx_busy, compiles, releases, renewals."""
-    c = {k: [0] * kernels for k in ("miss", "hit", "setnx_ok", "setnx_busy", "compiles",
-                                     "releases", "renewals", "waits", "polls")}
-    sigma = math.sqrt(math.log(1 + timing.compile_cv ** 2))
-    mu = math.log(timing.compile_ms) - sigma ** 2 / 2
-    cost = [rng.lognormvariate(mu, sigma) for _ in range(kernels)]
+    c = {k: [0] * kernels for k in ("miss", "poll_miss", "hit", "setnx_ok", "setnx_busy",
+                                     "compiles", "releases", "renewals", "waits", "polls")}
+    if costs is None:
+        sigma = math.sqrt(math.log(1 + timing.compile_cv ** 2))
+        mu = math.log(timing.compile_ms) - sigma ** 2 / 2
+        cost = [rng.lognormvariate(mu, sigma) for _ in range(kernels)]
+    else:
+        cost = list(costs)
     pub = [math.inf] * kernels  # when each entry is readable
     free_at = [0.0] * kernels  # when its lease is free (inf while held)
     r = timing.rtt_ms
@@ -178,7 +194,9 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
                 next_kernel(t + r + timing.load_ms + timing.work_ms, p, k)
                 continue
             c["miss"][k] += 1
-            t += s * r
+            if state == "poll":
+                c["poll_miss"][k] += 1
+            t += (1 if state == "poll" and settings.poll_home_only else s) * r
             if state == "recheck":  # ours to compile
                 c["compiles"][k] += 1
                 took = t
@@ -219,11 +237,13 @@ def per_server(counts, homes, sizes, live_sets, settings):
 
     for k, h in enumerate(homes):
         e = sizes[k]
+        polled = counts.get("poll_miss", [0] * len(homes))[k]
         for s in live_sets[k]:
             x = srv(s)
-            x["get"] += counts["miss"][k]
-            x["net_in"] += counts["miss"][k] * ob["get_miss"][0]
-            x["net_out"] += counts["miss"][k] * ob["get_miss"][1]
+            n = counts["miss"][k] - (polled if settings.poll_home_only and s != h else 0)
+            x["get"] += n
+            x["net_in"] += n * ob["get_miss"][0]
+            x["net_out"] += n * ob["get_miss"][1]
         x = srv(h)
         hits, ok, busy = counts["hit"][k], counts["setnx_ok"][k], counts["setnx_busy"][k]
         rel, ren, st = counts["releases"][k], counts["renewals"][k], counts["compiles"][k]
@@ -242,7 +262,7 @@ def per_server(counts, homes, sizes, live_sets, settings):
 
 
 def predict_wave(procs, kernels, homes, sizes, live_sets, timing, settings, hold_at=None,
-                 reps=40, seed=1):
+                 reps=40, seed=1, costs=None):
     """The mean over `reps` simulated runs: per-server figures, and fleet
     totals (compiles, waits, polls)."""
     rng = random.Random(seed)
@@ -250,7 +270,8 @@ def predict_wave(procs, kernels, homes, sizes, live_sets, timing, settings, hold
     live_after = len(live_sets[-1])
     acc, tot = {}, {}
     for _ in range(reps):
-        c = simulate_wave(procs, kernels, live, timing, settings, rng, hold_at, live_after)
+        c = simulate_wave(procs, kernels, live, timing, settings, rng, hold_at, live_after,
+                          costs)
         for s, fig in per_server(c, homes, sizes, live_sets, settings).items():
             a = acc.setdefault(s, {})
             for f, v in fig.items():
@@ -415,6 +436,13 @@ def table_md():
 
 # ------------------------------------------------------------ validation
 RERUN = 4  # processes started after the kill run, to count what the loss cost
+# Kernels each process walks: 120 puts ~40 programs on each of 3 servers, so
+# the smallest per-server count (EVAL: one release per program there, plus
+# the few waiters that took a lease just freed) is ~40 and one command more
+# or less is 2.5 %, not the 7-10 % of 40 kernels (~13 per server).  About
+# 15 s per run (120 compiles of ~110 ms, one after another: the fleet waits
+# on each) on this machine.
+KERNELS = 120
 def find(path_opts):
     for p in path_opts:
         if p and os.path.isfile(p) and os.access(p, os.X_OK):
@@ -448,7 +476,8 @@ def validate(args):
         print("fleet_model: %s not found" % ("kernel_jit" if not kj else "redis-server"),
               file=sys.stderr)
         return 77
-    procs, n_srv, kernels = (8, 3, 20) if args.quick else (16, 3, 40)
+    procs, n_srv, kernels = (8, 3, 20) if args.quick else (16, 3, KERNELS)
+    kernels = args.kernels or kernels
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     out = {"started": started, "runs": []}
     rows, details, warm = [], [], None
@@ -479,11 +508,43 @@ def validate(args):
     print("Per server, predicted / measured (commands from INFO commandstats, bytes from "
           "total_net_input_bytes / total_net_output_bytes, the INFO connection's own traffic "
           "taken out):\n")
-    print("    run | server | entries | GET | SET | EVAL | DEL | bytes in | bytes out")
+    print("    run | server | entries | GET | SET | EVAL | DEL | bytes in | bytes out "
+          "| connections | within 10 % each")
     for d in details:
         print("    " + d.strip("| "))
     print()
     return 0
+
+
+def placement(run):
+    """Per kernel of the run, in its index order: the server its entry and
+    lease are on (found by its program key among the servers' key names, so
+    the rendezvous order over this run's server addresses is the one the
+    tier used), its entry bytes, the servers a lookup that misses reads, and
+    its compile time (measured: kernel_jit's compiled[] of whoever compiled
+    it)."""
+    servers, kill = run["servers"], run["kill_at"]
+    alive = [s for s in servers if s != run["killed"]]
+    by_kernel = {}
+    for r in run["reports"]:
+        for c in r["compiled"]:
+            by_kernel[c["kernel"]] = c
+    homes, sizes, live_sets, costs = [], [], [], []
+    for k in range(run["kernels"]):
+        c = by_kernel.get(k)
+        if c is None:
+            raise RuntimeError("kernel %d: compiled by no process" % k)
+        after = kill is not None and k >= kill
+        where = [(s, run["per_server"][s]["entries_end" if after else "entries_hold"])
+                 for s in (alive if after else servers)]
+        home = [(s, e[c["key"]]) for s, e in where if c["key"] in e]
+        if len(home) != 1:
+            raise RuntimeError("kernel %d (%s): on %d servers" % (k, c["key"], len(home)))
+        homes.append(home[0][0])
+        sizes.append(home[0][1])
+        live_sets.append(alive if after else servers)
+        costs.append(c["ms"])
+    return homes, sizes, live_sets, costs
 
 
 def compare(run, args):
@@ -496,21 +557,9 @@ def compare(run, args):
                     rtt_ms=run.get("rtt_ms") or 0.2)
     st = Settings()
     servers = run["servers"]
-    homes, sizes, live_sets = [], [], []
-    if kill is None:
-        for s in servers:
-            for e in run["per_server"][s]["sizes"]:
-                homes.append(s), sizes.append(e), live_sets.append(servers)
-    else:
-        dead = run["killed"]
-        alive = [s for s in servers if s != dead]
-        for s in servers:  # the first half: where the entries were at the kill
-            for e in run["per_server"][s]["sizes_hold"]:
-                homes.append(s), sizes.append(e), live_sets.append(servers)
-        for s in alive:  # the second half: the entries added since
-            for e in run["per_server"][s]["sizes_new"]:
-                homes.append(s), sizes.append(e), live_sets.append(alive)
-    pred, tot = predict_wave(procs, kernels, homes, sizes, live_sets, timing, st, hold_at=kill)
+    homes, sizes, live_sets, costs = placement(run)
+    pred, tot = predict_wave(procs, kernels, homes, sizes, live_sets, timing, st, hold_at=kill,
+                             costs=costs)
     meas = {}
     for s in servers:
         m = meas.setdefault(s, {"get": 0, "set": 0, "eval": 0, "del": 0, "pexpire": 0,
@@ -565,17 +614,31 @@ def compare(run, args):
             note="every other kernel loaded; entries on the survivors after: %d"
             % sum(run["per_server"][s].get("keys_after_rerun", 0) for s in servers))
     details = []
+    worst, missed = (0.0, ""), []
     for s in servers:
         cells = []
-        for f in ("get", "set", "eval", "del", "net_in", "net_out"):
-            p, m = pred.get(s, {}).get(f, 0.0), meas[s].get(f, 0)
-            cells.append("%s / %s (%+.1f %%)" % (fmt(p), fmt(m), pct(p, m)) if m else
-                         "%s / %s" % (fmt(p), fmt(m)))
+        figs = [(f, pred.get(s, {}).get(f, 0.0), meas[s].get(f, 0)) for f in PER_SERVER]
+        figs.append(("conns", float(connections(procs, True)),
+                     run["held"][s]["connected_clients"]))
+        for f, p, m in figs:
+            e = pct(p, m)
+            cells.append("%s / %s (%+.1f %%)" % (fmt(p), fmt(m), e))
+            if abs(e) > abs(worst[0]):
+                worst = (e, "%s on %s" % (f.upper(), s))
+            if abs(e) > 10.0:
+                missed.append("%s on %s %+.1f %%" % (f.upper(), s, e))
         ent = run["per_server"][s]["keys_hold"]
         if kill is not None and s != run["killed"]:
             ent = "%d + %d" % (ent, run["per_server"][s]["keys_end"] - ent)
-        details.append("| %s | %s%s | %s | %s |" % (label, s, " (killed)" if s == run["killed"]
-                                                    else "", ent, " | ".join(cells)))
+        details.append("| %s | %s%s | %s | %s | %s |"
+                       % (label, s, " (killed)" if s == run["killed"] else "", ent,
+                          " | ".join(cells), "MISSED" if any(
+                              abs(pct(p, m)) > 10.0 for _, p, m in figs) else "met"))
+    rows.append("| fleet model, %s: per server, every command type, bytes in/out and "
+                "connections | worst %+.1f %% (%s) | | %d figures | within 10 %% each | %s | %s |"
+                % (label, worst[0], worst[1], len(figs) * len(servers),
+                   "MISSED" if missed else "met",
+                   "; ".join(missed) if missed else "each server's figures in the block below"))
     row("connections held (connected_clients, at the hold point)", conn_p, conn_m,
         note="%d per server: one pooled per process, no renewal (compiles < lease_ms/3)" % procs)
     rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
@@ -585,6 +648,10 @@ def compare(run, args):
                 % (label, c_mean, compiles, load_ms, work, timing.wake_ms, timing.rtt_ms,
                    tot["polls"] / max(tot["waits"], 1), run["seconds"], tot["waits"]))
     return rows, details
+
+
+# The per-server figures checked (INFO commandstats names; bytes).
+PER_SERVER = ("get", "set", "eval", "del", "net_in", "net_out")
 
 
 def fmt(v):
@@ -651,6 +718,7 @@ def main():
     v.add_argument("--kernel-jit")
     v.add_argument("--redis-server")
     v.add_argument("--json")
+    v.add_argument("--kernels", type=int, help="kernels per process (default %d)" % KERNELS)
     sub.add_parser("table")
     sub.add_parser("selftest")
     args = ap.parse_args()
