@@ -206,26 +206,62 @@ class WakeProbe(threading.Thread):
 class PingProbe(threading.Thread):
     """The round trip of a command on this machine while the fleet runs:
     PING to a redis-server of its own (not one of the fleet's, so their
-    counts stay the fleet's), every 2 ms; the mean, ms."""
+    counts stay the fleet's), in bursts of BURST every 2 ms.  The first of a
+    burst follows a sleep (client and server both wake: "cold"); the others
+    follow a reply at once ("hot"), like the tier's commands within one
+    operation: a lookup's GET on each server, then SET NX; the holder's SET
+    of the entry, then its release.  Means, ms."""
+
+    BURST = 4
 
     def __init__(self, port):
         super().__init__(daemon=True)
         self.conn = Info(port)
         self.stop = threading.Event()
-        self.rtt = []
+        self.cold, self.hot = [], []
 
     def run(self):
         while not self.stop.is_set():
-            t0 = time.monotonic()
-            self.conn.command("PING")
-            self.rtt.append((time.monotonic() - t0) * 1e3)
+            for i in range(self.BURST):
+                t0 = time.monotonic()
+                self.conn.command("PING")
+                (self.hot if i else self.cold).append((time.monotonic() - t0) * 1e3)
             time.sleep(0.002)
 
-    def mean(self):
+    def means(self):
+        """(cold, hot) mean round trips, ms."""
         self.stop.set()
         self.join()
         self.conn.close()
-        return sum(self.rtt) / len(self.rtt) if self.rtt else 0.0
+
+        def m(v):
+            return sum(v) / len(v) if v else 0.0
+
+        return m(self.cold), m(self.hot)
+
+
+def warm_walk(argv, env, kernels):
+    """One process alone that loads every kernel (each a hit): its --json
+    report, and each kernel's own work (running and checking it, which
+    grows with the kernel's shape), ms: the time between its --verbose
+    lines, less the mean load.  (None, None) if it failed."""
+    p = subprocess.Popen(argv + ["--verbose"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    stamps = []
+    for line in p.stderr:  # one line per kernel, written as it is done
+        if line.startswith("kernel "):
+            stamps.append(time.monotonic())
+    out = p.stdout.read()
+    p.wait()
+    if p.returncode != 0 or len(stamps) != kernels:
+        return None, None
+    rep = json.loads(out)
+    load = rep["acquire_ms"] / kernels
+    gaps = [(b - a) * 1e3 - load for a, b in zip(stamps, stamps[1:])]
+    # The first kernel's line follows the process's start: take the
+    # smallest of the next (kernels 0-4 are the same shape).
+    work = [min(gaps[:4])] + gaps
+    return rep, [max(w, 0.01) for w in work]
 
 
 def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None, kill_index=1,
@@ -283,7 +319,7 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
             reports.append(json.loads(out))
         t_end = time.monotonic()
         wake_ms = probe.mean()
-        rtt_ms = ping.mean()
+        rtt_cold_ms, rtt_ms = ping.means()
         pinged.stop()
         live = [s for i, s in enumerate(servers) if not (kill_at and i == kill_index)]
         end_sizes = {}
@@ -301,17 +337,18 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
                     raise RuntimeError("kernel_jit (rerun) exited %d: %s" % (c.returncode, err))
                 rerun_reports.append(json.loads(out))
         warm = None
+        warm_work = None
         if warm_probe:  # one more process, every kernel a hit: the load time alone
-            p = subprocess.run(argv[:4] + argv[6:], capture_output=True, text=True, env=env)
-            if p.returncode == 0:
-                warm = json.loads(p.stdout)
+            warm, warm_work = warm_walk(argv[:4] + argv[6:], env, kernels)
         result = {"procs": procs, "servers": [s.addr for s in servers], "kernels": kernels,
                   "kill_at": kill_at, "killed": servers[kill_index].addr if kill_at else None,
                   "seconds_to_hold": t_hold - t0, "seconds": t_end - t0,
                   "reports": reports, "held": {a: {k: v for k, v in h.items() if k != "sizes"}
                                                for a, h in held.items()},
                   "per_server": {}, "warm": warm, "rerun": rerun_reports, "wake_late_ms": wake_ms, "rtt_ms": rtt_ms,
-                  "warm_load_ms": warm["acquire_ms"] / kernels if warm else None}
+                  "rtt_cold_ms": rtt_cold_ms,
+                  "warm_load_ms": warm["acquire_ms"] / kernels if warm else None,
+                  "warm_work_by_kernel": warm_work}
         for i, s in enumerate(servers):
             r = {"phase1": delta(s, "start", "hold")}
             if s in live:

@@ -124,8 +124,17 @@ class Timing:
     """Times of the validation's processes, ms (fed from the same run)."""
 
     def __init__(self, compile_ms, compile_cv=0.3, load_ms=1.0, work_ms=3.0, rtt_ms=0.2,
-                 start_spread_ms=20.0, wake_ms=0.0):
+                 start_spread_ms=20.0, wake_ms=0.0, cores=None):
         self.compile_ms, self.compile_cv, self.wake_ms = compile_ms, compile_cv, wake_ms
+        # cores None: every process's work between two kernels (running and
+        # checking the kernel) lasts work_ms.  A number: that work needs
+        # work_ms of CPU and the processes working at once share `cores`
+        # CPUs (processor sharing), so 15 waiters that find an entry
+        # together are slower to reach the next kernel than the one that
+        # compiled it (and went on alone while they slept).
+        self.cores = cores
+        # With cores: each kernel's own CPU ms of work (None: work_ms each).
+        self.work_by_kernel = None
         self.load_ms, self.work_ms, self.rtt_ms = load_ms, work_ms, rtt_ms
         self.start_spread_ms = start_spread_ms
 
@@ -165,6 +174,37 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
         seq += 1
 
     waiting_at_hold = []
+    working = {}  # process -> [CPU ms of work left, kernel]
+    clock = [0.0]  # when working's figures were last brought up to date
+    version = [0]  # of the one pending "done" event (older ones are stale)
+    c["work_ms"] = 0.0  # the simulated time every process spent working, summed
+
+    def rate():
+        return min(1.0, timing.cores / len(working)) if working else 1.0
+
+    def advance(t):
+        dt = t - clock[0]
+        if dt > 0 and working:
+            rt = rate()
+            for w in working.values():
+                w[0] -= dt * rt
+            c["work_ms"] += dt * len(working)
+        clock[0] = max(clock[0], t)
+
+    def work(t, p, k):
+        """p works on kernel k from t, then goes on to the next."""
+        if timing.cores is None:
+            c["work_ms"] += timing.work_ms
+            next_kernel(t + timing.work_ms, p, k)
+        else:
+            push(t, p, k, "work")
+
+    def reschedule(t):
+        version[0] += 1
+        if working:
+            rt = rate()
+            p, w = min(working.items(), key=lambda x: x[1][0])
+            push(t + max(w[0], 0.0) / rt, p, w[1], "done", version[0])
     for p in range(procs):
         push(rng.uniform(0, timing.start_spread_ms), p, 0, "lookup")
 
@@ -184,6 +224,19 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
 
     while q:
         t, _, p, k, state, delay = heapq.heappop(q)
+        if timing.cores is not None:
+            advance(t)
+            if state == "done":
+                if delay == version[0]:
+                    del working[p]
+                    reschedule(t)
+                    next_kernel(t, p, k)
+                continue
+            if state == "work":
+                working[p] = [timing.work_ms if timing.work_by_kernel is None
+                               else timing.work_by_kernel[k], k]
+                reschedule(t)
+                continue
         s = nlive(k)
         if state in ("lookup", "poll", "recheck"):
             if pub[k] <= t:
@@ -191,7 +244,7 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
                 if state == "recheck":  # took the lease after its holder published
                     c["releases"][k] += 1
                     free_at[k] = t + 2 * r
-                next_kernel(t + r + timing.load_ms + timing.work_ms, p, k)
+                work(t + r + timing.load_ms, p, k)
                 continue
             c["miss"][k] += 1
             if state == "poll":
@@ -205,7 +258,7 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
                 c["renewals"][k] += settings.renewals(pub[k] - took)
                 c["releases"][k] += 1
                 free_at[k] = pub[k] + r
-                next_kernel(free_at[k] + timing.work_ms, p, k)
+                work(free_at[k], p, k)
                 continue
             push(t, p, k, "lock", delay or settings.poll_ms)
         elif state == "lock":
@@ -480,11 +533,14 @@ def validate(args):
     kernels = args.kernels or kernels
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     out = {"started": started, "runs": []}
-    rows, details, warm = [], [], None
+    rows, details, warm, warm_work = [], [], None, None
     for kill in (None, kernels // 2):
         run = fm.run_fleet(kj, rs, procs, n_srv, kernels, kill_at=kill, sizes=True,
                            warm_probe=kill is None, rerun=RERUN if kill else 0)
         warm = run["warm_load_ms"] = run["warm_load_ms"] or warm  # measured in the first run
+        if run["warm"]:
+            warm_work = run["warm_work_by_kernel"]
+        run["warm_work_by_kernel"] = warm_work
         out["runs"].append(run)
         r, d = compare(run, args)
         rows += r
@@ -514,6 +570,28 @@ def validate(args):
         print("    " + d.strip("| "))
     print()
     return 0
+
+
+def calibrate_cores(procs, kernels, live_sets, timing, settings, hold_at, costs, target):
+    """The CPUs the fleet's work shared (processor sharing), such that a
+    process's simulated work per kernel is `target` ms (measured in the same
+    run: wall less acquire time, per kernel), each kernel's work needing
+    timing.work_ms of CPU (measured by one process alone after the run)."""
+    lo, hi = math.log(0.05), math.log(64.0)
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        timing.cores = math.exp(mid)
+        rng = random.Random(7)
+        got = 0.0
+        for _ in range(3):
+            c = simulate_wave(procs, kernels, len(live_sets[0]), timing, settings, rng, hold_at,
+                              len(live_sets[-1]), costs)
+            got += c["work_ms"] / (3 * procs * kernels)
+        if got > target:
+            lo = mid  # too slow: more CPUs
+        else:
+            hi = mid
+    return math.exp((lo + hi) / 2)
 
 
 def placement(run):
@@ -558,6 +636,12 @@ def compare(run, args):
     st = Settings()
     servers = run["servers"]
     homes, sizes, live_sets, costs = placement(run)
+    by_kernel = run.get("warm_work_by_kernel")
+    alone = sum(by_kernel) / len(by_kernel) if by_kernel else None
+    if alone and alone < work:  # the work shared the CPUs: find how many
+        timing.work_ms = alone
+        timing.work_by_kernel = by_kernel
+        timing.cores = calibrate_cores(procs, kernels, live_sets, timing, st, kill, costs, work)
     pred, tot = predict_wave(procs, kernels, homes, sizes, live_sets, timing, st, hold_at=kill,
                              costs=costs)
     meas = {}
@@ -642,10 +726,13 @@ def compare(run, args):
     row("connections held (connected_clients, at the hold point)", conn_p, conn_m,
         note="%d per server: one pooled per process, no renewal (compiles < lease_ms/3)" % procs)
     rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
-                "other work %.2f ms per kernel, a sleep wakes %.2f ms late, a command's round trip "
-                "%.2f ms | | polls per wait %.2f "
+                "other work %.2f ms per kernel (%s), a sleep wakes %.2f ms late, a command's round trip "
+                "%.2f ms (one after a reply; after a sleep %.2f ms) | | polls per wait %.2f "
                 "predicted | report | report | %.1f s run; %d waits predicted |"
-                % (label, c_mean, compiles, load_ms, work, timing.wake_ms, timing.rtt_ms,
+                % (label, c_mean, compiles, load_ms, work,
+                   "%.2f ms of it alone: %.2f CPUs shared" % (timing.work_ms, timing.cores)
+                   if timing.cores else "no sharing", timing.wake_ms, timing.rtt_ms,
+                   run.get("rtt_cold_ms") or 0.0,
                    tot["polls"] / max(tot["waits"], 1), run["seconds"], tot["waits"]))
     return rows, details
 
@@ -699,6 +786,13 @@ def selftest():
     check("three servers: GET on another", three["b"]["get"], 6)
     check("three servers: SET on another", three["b"]["set"], 0)
     check("three servers: bytes in on another", three["c"]["net_in"], 6 * 79)
+    # The hook: if a waiter's poll read only the key's home server, the 3
+    # polls that missed would be 3 GETs on "a" and none on "b" or "c".
+    check("two processes: polls that missed", sum(c["poll_miss"]), 3)
+    home = per_server(c, ["a"], [1000], [["a", "b", "c"]], Settings(poll_home_only=True))
+    check("polls read the home only: GET on the key's server", home["a"]["get"], 6 + 1 + 1)
+    check("polls read the home only: GET on another", home["b"]["get"], 6 - 3)
+    check("polls read the home only: bytes in on another", home["c"]["net_in"], 3 * 79)
     # The fleet table's wave: 1,000 processes, a 2 s compile, default polls:
     # 15 polls per wait (5+10+...+160 = 315 ms, then 200 ms each to 2115).
     check("wave polls per wait, 2 s compile", st.polls(2000), 15)
