@@ -3,15 +3,18 @@
 fleet of F processes needs: a model of what ccache's Redis tier sends,
 checked against a measured fleet on this machine (issue 24).
 
-  fleet_model.py validate [--quick] [--kernel-jit PATH] [--redis-server PATH] [--json FILE]
-      16 kernel_jit processes x 3 local redis-server instances, once with
-      every server up and once with one killed mid-run; each server measured
-      with INFO (commandstats, total_net_input_bytes/total_net_output_bytes,
-      connected_clients, total_connections_received), the model fed the
-      compile and load times measured in the same run; then, after the kill,
-      4 new processes walk every kernel again (the loss's cost); prints
-      bench/run rows (predicted vs measured).  --quick: 8 processes, 20
-      kernels.
+  fleet_model.py validate [--quick] [--kernels N] [--kernel-jit PATH] [--redis-server PATH]
+                          [--json FILE]
+      16 kernel_jit processes x 3 local redis-server instances, 120 kernels
+      each, once with every server up and once with one killed mid-run;
+      each server measured with INFO (commandstats, total_net_input_bytes/
+      total_net_output_bytes, connected_clients), the model fed from the
+      same run: each program's compile time and home server, each kernel's
+      work, the CPUs the work shares, the load time, sleep lateness and a
+      command's round trip; then, after the kill, 4 new processes walk every
+      kernel again (the loss's cost); prints bench/run rows (predicted vs
+      measured, for the fleet and per server, each figure within 10 %).
+      --quick: 8 processes, 20 kernels.
       Exit 0 (a figure off by more than 10 % is MISSED in the table, not an
       error), 1 on a failed run, 77 if redis-server or kernel_jit is missing.
   fleet_model.py table
