@@ -43,7 +43,11 @@ static int compile_kernel(void *ud, ccache *c, ccache_key pkey, void **native_ou
     snprintf(j->err, sizeof j->err, "%s", j->codec_state.err);
   free(src);
   free(bytes);
-  if (rc == 0 && j->n_compiles < KJ_MAX_KERNELS) j->compile_ms[j->n_compiles++] = now_ms() - t0;
+  if (rc == 0 && j->n_compiles < KJ_MAX_KERNELS) {
+    j->compile_key[j->n_compiles] = pkey;
+    j->compile_nth[j->n_compiles] = j->n_gets - 1;
+    j->compile_ms[j->n_compiles++] = now_ms() - t0;
+  }
   return rc;
 }
 
@@ -115,9 +119,11 @@ int kj_jit_open(kj_jit *j, const kj_jit_options *o, char *err, size_t errlen) {
            o->runtime_tag_extra ? "; " : "", o->runtime_tag_extra ? o->runtime_tag_extra : "");
   j->codec = kj_codec(&j->codec_state);
   j->compile_ms = calloc(KJ_MAX_KERNELS, sizeof *j->compile_ms);
+  j->compile_key = calloc(KJ_MAX_KERNELS, sizeof *j->compile_key);
+  j->compile_nth = calloc(KJ_MAX_KERNELS, sizeof *j->compile_nth);
   j->tier_us = calloc(KJ_MAX_KERNELS, sizeof *j->tier_us);
   int rc = KJ_JIT_EFAIL;
-  if (!j->compile_ms || !j->tier_us)
+  if (!j->compile_ms || !j->compile_key || !j->compile_nth || !j->tier_us)
     snprintf(err, errlen, "out of memory");
   else
     rc = open_cache(j, o, err, errlen);
@@ -130,8 +136,12 @@ void kj_jit_close(kj_jit *j) {
   j->cache = NULL;
   kj_compiler_close(&j->cc);
   free(j->compile_ms);
+  free(j->compile_key);
+  free(j->compile_nth);
   free(j->tier_us);
   j->compile_ms = j->tier_us = NULL;
+  j->compile_key = NULL;
+  j->compile_nth = NULL;
 }
 
 static uint64_t tier_hits(ccache *c) {
@@ -142,6 +152,7 @@ static uint64_t tier_hits(ccache *c) {
 
 int kj_jit_get(kj_jit *j, kj_spec s, ccache_program **out) {
   uint64_t hits_before = tier_hits(j->cache);
+  j->n_gets++;
   double t0 = now_ms();
   ccache_key pkey;
   int rc = kj_program_key(s, &j->cc, &pkey);

@@ -31,8 +31,11 @@ typedef struct kj_jit {
   ccache_codec codec; /* loads fresh compiles and tier hits alike */
   char runtime_tag[640];
   /* Measurements, one sample per event (sized for every kernel of a run). */
-  double *compile_ms; /* each compile callback: codegen + cc + load */
+  double *compile_ms;      /* each compile callback: codegen + cc + load */
+  ccache_key *compile_key; /* the program key of each, in the same order */
+  uint32_t *compile_nth;   /* and which kj_jit_get of the run it was (0 first) */
   size_t n_compiles;
+  uint32_t n_gets; /* kj_jit_get calls so far */
   double *tier_us; /* each get whose program came from a tier: fetch + check + load */
   size_t n_tier_loads;
   double acquire_ms; /* summed time of every kj_jit_get */

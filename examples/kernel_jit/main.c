@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,15 +103,31 @@ int main(int argc, char **argv) {
   ccache_stats_get(j.cache, &r.stats);
   for (uint32_t i = 0; progs && i < o.kernels; i++) ccache_program_release(j.cache, progs[i]);
   free(progs);
-  r.compile_ms_median = kj_median(j.compile_ms, j.n_compiles);
+  for (size_t i = 0; i < j.n_compiles; i++) r.compile_ms_total += j.compile_ms[i];
+  /* The report keeps the compiles in order; the median sorts a copy. */
+  double *compiled_ms = j.compile_ms;
+  ccache_key *compiled_key = j.compile_key;
+  uint32_t *compiled_nth = j.compile_nth;
+  j.compile_ms = calloc(KJ_MAX_KERNELS, sizeof *j.compile_ms);
+  j.compile_key = NULL;
+  j.compile_nth = NULL;
+  if (j.compile_ms) memcpy(j.compile_ms, compiled_ms, j.n_compiles * sizeof *j.compile_ms);
+  r.compiled_nth = compiled_nth;
+  r.compiled_key = compiled_key;
+  r.compiled_ms = compiled_ms;
+  r.n_compiled = j.compile_ms ? j.n_compiles : 0;
+  r.compile_ms_median = j.compile_ms ? kj_median(j.compile_ms, j.n_compiles) : NAN;
   r.tier_load_us_median = kj_median(j.tier_us, j.n_tier_loads);
   r.acquire_ms = j.acquire_ms;
   kj_jit_close(&j);
   r.wall_ms = now_ms() - t0;
-  if (rc != 0) return 1;
-  if (o.json)
+  if (rc == 0 && o.json)
     kj_report_json(stdout, &r);
-  else
+  else if (rc == 0)
     kj_report_human(stdout, &r);
+  free(compiled_ms);
+  free(compiled_key);
+  free(compiled_nth);
+  if (rc != 0) return 1;
   return r.mismatches ? 1 : 0;
 }

@@ -54,6 +54,14 @@ void kj_report_json(FILE *f, const kj_report *r) {
   fprintf(f, "\"lock_waits\": %" PRIu64 ", ", s->tier_lock_waits);
   fprintf(f, "\"wait_ms_max\": %" PRIu64 ", ", s->tier_wait_ms_max);
   json_num(f, "compile_ms_median", r->compile_ms_median, ", ");
+  fprintf(f, "\"compile_ms_total\": %.3f, ", r->compile_ms_total);
+  fprintf(f, "\"compiled\": [");
+  for (size_t i = 0; i < r->n_compiled; i++)
+    fprintf(f,
+            "%s{\"kernel\": %" PRIu32 ", \"key\": \"%016" PRIx64 "%016" PRIx64 "\", \"ms\": %.3f}",
+            i ? ", " : "", r->compiled_nth[i], r->compiled_key[i].hi, r->compiled_key[i].lo,
+            r->compiled_ms[i]);
+  fprintf(f, "], ");
   json_num(f, "tier_load_us_median", r->tier_load_us_median, ", ");
   fprintf(f, "\"checksum\": \"%s\", ", r->checksum);
   fprintf(f, "\"mismatches\": %" PRIu32 ", ", r->mismatches);
