@@ -182,6 +182,8 @@ typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
  * callbacks, ctx, alloc_ctx) must stay valid until ccache_close() returns
  * CCACHE_OK (for the default instance: until the process exits).
  */
+struct ccache_trust; /* ccache/trust.h */
+
 typedef struct ccache_config {
   /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
    *  grow the struct.  Below the fields up to alloc_ctx (a struct without the
@@ -294,6 +296,14 @@ typedef struct ccache_config {
   ccache_event_fn on_event;
   /** Passed to on_event; never dereferenced by the cache. */
   void *event_ctx;
+  /* ---- Signed entries (0.2, issue 21): a config whose size ends before
+   * this field has no trust object. ---- */
+  /** Signing and trusted keys (see ccache/trust.h), copied at
+   *  ccache_open() (the object may be freed after it returns); NULL
+   *  (default): tiers are trusted by declaration.  Set, in a build without
+   *  libsodium: CCACHE_ENOTSUP at open; with no key in it: CCACHE_EINVAL.
+   *  Since 0.2. */
+  const struct ccache_trust *trust;
 } ccache_config;
 
 /** Most tiers one cache may have (ccache_config::n_tiers). */
@@ -1078,6 +1088,12 @@ typedef struct ccache_stats {
                                           misses is normal; a large share means
                                           max_items (or max_cost_bytes) is below the
                                           working set (see the README's sizing note) */
+  /* ---- Signed entries (0.2, issue 21) ---- */
+  uint64_t tier_rejected;    /**< intact entries refused by ccache_config::trust (unsigned,
+                                  signed by a key not trusted, or a signature that does not
+                                  verify): never decoded, never copied, never removed */
+  uint64_t tier_unpublished; /**< programs a reader (trusted keys, no signing key) compiled
+                                  and did not write to its tiers */
 } ccache_stats;
 
 /**

@@ -325,6 +325,42 @@ typedef struct ccache_tier_ops {
    * @return CCACHE_OK; CCACHE_MISS if @p part is past the last part.
    */
   int (*health)(void *state, uint32_t part, struct ccache_tier_health *out);
+  /* ---- Appended in 0.2 (issue 21): leases whose value a cache with
+   * ccache_config::trust signs (see ccache/trust.h).  NULL: the backend's
+   * leases carry no value, and a reader never waits on them. ---- */
+  /**
+   * lock() that stores @p value (up to 160 bytes, the core's signed lease
+   * token) as what lease_peek() shows of the lease.  Used instead of lock()
+   * by a cache with a signing key.  Returns as lock().
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param value @p len bytes, valid only during the call.
+   * @param len their length in bytes.
+   * @param lock as lock().
+   */
+  int (*lock_value)(void *state, ccache_key pkey, const void *value, size_t len, void **lock);
+  /**
+   * renew() that also replaces the lease's value (a fresh token at each
+   * renewal).  Used instead of renew() for a lock taken by lock_value().
+   * Returns as renew().
+   * @param state the backend's state.
+   * @param lock the handle lock_value() set.
+   * @param value @p len bytes, valid only during the call.
+   * @param len their length in bytes.
+   */
+  int (*renew_value)(void *state, void *lock, const void *value, size_t len);
+  /**
+   * Show the value of whoever holds @p pkey's lease (any process).
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param buf receives the first min(cap, value length) bytes.
+   * @param cap bytes at @p buf.
+   * @param len set on CCACHE_OK to the value's whole length (0: a lease
+   *        with no value, e.g. one lock() took).
+   * @return CCACHE_OK (held); CCACHE_MISS (nobody holds it); a negative
+   *         status (tier_errors +1; taken as not held).
+   */
+  int (*lease_peek)(void *state, ccache_key pkey, void *buf, size_t cap, size_t *len);
 } ccache_tier_ops;
 
 /** Most renewal groups one tier may declare (ccache_tier_ops::renew_groups). */

@@ -5,6 +5,8 @@
  * not CCACHE_*: the ccache compiler cache reads every CCACHE_* variable and
  * rejects the ones it does not know, which would break users' builds.
  */
+#define _GNU_SOURCE 1 /* secure_getenv */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +38,7 @@ static int refuse(const char *name, const char *value) {
 }
 
 static int parse_bound(const char *name, uint64_t *v) {
-  const char *s = getenv(name);
+  const char *s = secure_getenv(name);
   if (!s) return CCACHE_OK;
   if (strcmp(s, "unbounded") == 0 || strcmp(s, "infinity") == 0) {
     *v = CCACHE_UNBOUNDED;
@@ -112,7 +114,7 @@ static void after_fork_child(void) {
  * one tiers are never used).  *made is the new tier, freed by the caller
  * unless the cache took it. */
 static int env_redis_tier(ccache_config *cfg, ccache_tier **tiers, ccache_tier **made) {
-  const char *servers = getenv("CLOSURE_CACHE_REDIS");
+  const char *servers = secure_getenv("CLOSURE_CACHE_REDIS");
   *made = NULL;
   if (!servers || !*servers || !cfg->codec) return CCACHE_OK;
   if (cfg->n_tiers >= CCACHE_MAX_TIERS) {
