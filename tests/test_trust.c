@@ -379,6 +379,79 @@ static void keys_tool(void **state) {
   assert_int_equal(ccache_trust_add_key_file(t, pub), CCACHE_OK);
   ccache_trust_free(t);
 }
+/* The default instance's variables, in a child (the instance is
+ * process-wide).  The child reports the first check that failed. */
+static const char *g_keys;
+
+#define CHILD_CHECK(cond)                                                                    \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      fprintf(stderr, "line %d: %s (detail: %s)\n", __LINE__, #cond, ccache_error_detail()); \
+      _exit(1);                                                                              \
+    }                                                                                        \
+  } while (0)
+
+static void default_env_child(void) {
+  char sec[1024], pub[1024], pw[1024], list[2100];
+  snprintf(sec, sizeof sec, "%s/old.sec", g_keys);
+  snprintf(pub, sizeof pub, "%s/old.pub", g_keys);
+  snprintf(pw, sizeof pw, "%s/redis.pw", g_keys);
+  t_codec tc = {0};
+  ccache_codec k = t_codec_make(&tc, PAYLOAD);
+  ccache_config cfg;
+  ccache_config_init(&cfg);
+  cfg.codec = &k;
+  CHILD_CHECK(ccache_default_init(&cfg) == CCACHE_OK);
+  ccache *c = NULL;
+  /* A secret file others may read: refused, naming the variable. */
+  CHILD_CHECK(chmod(sec, 0644) == 0);
+  setenv("CLOSURE_CACHE_SIGNING_KEY_FILE", sec, 1);
+  CHILD_CHECK(ccache_default(&c) == CCACHE_EPERM);
+  CHILD_CHECK(strstr(ccache_error_detail(), "CLOSURE_CACHE_SIGNING_KEY_FILE") != NULL);
+  CHILD_CHECK(chmod(sec, 0600) == 0);
+  /* A missing trusted key file in the list. */
+  snprintf(list, sizeof list, "%s,%s/absent.pub", pub, g_keys);
+  setenv("CLOSURE_CACHE_TRUSTED_KEYS", list, 1);
+  CHILD_CHECK(ccache_default(&c) == CCACHE_EIO);
+  CHILD_CHECK(strstr(ccache_error_detail(), "CLOSURE_CACHE_TRUSTED_KEYS") != NULL);
+  /* A Redis password file readable by others. */
+  snprintf(list, sizeof list, "%s", pub);
+  setenv("CLOSURE_CACHE_TRUSTED_KEYS", list, 1);
+  FILE *f = fopen(pw, "w");
+  CHILD_CHECK(f && fputs("secret\n", f) >= 0 && fclose(f) == 0);
+  CHILD_CHECK(chmod(pw, 0644) == 0);
+  setenv("CLOSURE_CACHE_REDIS", "127.0.0.1:1", 1);
+  setenv("CLOSURE_CACHE_REDIS_USER", "ccache", 1);
+  setenv("CLOSURE_CACHE_REDIS_PASSWORD_FILE", pw, 1);
+  CHILD_CHECK(ccache_default(&c) == CCACHE_EPERM);
+  CHILD_CHECK(strstr(ccache_error_detail(), "CLOSURE_CACHE_REDIS_PASSWORD_FILE") != NULL);
+  CHILD_CHECK(chmod(pw, 0600) == 0);
+  CHILD_CHECK(ccache_default(&c) == CCACHE_OK);
+  /* A writer: it compiles (the server is absent: a tier error) and tries
+   * to publish (no tier_unpublished). */
+  t_compiler comp = {0};
+  ccache_program *p = NULL;
+  CHILD_CHECK(ccache_program_get_or_compile(c, PK(40), t_compile, &comp, &p) == CCACHE_OK);
+  ccache_program_release(c, p);
+  ccache_stats s;
+  ccache_stats_init(&s);
+  CHILD_CHECK(ccache_stats_get(c, &s) == CCACHE_OK);
+  CHILD_CHECK(comp.calls == 1 && s.tier_unpublished == 0 && s.tier_errors >= 1);
+  _exit(0);
+}
+
+static void default_env_keys(void **state) {
+  fixture *f = *state;
+  g_keys = f->keys;
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) default_env_child();
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
 #endif
 
 int main(void) {
@@ -390,6 +463,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(one_signer_three_readers_disk, setup, teardown),
       cmocka_unit_test_setup_teardown(key_files, setup, teardown),
       cmocka_unit_test_setup_teardown(keys_tool, setup, teardown),
+      cmocka_unit_test_setup_teardown(default_env_keys, setup, teardown),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1197,7 +1197,16 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  * it is ignored); a bad list makes this call return CCACHE_EINVAL, a build
  * without hiredis CCACHE_ENOTSUP, each with ccache_error_detail() naming the
  * variable.  A server that is down is not an error here (see
- * ccache_tier_redis()).  The instance lives until the process exits;
+ * ccache_tier_redis()).  CLOSURE_CACHE_REDIS_USER (an ACL user) and
+ * CLOSURE_CACHE_REDIS_PASSWORD_FILE (a file whose first line is the
+ * password; refused, CCACHE_EPERM, unless only its owner may read it) give
+ * that tier's AUTH.  CLOSURE_CACHE_SIGNING_KEY_FILE (a secret key file) and
+ * CLOSURE_CACHE_TRUSTED_KEYS (public key files, comma-separated) make a
+ * trust object (see ccache/trust.h) that replaces the config's; a key file
+ * refused fails this call with that call's status (CCACHE_EPERM, CCACHE_EIO,
+ * CCACHE_EINVAL, CCACHE_ENOTSUP) and a detail naming the variable.  Every
+ * variable is read with secure_getenv(): a set-user-ID or set-group-ID
+ * process ignores them all.  The instance lives until the process exits;
  * ccache_close() on it returns CCACHE_EINVAL.  In a child process after
  * fork(), the parent's instance refuses every call (CCACHE_EFORKED) and the
  * child's first ccache_default() creates the child's own instance.
