@@ -49,6 +49,7 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "key_mode",
             "on_event",
             "event_ctx",
+            "trust",
         ],
     ),
     (
@@ -94,6 +95,8 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "program_compile_failures",
             "program_compile_ns",
             "misses_evicted",
+            "tier_rejected",
+            "tier_unpublished",
         ],
     ),
     ("ccache_codec", &["encode", "free_bytes", "decode", "ctx"]),

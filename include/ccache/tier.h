@@ -80,6 +80,9 @@ extern "C" {
  *   (ccache_config::key_mode CCACHE_KEYS_STRONG) have a 72-byte header: the
  *   same 56 bytes, then the key's check half (u64 check.lo, u64 check.hi),
  *   so the whole 256-bit key is in the header and must match on load.
+ *   A signed entry (a cache with a signing key, ccache/trust.h) has an
+ *   80-byte signature block between the payload and the checksum, which
+ *   covers it; both forms are format 1.
  *
  * **Keys must be stable across processes.**  An entry is found by its
  * program key alone, in another process, maybe after a restart or on another
@@ -95,7 +98,9 @@ extern "C" {
  * attacks).  The directory tier therefore refuses a directory that is not
  * private to the user (see ccache_tier_disk()); a Redis server must be
  * writable only by parties you trust, over a network path you trust (no TLS:
- * see ccache_redis_options).
+ * see ccache_redis_options).  To trust only what a known compiler published,
+ * give caches keys (ccache_config::trust, ccache/trust.h): entries are then
+ * signed by writers and checked by everyone before the codec sees them.
  *
  * **Lock order.**  Tier ops and codec callbacks are never called while the
  * cache holds any of its own locks; they may call into the cache (except
@@ -753,7 +758,11 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * program to run; the checksum catches accidents, not attacks.  hiredis 0.14
  * has no TLS: traffic, passwords included, is plain text.  Use it on
  * loopback, a unix socket, or a private network you trust (or a TLS tunnel
- * such as stunnel to a local port).
+ * such as stunnel to a local port).  Signed entries (ccache/trust.h) close
+ * the integrity half whatever the transport: a reader with trusted keys
+ * loads only what a trusted writer signed, and waits only on a signed
+ * lease; the password and the entries' confidentiality still need the
+ * tunnel or the socket.
  */
 typedef struct ccache_redis_options {
   uint32_t size; /**< sizeof, set by ccache_redis_options_init() */

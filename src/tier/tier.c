@@ -98,6 +98,18 @@ static void remove_bad(struct ccache__tiers *ts, uint32_t i, ccache_key key, con
   if (rc < 0) ccache__tier_fail(ts, i, key, "remove", rc, errno, NULL);
 }
 
+/* With keys: whether tier i's intact entry is signed by a trusted key; if
+ * not it is counted in tier_rejected, and left where it is (trust is local
+ * configuration: another process may trust it). */
+static bool trusted(struct ccache__tiers *ts, uint32_t i, ccache_key key, const void *blob,
+                    size_t len) {
+  const char *why = NULL;
+  if (ccache__trust_entry_ok(ts->trust, blob, len, ts->strong, &why)) return true;
+  atomic_fetch_add(&ts->rejected, 1);
+  note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "get", why);
+  return false;
+}
+
 /* Ask tier i for key: T_HIT with a decoded native program (and the tiers
  * above filled), or T_MISS (absent, failed, corrupt, foreign or undecodable;
  * each counted where it applies). */
@@ -137,7 +149,7 @@ static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *s
     case CCACHE__ENTRY_OK: {
       /* With keys, an intact entry must also be signed by one: never
        * decoded, never copied upward, never removed otherwise. */
-      if (ts->trust && !ccache__tier_trusted(ts, i, key, blob, len)) break;
+      if (ts->trust && !trusted(ts, i, key, blob, len)) break;
       void *nat = NULL;
       uint64_t cst = 0;
       CCACHE__IN_FRAME(ts, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));

@@ -10,7 +10,7 @@
 
 #include "base/crypto.h"
 #include "base/detail.h"
-#include "tier/tier.h"
+#include "tier/tier.h" /* the entry layout */
 #include "tier/tier_trust.h"
 
 #ifdef CCACHE_HAVE_SODIUM
@@ -48,16 +48,6 @@ uint64_t ccache__realtime_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-bool ccache__tier_trusted(struct ccache__tiers *ts, uint32_t i, ccache_key key, const void *blob,
-                          size_t len) {
-  const char *why = NULL;
-  if (ccache__trust_entry_ok(ts->trust, blob, len, ts->strong, &why)) return true;
-  atomic_fetch_add(&ts->rejected, 1);
-  if (ts->on_event)
-    ccache__tier_event(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "get", CCACHE_OK, 0, why);
-  return false;
 }
 
 int ccache__trust_copy(struct ccache_trust **out, const ccache__mem *mem,

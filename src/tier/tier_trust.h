@@ -88,11 +88,4 @@ bool ccache__trust_lease_ok(const struct ccache_trust *t, ccache_key key, const 
 
 /* CLOCK_REALTIME in ms since the epoch (entry times, lease tokens). */
 uint64_t ccache__realtime_ms(void);
-/* The check of tier i's intact entry in a cache with keys: true if it is
- * signed by a trusted key; else counted in tier_rejected (with a
- * TIER_REJECTED event) and false.  Never removes anything. */
-struct ccache__tiers;
-bool ccache__tier_trusted(struct ccache__tiers *ts, uint32_t i, ccache_key key, const void *blob,
-                          size_t len);
-
 #endif

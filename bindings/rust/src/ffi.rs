@@ -142,6 +142,8 @@ pub struct ccache_config {
     /// The event hook (`ccache_event_fn`); the crate leaves it unset.
     pub on_event: Option<unsafe extern "C" fn(ctx: *mut c_void, ev: *const c_void)>,
     pub event_ctx: *mut c_void,
+    /// `const ccache_trust *` (signed tier entries); the crate leaves it NULL.
+    pub trust: *const c_void,
 }
 
 #[repr(C)]
@@ -285,6 +287,10 @@ stats_struct! {
     program_compile_ns,
     /// Misses on a key among the last 64 evicted by a bound: a bound that thrashes.
     misses_evicted,
+    /// Intact tier entries refused by the trust object (never decoded or copied).
+    tier_rejected,
+    /// Programs a reader (trusted keys only) compiled and did not publish.
+    tier_unpublished,
 }
 
 #[repr(C, align(64))]
