@@ -292,12 +292,15 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
 static int reader_wait(struct ccache__tiers *ts, const ccache_strong_key *sk, void **native,
                        uint64_t *cost) {
   uint64_t waited_ns = 0;
+  bool waited = false;
   int found = T_MISS;
   for (uint32_t i = 0; i < ts->n && found == T_MISS; i++) {
     ccache_tier *t = ts->t[i];
     if (!ts->usable[i] || !t->ops.lock || !t->ops.lease_peek) continue;
     uint64_t start = ccache__mono_ns(), delay = t->ops.poll_ms;
+    bool here = false; /* a signer held it: this tier was waited on */
     while (signer_holds(ts, i, sk->key)) {
+      here = true;
       uint64_t elapsed_ms = (ccache__mono_ns() - start) / 1000000u;
       if (elapsed_ms >= t->ops.wait_ms) break;
       uint64_t left = t->ops.wait_ms - elapsed_ms;
@@ -308,10 +311,12 @@ static int reader_wait(struct ccache__tiers *ts, const ccache_strong_key *sk, vo
         break;
       }
     }
-    uint64_t w = ccache__mono_ns() - start;
-    if (w >= 1000000u || found == T_HIT) waited_ns += w;
+    if (here) {
+      waited = true;
+      waited_ns += ccache__mono_ns() - start;
+    }
   }
-  if (waited_ns) record_wait(ts, waited_ns);
+  if (waited) record_wait(ts, waited_ns);
   return found;
 }
 
