@@ -17,6 +17,9 @@
 
 #include "disk_support.h"
 #include "trust_support.h"
+#ifndef TRUST_ON_MAIN
+#include "tier/tier_trust.h"
+#endif
 
 #define PAYLOAD 256
 
@@ -379,6 +382,35 @@ static void keys_tool(void **state) {
   assert_int_equal(ccache_trust_add_key_file(t, pub), CCACHE_OK);
   ccache_trust_free(t);
 }
+/* Lease tokens: a reader honours a token for its key, by a trusted key,
+ * issued at most lease_ms + skew ago (a copied token is not honoured for
+ * longer), never one from the future beyond the skew. */
+static void lease_tokens(void **state) {
+  fixture *f = *state;
+  ccache_trust *w = tr_trust(f->keys, "old", NULL);
+  const char *trusted[] = {"old", NULL}, *others[] = {"other", NULL};
+  ccache_trust *r = tr_trust(f->keys, NULL, trusted), *o = tr_trust(f->keys, NULL, others);
+  const uint64_t now = 1800000000000ull, lease = 10000, skew = CCACHE__LEASE_SKEW_MS;
+  unsigned char tok[CCACHE__LEASE_TOKEN];
+  ccache__trust_lease_token(w, PK(50), now, tok);
+  assert_true(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now, lease));
+  assert_true(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now + lease + skew, lease));
+  assert_false(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now + lease + skew + 1, lease));
+  assert_true(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now - skew, lease));
+  assert_false(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now - skew - 1, lease));
+  assert_false(ccache__trust_lease_ok(r, PK(51), tok, sizeof tok, now, lease)); /* another key */
+  assert_false(ccache__trust_lease_ok(o, PK(50), tok, sizeof tok, now, lease)); /* not trusted */
+  assert_false(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok - 1, now, lease));
+  for (size_t i = 0; i < sizeof tok; i++) { /* any byte changed */
+    tok[i] ^= 0x20;
+    assert_false(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now, lease));
+    tok[i] ^= 0x20;
+  }
+  ccache_trust_free(w);
+  ccache_trust_free(r);
+  ccache_trust_free(o);
+}
+
 /* The default instance's variables, in a child (the instance is
  * process-wide).  The child reports the first check that failed. */
 static const char *g_keys;
@@ -464,6 +496,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(key_files, setup, teardown),
       cmocka_unit_test_setup_teardown(keys_tool, setup, teardown),
       cmocka_unit_test_setup_teardown(default_env_keys, setup, teardown),
+      cmocka_unit_test_setup_teardown(lease_tokens, setup, teardown),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,7 +102,7 @@ typedef struct ccache__lease_rec {
   uint64_t due_ns; /* next renewal, CLOCK_MONOTONIC */
   int busy;        /* renew() is running on it (r_mu released) */
   int lost;        /* a renew failed: no more renewals */
-  bool signed_token; /* taken by lock_value: renew_value with a fresh token */
+  int token;       /* taken by lock_value: renew_value, a fresh token each time */
 } ccache__lease_rec;
 
 /* The renewal thread of one tier's renewal group, and its leases. */

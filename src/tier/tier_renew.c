@@ -72,7 +72,7 @@ static void *renewal_main(void *arg) {
     r->busy = 1;
     ccache__unlock(&ts->r_mu);
     int rc = CCACHE_OK;
-    if (r->signed_token) { /* a fresh token at each renewal */
+    if (r->token) { /* a fresh token at each renewal */
       unsigned char tok[CCACHE__LEASE_TOKEN];
       ccache__trust_lease_token(ts->trust, r->key, ccache__realtime_ms(), tok);
       CCACHE__IN_FRAME(ts, rc = r->t->ops.renew_value(r->t->state, r->lock, tok, sizeof tok));
@@ -141,7 +141,7 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint
   r->tier = i;
   r->lock = lock;
   r->key = key;
-  r->signed_token = ts->trust && t->ops.lock_value && t->ops.renew_value;
+  r->token = ts->trust && t->ops.lock_value && t->ops.renew_value;
   r->due_ns = ccache__mono_ns() + renew_period_ns(t);
   uint32_t g = 0;
   CCACHE__IN_FRAME(ts, g = group_of(t, lock));
