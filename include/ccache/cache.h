@@ -175,6 +175,8 @@ typedef void *(*ccache_alloc_fn)(void *alloc_ctx, size_t size);
  */
 typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
 
+struct ccache_trust; /* ccache/trust.h */
+
 /**
  * Options for ccache_open() (and ccache_default_init()).  Initialise with
  * ccache_config_init(), then set the fields you need.  The cache copies the
@@ -182,8 +184,6 @@ typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
  * callbacks, ctx, alloc_ctx) must stay valid until ccache_close() returns
  * CCACHE_OK (for the default instance: until the process exits).
  */
-struct ccache_trust; /* ccache/trust.h */
-
 typedef struct ccache_config {
   /** sizeof(ccache_config), set by ccache_config_init(); lets later versions
    *  grow the struct.  Below the fields up to alloc_ctx (a struct without the
