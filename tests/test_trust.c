@@ -486,7 +486,39 @@ static void default_env_keys(void **state) {
 }
 #endif
 
+#ifndef TRUST_ON_MAIN
+/* A build without libsodium (CMake CCACHE_SODIUM=OFF) fails closed: no key
+ * loads, and a trust object makes ccache_open() refuse. */
+static void fails_closed_without_sodium(void **state) {
+  (void)state;
+  ccache_trust *t = NULL;
+  assert_int_equal(ccache_trust_new(&t), CCACHE_OK);
+  assert_int_equal(ccache_trust_add_key(t, "k:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+                   CCACHE_ENOTSUP);
+  assert_int_equal(ccache_trust_add_key_file(t, "/nonexistent"), CCACHE_ENOTSUP);
+  assert_int_equal(ccache_trust_set_signing_key_file(t, "/nonexistent"), CCACHE_ENOTSUP);
+  assert_int_equal(ccache_trust_generate("k", "/tmp/x.sec", "/tmp/x.pub"), CCACHE_ENOTSUP);
+  t_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ccache_config cfg;
+  t_config(&cfg, &ctx);
+  cfg.trust = t;
+  ccache *c = NULL;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_ENOTSUP);
+  assert_non_null(strstr(ccache_error_detail(), "libsodium"));
+  assert_null(c);
+  ccache_trust_free(t);
+}
+#endif
+
 int main(void) {
+#ifndef TRUST_ON_MAIN
+  if (!ccache_trust_available()) {
+    const struct CMUnitTest closed[] = {cmocka_unit_test(fails_closed_without_sodium)};
+    print_message("this build has no libsodium: only the fail-closed test runs\n");
+    return cmocka_run_group_tests(closed, NULL, NULL);
+  }
+#endif
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(forged_entry_rejected_disk, setup, teardown),
       cmocka_unit_test_setup_teardown(moved_entry_rejected, setup, teardown),
