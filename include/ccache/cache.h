@@ -332,8 +332,10 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *         used; a bound of 0; alloc without free or free without alloc;
  *         n_tiers over CCACHE_MAX_TIERS, NULL tiers with n_tiers > 0, a NULL
  *         tier, a tier listed twice or already owned by another cache, a
- *         codec with a NULL callback, n_tiers > 0 without a codec: each with
- *         a ccache_error_detail() line); CCACHE_ENOMEM; CCACHE_ETHREAD (the
+ *         codec with a NULL callback, n_tiers > 0 without a codec, a trust
+ *         object with no key: each with a ccache_error_detail() line);
+ *         CCACHE_ENOTSUP (a trust object in a build without libsodium: fail
+ *         closed, with a detail); CCACHE_ENOMEM; CCACHE_ETHREAD (the
  *         sweeper thread, or a lock, could not be created; pthread's ENOMEM
  *         there is CCACHE_ENOMEM).  On every error the caller keeps its
  *         tiers and nothing is left running.
