@@ -299,7 +299,8 @@ typedef struct ccache_config {
   /* ---- Signed entries (0.2, issue 21): a config whose size ends before
    * this field has no trust object. ---- */
   /** Signing and trusted keys (see ccache/trust.h), copied at
-   *  ccache_open() (the object may be freed after it returns); NULL
+   *  ccache_open() (the object may be freed after it returns; after
+   *  ccache_default_init(), once the default instance exists); NULL
    *  (default): tiers are trusted by declaration.  Set, in a build without
    *  libsodium: CCACHE_ENOTSUP at open; with no key in it: CCACHE_EINVAL.
    *  Since 0.2. */
