@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "disk_support.h"
+#include "tier/tier.h"
 #include "trust_support.h"
 #ifndef TRUST_ON_MAIN
 #include "tier/tier_trust.h"
@@ -179,6 +180,86 @@ static void moved_entry_rejected(void **state) {
   assert_int_equal(t_goc(r, PK(3), &comp, CCACHE_OK), 3);
   assert_int_equal(comp.calls, 1);
   assert_int_equal(tc.decodes, 1);
+#endif
+  t_close(r);
+}
+
+/* A strong cache's entry: its header holds the key's check half, which
+ * the signature covers.  The entry's check half rewritten (checksum
+ * recomputed) to match another strong key with the same first half: main
+ * loads it for that key; with keys it is rejected. */
+static ccache *open_strong(t_ctx *ctx, t_codec *tc, const char *dir, ccache_trust *t) {
+  ccache_codec k = t_codec_make(tc, PAYLOAD);
+  ccache_tier *tier = disk_tier(dir, CCACHE_UNBOUNDED, 60000);
+  ccache_config cfg;
+  t_config(&cfg, ctx);
+  cfg.codec = &k;
+  cfg.runtime_tag = TAG;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = &tier;
+  cfg.n_tiers = 1;
+  cfg.key_mode = CCACHE_KEYS_STRONG;
+  SET_TRUST(&cfg, t);
+  ccache *c = NULL;
+  assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);
+  return c;
+}
+
+static int goc_strong(ccache *c, ccache_strong_key k, t_compiler *comp) {
+  ccache_program *p = NULL;
+  assert_int_equal(ccache_program_get_or_compile_strong(c, &k, t_compile, comp, &p), CCACHE_OK);
+  int id = t_id(ccache_program_native(p));
+  ccache_program_release(c, p);
+  return id;
+}
+
+static void strong_check_half_signed(void **state) {
+  fixture *f = *state;
+  t_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ccache_strong_key a = {PK(70), {1, 2}}, b = {PK(70), {3, 4}};
+  ccache_trust *wt = tr_trust(f->keys, "old", NULL);
+  t_codec tw = {0};
+  t_compiler wc = {0};
+  ccache *w = open_strong(&ctx, &tw, f->dir, wt);
+  ccache_trust_free(wt);
+  assert_int_equal(goc_strong(w, a, &wc), 70);
+  assert_int_equal(wc.calls, 1);
+  t_close(w);
+  /* The strong namespace's file of PK(70). */
+  char ns[CCACHE__TIER_NS_MAX], path[1024];
+  ccache__tier_ns_mode(ccache__tier_tag_hash(TAG), true, ns);
+  char hex[33];
+  snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)PK(70).hi,
+           (unsigned long long)PK(70).lo);
+  snprintf(path, sizeof path, "%s/%s/%.2s/%s", f->dir, ns, hex, hex);
+  size_t len = 0;
+  unsigned char *e = slurp(path, &len);
+  assert_non_null(e);
+  const char *trusted[] = {"old", NULL};
+  ccache_trust *rt = tr_trust(f->keys, NULL, trusted);
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  ccache *r = open_strong(&ctx, &tc, f->dir, rt);
+  assert_int_equal(goc_strong(r, a, &comp), 70); /* intact: loaded */
+  assert_int_equal(comp.calls, 0);
+  assert_int_equal(tc.decodes, 1);
+  t_close(r);
+  for (int i = 0; i < 8; i++) {
+    e[56 + i] = (unsigned char)(b.check.lo >> (8 * i));
+    e[64 + i] = (unsigned char)(b.check.hi >> (8 * i));
+  }
+  tr_reseal(e, len);
+  spit(path, e, len);
+  free(e);
+  memset(&tc, 0, sizeof tc);
+  r = open_strong(&ctx, &tc, f->dir, rt);
+  ccache_trust_free(rt);
+  assert_int_equal(goc_strong(r, b, &comp), 70); /* the compile's id is key.lo */
+  assert_int_equal(comp.calls, 1);               /* main: 0, program a's bytes for key b */
+  assert_int_equal(tc.decodes, 0);
+#ifndef TRUST_ON_MAIN
+  assert_int_equal(t_stats(r).tier_rejected, 1);
 #endif
   t_close(r);
 }
@@ -522,6 +603,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(forged_entry_rejected_disk, setup, teardown),
       cmocka_unit_test_setup_teardown(moved_entry_rejected, setup, teardown),
+      cmocka_unit_test_setup_teardown(strong_check_half_signed, setup, teardown),
 #ifndef TRUST_ON_MAIN
       cmocka_unit_test_setup_teardown(rotation, setup, teardown),
       cmocka_unit_test_setup_teardown(one_signer_three_readers_disk, setup, teardown),
