@@ -108,8 +108,8 @@ static void oversize(struct ccache__tiers *ts, uint32_t i, ccache_key key, const
  * allocating it (get_bounded); a custom backend's blob is measured here,
  * before anything verifies or decodes it.  Returns get()'s status, or
  * CCACHE__TIER_OVERSIZE (nothing left to free). */
-static int bounded_get(struct ccache__tiers *ts, uint32_t i, ccache_key key, bool poll,
-                       void **blob, size_t *len) {
+static int bounded_get(struct ccache__tiers *ts, uint32_t i, ccache_key key, bool poll, void **blob,
+                       size_t *len) {
   ccache_tier *t = ts->t[i];
   int rc;
   int (*get)(void *, ccache_key, uint64_t, void **, size_t *) =
