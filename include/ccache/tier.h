@@ -212,8 +212,8 @@ typedef struct ccache_tier_ops {
    * @param pkey the program key.
    * @param lock set on CCACHE_OK to a handle of yours, passed to renew()
    *        and unlock().
-   * @return CCACHE_OK; CCACHE_EBUSY (another holder has it: the core waits
-   *         and retries); anything else (tier_errors +1: the core proceeds
+   * @return CCACHE_OK; CCACHE_EBUSY (another holder has it: the core waits,
+   *         calls get() after each wait, and retries); anything else (tier_errors +1: the core proceeds
    *         without this tier's lock).
    */
   int (*lock)(void *state, ccache_key pkey, void **lock);
@@ -532,7 +532,9 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * next server of their order while theirs is down (reconnect backoff after
  * a failed connect or a broken command; only an answered command ends it).
  * A lookup is one script that answers an oversize value's length instead
- * of the value (ccache_config::tier_max_entry_bytes).  Commands sent, the
+ * of the value (ccache_config::tier_max_entry_bytes); a miss reads every
+ * live server in the key's order, but a process waiting on another's lease
+ * polls only the key's first live server, where the holder publishes.  Commands sent, the
  * ACL they need, the fleet guarantee while servers go
  * down and come back, Sentinel, connections and timeouts: docs/design.md,
  * "The Redis tier".
