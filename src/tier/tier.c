@@ -362,7 +362,7 @@ static int reader_wait(struct ccache__tiers *ts, const ccache_strong_key *sk, vo
       uint64_t left = t->ops.wait_ms - elapsed_ms;
       sleep_ms(delay < left ? delay : left);
       delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
-      if (load(ts, i, sk, native, cost) == T_HIT) {
+      if (poll_load(ts, i, sk, native, cost) == T_HIT) {
         found = T_HIT;
         break;
       }
