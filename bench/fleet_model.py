@@ -361,7 +361,10 @@ def program_counts(f, compile_ms, settings):
     bound: in a wave walked in order, waiters arrive a little later)."""
     n = settings.polls(compile_ms) if f > 1 else 0
     w = f - 1
-    return {"miss": [2 + w * n], "hit": [w], "setnx_ok": [1], "setnx_busy": [w * n],
+    # a waiter's n lookups: its first (every server) and n - 1 polls that
+    # miss (the home alone); its n-th poll hits
+    return {"miss": [2 + w * n], "poll_miss": [w * max(n - 1, 0)], "hit": [w],
+            "setnx_ok": [1], "setnx_busy": [w * n],
             "compiles": [1], "releases": [1], "renewals": [settings.renewals(compile_ms)],
             "waits": [w], "polls": [w * n]}
 
@@ -570,7 +573,7 @@ def validate(args):
     print("Per server, predicted / measured (commands from INFO commandstats, bytes from "
           "total_net_input_bytes / total_net_output_bytes, the INFO connection's own traffic "
           "taken out):\n")
-    print("    run | server | entries | GET | SET | EVAL | DEL | bytes in | bytes out "
+    print("    run | server | entries | GET | SET | EVAL | DEL | STRLEN | bytes in | bytes out "
           "| connections | within 10 % each")
     for d in details:
         print("    " + d.strip("| "))
@@ -807,6 +810,11 @@ def selftest():
     check("wave polls per wait, 2 s compile", st.polls(2000), 15)
     check("wave misses of one program, 1,000 processes",
           program_counts(1000, 2000.0, st)["miss"][0], 2 + 999 * 15)
+    # per server of 10: the 2 + 999 lookups that read every server, and the
+    # 999 x 14 polls that miss on the home, 1/10 of the programs' homes
+    wave = spread(program_counts(1000, 2000.0, st), 10, 1000, st)
+    check("wave EVALs of one program per server, 1,000 x 10", round(wave["eval"], 6),
+          round(2 + 999 + (999 * 14 + 999 + 1) / 10, 6))
     for f in fails:
         print("selftest: " + f, file=sys.stderr)
     print("selftest: %s" % ("FAILED" if fails else "ok"))
