@@ -736,7 +736,8 @@ def compare(run, args):
         note="%d per server: one pooled per process, no renewal (compiles < lease_ms/3)" % procs)
     rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
                 "other work %.2f ms per kernel (%s), a sleep wakes %.2f ms late, "
-                "a command's round trip %.2f ms (one after a reply; after a sleep %.2f ms) | | polls per wait %.2f "
+                "a command's round trip %.2f ms (one after a reply; after a sleep %.2f ms) | "
+                "| polls per wait %.2f "
                 "predicted | report | report | %.1f s run; %d waits predicted |"
                 % (label, c_mean, compiles, load_ms, work,
                    "%.2f ms of it alone: %.2f CPUs shared" % (timing.work_ms, timing.cores)
