@@ -499,181 +499,103 @@ CCACHE_API int64_t ccache_sweep(ccache *c);
 
 /* ------------------------------------------------------------------------ */
 /** @name Single-flight get-or-compile
- * Concurrent misses on one key compile once: one caller runs the compile
- * callback with no lock held, every other caller for that key waits and then
- * gets the same result.  Errors are never cached.
- *
- * A compile callback may call any ccache function, get-or-compile for other
- * keys included.  Asking for its own key, directly or through a cycle of
- * compiles on the same thread, returns CCACHE_EDEADLK.  A cycle *across*
- * threads (A's compile waits for B while B's compile waits for A) is a
- * caller bug that no cache can resolve: it blocks both threads forever.
+ * Concurrent misses on one key compile once, with no lock held; the others
+ * wait for the same result.  Errors are never cached.  A compile may call
+ * any ccache function; its own key (directly or through a cycle on the same
+ * thread) is CCACHE_EDEADLK; a cycle across threads blocks them forever
+ * (docs/design.md, "Single-flight").
  * @{ */
 
 /**
- * Closure compile callback, run by ccache_get_or_compile() on the thread that
- * owns the miss, once per miss, with no cache lock held.
- * @param ud the caller's pointer given to ccache_get_or_compile() (never
- *        dereferenced by the cache).
+ * Closure compile callback, run once per miss by its owner, no lock held.
+ * @param ud ccache_get_or_compile()'s @p ud.
  * @param c the cache.
  * @param key the closure key being compiled.
- * @param closure_out points to NULL on entry; set it to the new closure
- *        (ownership passes to the cache on success, see
- *        ccache_get_or_compile()).  Valid only during the call.
- * @param program_out points to NULL on entry; set it to a program handle of
- *        @p c (the reference passes to the cache on success: do not release
- *        it; usually from ccache_program_intern() or
- *        ccache_program_get_or_compile()).  Valid only during the call.
- * @return 0 on success; non-zero on failure, in which case the cache takes
- *         nothing from the out-pointers: the callback cleans up what it made
- *         (releases the handle, frees the closure).  To say why, return
- *         ccache_compile_fail(status, fmt, ...): the caller and every
- *         waiter get that status and message.  A failure keeps its own
- *         status only when it is the negative ccache status of a failure
- *         recorded while the compile ran (by ccache_compile_fail(), or by a
- *         nested ccache call whose status the compile returns as it is);
- *         anything else non-zero is CCACHE_ECOMPILE, with the detail of the
- *         last failure recorded during the compile, or a line naming the key
- *         and the value returned.
+ * @param closure_out points to NULL; set the new closure (the cache's on
+ *        success).  Valid only during the call.
+ * @param program_out points to NULL; set a handle of @p c (the reference is
+ *        the cache's on success: do not release it).  Valid during the call.
+ * @return 0 on success; else the cache takes nothing (free what you made).
+ *         Return ccache_compile_fail() to choose the status and detail; any
+ *         other value is CCACHE_ECOMPILE (docs/design.md, "Errors that
+ *         travel").
  */
 typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **closure_out,
                                  ccache_program **program_out);
 
 /**
  * @brief Fetch @p key, or compile it once whatever the number of concurrent
- * callers.
- *
- * Hit (a live entry, as ccache_fetch() would return): a lease, no callback.
- * Miss: exactly one caller (the owner) runs @p compile on its own thread
- * with no lock held; its result is inserted as by ccache_put() (a remove or
- * clear during the compile does not cancel it), and the owner and every
- * waiter get a lease on that entry, even if it is evicted before they wake.
- * Counts: a hit `hits`; the owner a miss and `compiles`; each waiter a miss
- * and `waits`; nothing when this thread's last ccache_fetch() on @p c missed
- * @p key (that fetch counted it); `compile_ns` the compile's own time.  The
- * owner reports COMPILE_START and COMPILE_END to ccache_config::on_event.
- * On success the closure and the program handle the compile returned belong
- * to the cache (ccache_put()'s ownership rule applies to the closure).
+ * callers.  A hit is a lease; on a miss one owner runs @p compile, its result
+ * is inserted as by ccache_put(), and the owner and every waiter get a lease
+ * on it.  Counts, events and ownership: docs/design.md, "Get-or-compile".
  * @param c the cache.
- * @param key the closure key (by value).
- * @param compile the callback (must not be NULL); called at most once per
- *        call, only on the thread that owns the miss, before this returns.
- * @param ud passed to @p compile; never dereferenced by the cache; must stay
- *        valid until this returns.
- * @param out caller-owned lease, zeroed unless CCACHE_OK; release it with
- *        ccache_lease_release().
- * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out; or a compile
- *         that returned 0 without a program handle of this cache: its
- *         closure is destroyed and its handle released, nothing is cached,
- *         and every waiter gets CCACHE_EINVAL too);
- *         CCACHE_ECOMPILE, or the compile's own status (see
- *         ccache_compile_fn: the compile returned non-zero; to the caller
- *         and every waiter, with the same ccache_error_detail(); nothing
- *         cached; `compile_failures` +1);
- *         CCACHE_ENOMEM (before the compile: no compile ran and a miss is
- *         counted; or inserting failed, to the caller and every waiter: the
- *         compiled closure is destroyed unless the entry in the table holds
- *         that very pointer, and the program reference is dropped);
- *         CCACHE_EDEADLK (this thread is already compiling @p key, directly
- *         or through a cycle of nested compiles; counts a miss);
- *         CCACHE_EBUSY (from a destroy callback run by ccache_close());
- *         CCACHE_EFORKED.  Thread-safe.  Checked build: aborts on a closed
- *         cache; the lease gets a token.
+ * @param key the closure key.
+ * @param compile the callback; at most once, on the owner's thread.
+ * @param ud passed to @p compile; valid until this returns.
+ * @param out lease, zeroed unless CCACHE_OK.
+ * @return CCACHE_OK; CCACHE_EINVAL (also a compile that gave no handle of
+ *         this cache, to every waiter); CCACHE_ECOMPILE or the compile's own
+ *         status (to every waiter, same detail; nothing cached);
+ *         CCACHE_ENOMEM; CCACHE_EDEADLK (this thread is already compiling
+ *         @p key); CCACHE_EBUSY; CCACHE_EFORKED.
  */
 CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
                                      ccache_lease *out);
 
 /**
- * @brief ccache_get_or_compile() for a strong cache: hits, single-flight
- * joins and the entry inserted go by all 256 bits of @p key.
+ * @brief ccache_get_or_compile() for a strong cache.
  * @param c the cache.
- * @param key the strong key (read during the call only); @p compile gets
- *        key->key as its `key`.
- * @param compile as ccache_get_or_compile().
+ * @param key the strong key.
+ * @param compile as ccache_get_or_compile() (its key is key->key).
  * @param ud as ccache_get_or_compile().
  * @param out as ccache_get_or_compile().
- * @return as ccache_get_or_compile(); CCACHE_EINVAL also for a NULL @p key
- *         or a fast cache.  Thread-safe.
+ * @return as ccache_get_or_compile().
  */
 CCACHE_API int ccache_get_or_compile_strong(ccache *c, const ccache_strong_key *key,
                                             ccache_compile_fn compile, void *ud, ccache_lease *out);
 
 /**
- * Program compile callback, run by ccache_program_get_or_compile() on the
- * thread that owns the miss, once per miss that no tier served, with no
- * cache lock held (a tier's compile locks may be held).
- * @param ud the caller's pointer given to ccache_program_get_or_compile()
- *        (never dereferenced by the cache).
+ * Program compile callback, run once per miss no tier served, by its owner,
+ * with no cache lock held (a tier's compile locks may be).
+ * @param ud ccache_program_get_or_compile()'s @p ud.
  * @param c the cache.
  * @param pkey the program key being compiled.
- * @param native_out points to NULL on entry; set it to the native program
- *        (ownership passes to the cache on success, even if the cache then
- *        destroys it).  Valid only during the call.
- * @param cost_out points to 0 on entry; set it to the program's cost in
- *        bytes (see ccache_program_intern()).  Valid only during the call.
- * @return 0 on success; non-zero on failure, in which case the cache takes
- *         nothing: the callback frees what it made.
+ * @param native_out points to NULL; set the native program (the cache's on
+ *        success).  Valid only during the call.
+ * @param cost_out points to 0; set its cost, bytes.  Valid during the call.
+ * @return 0 on success; else the cache takes nothing (as ccache_compile_fn).
  */
 typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, void **native_out,
                                          uint64_t *cost_out);
 
 /**
  * @brief Look up the program interned under @p pkey, or make it once
- * whatever the number of concurrent callers, and return a handle (+1).
- *
- * Hit (@p pkey is interned): a handle, no callback, no tier asked
- * (program_hits +1).  Miss (program_misses +1): exactly one caller owns it;
- * every other caller for @p pkey waits (program_waits +1) and gets the
- * owner's result, a handle or the owner's status and detail.  The owner,
- * with no cache lock held, asks the tiers (if any, with a codec; a hit is
- * decoded, tier_hits +1, and @p compile is not called), else runs @p compile
- * (program_compiles +1, `program_compile_ns`, COMPILE_START/END events; the
- * result is stored in the tiers when it took at least tier_min_compile_us),
- * then interns the native as ccache_program_intern() does (if @p pkey was
- * interned meanwhile, the existing program is returned and the new native
- * destroyed unless it is that very pointer).  No closure entry is made, so
- * nothing is charged against max_cost_bytes until one refers to the
- * program.  Tier failures never change the status returned here.
+ * whatever the number of concurrent callers: the owner asks the tiers, else
+ * runs @p compile (storing the result in the tiers), then interns it as
+ * ccache_program_intern().  Waiters get its result.  No closure entry, so no
+ * cost is charged.  Tier failures never change the status (docs/design.md,
+ * "Get-or-compile" and "Lifecycle of one program miss").
  * @param c the cache.
- * @param pkey the program key (by value).
- * @param compile the callback (must not be NULL); called at most once per
- *        call, only on the owner's thread, before this returns.
- * @param ud passed to @p compile; never dereferenced by the cache; must stay
- *        valid until this returns.
- * @param out receives a handle (+1) on CCACHE_OK, to give back with
- *        ccache_program_release() (or to hand to the cache from a closure
- *        compile); NULL otherwise.  Caller-owned.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL c, compile or out);
- *         CCACHE_ECOMPILE, or the compile's own status (as for
- *         ccache_compile_fn: to the owner and every waiter, with the same
- *         ccache_error_detail(); nothing interned;
- *         `program_compile_failures` +1);
- *         CCACHE_ENOMEM (no memory for the single-flight record, before any
- *         compile; or interning failed, to the owner and every waiter: the
- *         native program was destroyed); CCACHE_EDEADLK (this thread is
- *         already making @p pkey, directly or through nested compiles; counts
- *         program_misses +1); CCACHE_EBUSY (from a destroy callback run by
- *         ccache_close()); CCACHE_EFORKED.  Thread-safe.  Checked build:
- *         aborts on a closed cache, or when the native the compile (or a
- *         decode) returned is one the cache already owns under another key.
+ * @param pkey the program key.
+ * @param compile the callback; at most once, on the owner's thread.
+ * @param ud passed to @p compile; valid until this returns.
+ * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
+ * @return as ccache_get_or_compile(), at the program level (no handle to
+ *         check: its EINVAL is for NULL arguments only).
  */
 CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
                                              ccache_program_compile_fn compile, void *ud,
                                              ccache_program **out);
 
 /**
- * @brief ccache_program_get_or_compile() for a strong cache: the program
- * table, the single-flight and the tiers go by all 256 bits of @p pkey (its
- * tiers' namespace is the strong one, and an entry whose 256 bits differ is
- * never decoded: tier_corrupt).
+ * @brief ccache_program_get_or_compile() for a strong cache (an entry whose
+ * 256 bits differ is never decoded: tier_corrupt).
  * @param c the cache.
- * @param pkey the strong key (read during the call only); @p compile, the
- *        codec and the tier ops get pkey->key as their key.
+ * @param pkey the strong key (compile, codec and tier ops get pkey->key).
  * @param compile as ccache_program_get_or_compile().
  * @param ud as ccache_program_get_or_compile().
  * @param out as ccache_program_get_or_compile().
- * @return as ccache_program_get_or_compile(); CCACHE_EINVAL also for a NULL
- *         @p pkey or a fast cache.  Thread-safe.
+ * @return as ccache_program_get_or_compile().
  */
 CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
                                                     ccache_program_compile_fn compile, void *ud,
@@ -683,99 +605,59 @@ CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_stro
 
 /* ------------------------------------------------------------------------ */
 /** @name Statistics
- *
- * Every counter is 64 bits wide and wraps modulo 2^64; the gauges never
- * wrap (cost_bytes saturates at UINT64_MAX; leases_out reads 0, not a
- * wrapped value, after a caller error).  What happens at each edge:
- * docs/design.md, "Bounds and expiry".
+ * Counters are 64 bits and wrap modulo 2^64; gauges never wrap
+ * (docs/design.md, "Bounds and expiry"; each field in full: "Statistics").
  * @{ */
 
-/**
- * Counters (monotonic since open, wrapping modulo 2^64) and gauges (current
- * values).  All uint64_t.  Fields past the caller's `size` are not written.
- */
+/** Counters (monotonic since open) and gauges (current values).  Fields past
+ *  the caller's `size` are not written. */
 typedef struct ccache_stats {
-  uint32_t size;               /**< set to sizeof(ccache_stats) by the caller;
-                                    ccache_stats_get() leaves it as set */
-  uint64_t hits;               /**< closure lookups that found a live entry and returned a
-                                    lease (ccache_fetch(), ccache_get_or_compile()); a
-                                    single-flight waiter's lease is not a hit.  Changed
-                                    in 0.2 */
-  uint64_t misses;             /**< closure lookups that found no live entry (expired
-                                    included); a get-or-compile right after a fetch of
-                                    the same key that missed on the same thread counts
-                                    nothing more.  hits + misses = lookups.  Changed in
-                                    0.2 */
+  uint32_t size;               /**< sizeof(ccache_stats), set by the caller; kept */
+  uint64_t hits;               /**< closure lookups that returned a lease (not a waiter's).
+                                    Changed in 0.2 */
+  uint64_t misses;             /**< closure lookups without a live entry; hits + misses =
+                                    lookups.  Changed in 0.2 */
   uint64_t inserts;            /**< puts/compiles that stored an entry, replacements included */
   uint64_t replaced;           /**< inserts that replaced an entry under the same key */
   uint64_t evicted_capacity;   /**< entries evicted by max_items */
-  uint64_t evicted_ttl;        /**< entries removed because they expired (found by a fetch
-                                    or a get-or-compile, or swept) */
+  uint64_t evicted_ttl;        /**< entries removed because they expired */
   uint64_t evicted_cost;       /**< entries evicted by max_cost_bytes */
   uint64_t removed;            /**< entries removed by ccache_remove() */
   uint64_t cleared;            /**< entries removed by ccache_clear() */
   uint64_t items;              /**< gauge: closure entries in the table */
   uint64_t programs;           /**< gauge: programs alive (interned, not yet destroyed) */
-  uint64_t programs_destroyed; /**< native programs that left the cache for good (interned
-                                    ones whose last reference went, duplicates and natives
-                                    refused at intern); NULL ones count but are never
-                                    passed to destroy_program */
-  uint64_t closures_destroyed; /**< closures that left the cache for good (NULL ones count
-                                    but are never passed to destroy_closure) */
-  uint64_t leases_out;         /**< gauge: leases not yet released (0, never a wrapped
-                                    value, after a caller released one twice) */
-  uint64_t cost_bytes;         /**< gauge: charged cost, bytes (each program referenced by
-                                    an entry in the table once); UINT64_MAX when the sum
-                                    is at or past 2^64 - 1 */
-  uint64_t program_hits;       /**< program lookups that found the program interned
-                                    (intern, fetch, get-or-compile); a waiter's handle is
-                                    not a hit.  Changed in 0.2 */
-  uint64_t program_misses;     /**< program lookups that did not: the owner of a
-                                    get-or-compile miss (even if it then makes the
-                                    program) and each waiter.  Changed in 0.2 */
+  uint64_t programs_destroyed; /**< native programs that left the cache for good */
+  uint64_t closures_destroyed; /**< closures that left the cache for good */
+  uint64_t leases_out;         /**< gauge: leases not yet released */
+  uint64_t cost_bytes;         /**< gauge: charged cost, bytes (saturates at UINT64_MAX) */
+  uint64_t program_hits;       /**< program lookups that found it interned.  Changed in 0.2 */
+  uint64_t program_misses;     /**< program lookups that did not.  Changed in 0.2 */
   uint64_t compiles;           /**< closure compile callbacks that ran (failed ones included) */
-  uint64_t program_compiles;   /**< program compile callbacks that ran (failed ones included;
-                                    a tier hit is not one) */
-  uint64_t compile_failures;   /**< closure compile callbacks that failed (program ones:
-                                    program_compile_failures).  Changed in 0.2 */
-  uint64_t waits;              /**< closure-level single-flight joins (program level:
-                                    program_waits).  Changed in 0.2 */
-  uint64_t compile_ns;         /**< nanoseconds in closure compile callbacks, without the
-                                    nested get-or-compile calls that compiled or waited.
+  uint64_t program_compiles;   /**< program compile callbacks that ran (failed included) */
+  uint64_t compile_failures;   /**< closure compile callbacks that failed.  Changed in 0.2 */
+  uint64_t waits;              /**< closure-level single-flight joins.  Changed in 0.2 */
+  uint64_t compile_ns;         /**< ns in closure compiles, nested slow paths excluded.
                                     Changed in 0.2 */
-  uint64_t sweeper_wakeups;    /**< sweeper waits that ended at their deadline (not a
-                                  wake-up by an insert or ccache_set_limits()).  Since 0.2. */
+  uint64_t sweeper_wakeups;    /**< sweeper waits that ended at their deadline.  Since 0.2 */
   /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
    * ends in exactly one of tier_hits / tier_misses. ---- */
   uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */
-  uint64_t tier_misses;        /**< program misses that asked the tiers and got nothing
-                                    usable (then the compile callback ran) */
+  uint64_t tier_misses;        /**< program misses the tiers did not serve (then compiled) */
   uint64_t tier_writes;        /**< successful puts, one per tier written (fills included) */
-  uint64_t tier_errors;        /**< failed tier ops (attach, get, put, remove, lock, renew)
-                                    and failed codec calls; never a failed fetch */
-  uint64_t tier_corrupt;       /**< entries that failed verification (removed; a foreign
-                                    runtime tag is a miss, not counted here) */
+  uint64_t tier_errors;        /**< failed tier ops and codec calls; never a failed fetch */
+  uint64_t tier_corrupt;       /**< entries that failed verification (removed) */
   uint64_t tier_bytes_read;    /**< bytes of entries returned by tier gets (framing included) */
   uint64_t tier_bytes_written; /**< bytes of entries successfully put (framing included) */
-  uint64_t tier_lock_waits;    /**< program misses that found a tier's compile lock held
-                                    (CCACHE_EBUSY) and waited */
+  uint64_t tier_lock_waits;    /**< program misses that waited on a tier's held compile lock */
   uint64_t tier_wait_ms_max;   /**< longest such wait, milliseconds */
-  uint64_t tier_leases_lost;   /**< compile leases whose renewal failed (the server did not
-                                    answer in time, or the lease had lapsed and another
-                                    process took it): no more renewals for it; each also
-                                    counts in tier_errors.  Since 0.2. */
-  uint64_t tier_lock_timeouts; /**< directory-tier writes and removes whose size
-                                    accounting was deferred: the size file's lock
-                                    was held past io_lock_ms (or, after such a
-                                    timeout, at the one try; see
-                                    ccache_disk_options) */
+  uint64_t tier_leases_lost;   /**< compile leases whose renewal failed.  Since 0.2 */
+  uint64_t tier_lock_timeouts; /**< directory-tier size updates deferred past io_lock_ms */
   /* ---- First use (0.2; one block: fields move together) ---- */
   uint64_t handles_out;              /**< gauge: program handles not yet released */
   uint64_t program_waits;            /**< program-level single-flight joins */
   uint64_t program_compile_failures; /**< program compile callbacks that failed */
-  uint64_t program_compile_ns;       /**< nanoseconds in program compile callbacks,
-                                          without nested get-or-compile calls that
-                                          compiled or waited, and without tier I/O */
+  uint64_t program_compile_ns;       /**< ns in program compiles, nested slow paths
+                                          and tier I/O excluded */
   uint64_t misses_evicted;           /**< misses (counted in misses) on a key that is
                                           among the last 64 keys evicted for capacity
                                           or cost: a bound that thrashes.  A few in
@@ -793,45 +675,31 @@ typedef struct ccache_stats {
 
 /**
  * @brief Prepare a stats struct: zero it and set its size (sizeof *s).
- * @param s caller-owned; NULL is a no-op.  Thread-safe.  Since 0.2.
+ * @param s caller-owned.  Since 0.2.
  */
 CCACHE_API void ccache_stats_init(ccache_stats *s);
 
 /**
- * @brief Snapshot the statistics.
- * @param c the cache; NULL zeroes the fields (returns CCACHE_EINVAL); a cache
- *        created before fork(), in the child, zeroes them too
- *        (CCACHE_EFORKED).
- * @param out caller-owned, from ccache_stats_init() (or with out->size =
- *        sizeof *out set by hand): only the first out->size bytes are
- *        written (a later, larger library never writes past an older
- *        caller's struct; out->size itself is kept).
- * @return CCACHE_OK; CCACHE_EINVAL, nothing written, with a detail line, for
- *         NULL out or an out->size that was never set: below
- *         offsetof(ccache_stats, hits) + 8 (a zeroed struct, size 0) or above
- *         CCACHE_STRUCT_SIZE_MAX; CCACHE_EINVAL with zeroes for NULL c;
- *         CCACHE_EFORKED with zeroes.  (Returned void before 0.2.)
- * Thread-safe (takes the writer lock, then the program table's lock); each
- * field is exact, the set is a near-simultaneous snapshot (the closure and
- * program counters under those locks, the destroy counts, sweeper_wakeups
- * and the tier counters just after).  Checked build: aborts on a closed
- * cache.
+ * @brief Snapshot the statistics: each field exact, the set near-simultaneous.
+ * @param c the cache; NULL (CCACHE_EINVAL) or a forked one (CCACHE_EFORKED)
+ *        zeroes the fields.
+ * @param out from ccache_stats_init(): only its first out->size bytes are
+ *        written (out->size kept).
+ * @return CCACHE_OK; CCACHE_EINVAL with a detail, nothing written, for NULL
+ *         out or a size never set (below offsetof(ccache_stats, hits) + 8 or
+ *         above CCACHE_STRUCT_SIZE_MAX); CCACHE_EFORKED.  (void before 0.2.)
  */
 CCACHE_API int ccache_stats_get(ccache *c, ccache_stats *out);
 
 /**
- * @brief Format a stats snapshot as one line of `name=value` pairs (every
- * field within s->size, in struct order, space-separated, no newline), for
- * logs.
- * @param s a snapshot from ccache_stats_get() (read only).
- * @param buf caller-owned, receives the line, NUL-terminated and truncated
- *        to @p len - 1 bytes; may be NULL when @p len is 0 (to ask for the
- *        length).
+ * @brief Format a snapshot as one line of space-separated `name=value` pairs
+ * (every field within s->size, in struct order, no newline), for logs.
+ * @param s a snapshot from ccache_stats_get().
+ * @param buf receives the line, NUL-terminated, truncated to @p len - 1
+ *        bytes; may be NULL when @p len is 0.
  * @param len bytes at @p buf.
- * @return the line's length without the NUL (as snprintf: a return >= len
- *         means it was truncated), or CCACHE_EINVAL (NULL s, a size as
- *         ccache_stats_get() refuses, NULL buf with len > 0).  Thread-safe.
- *         Since 0.2.
+ * @return the line's length (as snprintf: >= len means truncated), or
+ *         CCACHE_EINVAL (also a size ccache_stats_get() refuses).  Since 0.2.
  */
 CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len);
 
@@ -844,24 +712,15 @@ CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len)
  * @{ */
 
 /**
- * @brief Supply the default instance's configuration before first use.
- * Environment variables still override its bounds (see ccache_default()).
- * May be called again, replacing the configuration, until the instance
- * exists.
- * @param cfg copied, with its codec, runtime tag and tier array (none of
- *        them need outlive the call; only the first cfg->size bytes are
- *        read, later fields keep their defaults); the callbacks, ctx and
- *        alloc_ctx it points to must stay valid until the process exits.
- *        On CCACHE_OK its tiers belong to the library: the default instance
- *        takes them when it is created, and a later ccache_default_init()
- *        that does not list one again frees it.  On error the caller keeps
- *        them.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL cfg, or a config ccache_open()
- *         refuses with CCACHE_EINVAL); CCACHE_ENOMEM (copying the runtime
- *         tag); CCACHE_EBUSY (the default instance already exists).  On
- *         error nothing is kept.  Unlike ccache_open() it starts nothing:
- *         the sweeper thread and the tiers' attach ops wait for the
- *         instance.  Thread-safe.
+ * @brief Supply (or, until the instance exists, replace) the default
+ * instance's configuration; environment variables still override its bounds
+ * (see ccache_default()).  Starts nothing.
+ * @param cfg copied with its codec, tag and tier array; its callbacks and
+ *        contexts must stay valid until the process exits.  On CCACHE_OK its
+ *        tiers are the library's (docs/design.md, "The default instance").
+ * @return CCACHE_OK; CCACHE_EINVAL (also any config ccache_open() refuses);
+ *         CCACHE_ENOMEM; CCACHE_EBUSY (the instance exists).  On error
+ *         nothing is kept and the caller keeps its tiers.
  */
 CCACHE_API int ccache_default_init(const ccache_config *cfg);
 
