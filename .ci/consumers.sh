@@ -73,8 +73,15 @@ while IFS= read -r h; do
   done
   n_hdr=$((n_hdr + 1))
 done < <(cd "$prefix/include" && find . -name '*.h' | sed 's/^\.\///' | sort)
-[[ $n_hdr == 5 ]] || fail "$n_hdr installed headers, want 5 (ccache.h and ccache/{common,cache,tier,fp}.h)"
+[[ $n_hdr == 6 ]] || fail "$n_hdr installed headers, want 6 (ccache.h and ccache/{common,cache,tier,fp,trust}.h)"
 echo "  $n_hdr headers: ok"
+
+step "the key tool is installed and makes a key pair (closure-cache-keys generate)"
+"$prefix/bin/closure-cache-keys" generate ci-key "$work/ci.sec" "$work/ci.pub" >/dev/null ||
+  fail "closure-cache-keys generate"
+[[ $(stat -c %a "$work/ci.sec") == 600 ]] || fail "the secret key file is not mode 600"
+grep -q '^ci-key:' "$work/ci.pub" || fail "the public key file is not NAME:BASE64"
+echo "  $prefix/bin/closure-cache-keys: ok"
 
 step "C consumer via find_package(ccache CONFIG) (a decoy Findccache.cmake is on CMAKE_MODULE_PATH)"
 cmake -S "$src/tests/consumers/find_package_c" -B "$work/find_package_c" \

@@ -10,7 +10,10 @@
  *    tier_load_us of the warm run);
  *  - the same from Redis (no disk tier) <= 1/50;
  *  - 4 processes started together on an empty directory compile each kernel
- *    once (total compiles / distinct kernels = 1).
+ *    once (total compiles / distinct kernels = 1);
+ *  - the same disk, Redis and restart goals with signed entries (issue 21):
+ *    both runs with --signing-key, so the cold run signs every entry and
+ *    the warm run checks every signature before loading.
  *
  * Each repetition is a cold run and a warm run back to back on a fresh
  * directory (and a fresh redis-server), so each ratio compares two runs of
@@ -18,6 +21,7 @@
  * differs) is a real error: exit 2.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,10 +44,15 @@ typedef struct run {
   char checksum[40];
 } run;
 
-/* kernel_jit --json --kernels N <tier flag> <tier value>. */
+/* --signing-key's file for the signed series ("": unsigned runs). */
+static char signing_key[300];
+
+/* kernel_jit --json --kernels N <tier flag> <tier value> [--signing-key F]. */
 static void jit(run *r, const char *kernels, const char *flag, const char *value) {
-  char *argv[] = {KERNEL_JIT_EXE, "--json",      "--kernels", (char *)kernels,
-                  (char *)flag,   (char *)value, NULL};
+  char *argv[] = {KERNEL_JIT_EXE,  "--json",     "--kernels",
+                  (char *)kernels, (char *)flag, (char *)value,
+                  "--signing-key", signing_key,  NULL};
+  if (!signing_key[0]) argv[6] = NULL;
   kj_child c;
   int st = kj_run(&c, argv);
   BENCH_CHECK(st == 0, "kernel_jit %s %s exited %d: %s", flag, value, st, c.err);
@@ -211,7 +220,8 @@ int main(int argc, char **argv) {
   snprintf(row->note, sizeof row->note, "exact count, one run (not a timing)");
 
   char why[160];
-  if (redis_available(why, sizeof why) == 0) {
+  bool have_redis = redis_available(why, sizeof why) == 0;
+  if (have_redis) {
     series redis = {0};
     redis_reps(&redis, reps, kernels, n);
     load_row(&rep, &redis, "Redis tier (no disk tier)", 50.0);
@@ -219,6 +229,28 @@ int main(int argc, char **argv) {
     restart_row(&rep, &redis, "Redis tier (no disk tier)", n, BENCH_REPORT);
   } else {
     bench_note(&rep, "%s", why);
+  }
+
+  /* Signed entries: a key pair in a scratch directory, both runs signing
+   * (a writer checks what it loads against its own key). */
+  char kdir[256], pub[300];
+  if (ccache_trust_available() && kj_scratch(kdir, sizeof kdir, "benchkeys") == 0) {
+    snprintf(signing_key, sizeof signing_key, "%s/bench.sec", kdir);
+    snprintf(pub, sizeof pub, "%s/bench.pub", kdir);
+    BENCH_OK(ccache_trust_generate("bench", signing_key, pub));
+    series sdisk = {0};
+    disk_reps(&sdisk, reps, kernels, n);
+    load_row(&rep, &sdisk, "disk tier, signed", 100.0);
+    restart_row(&rep, &sdisk, "disk tier, signed", n, BENCH_RATIO_GE);
+    if (have_redis) {
+      series sredis = {0};
+      redis_reps(&sredis, reps, kernels, n);
+      load_row(&rep, &sredis, "Redis tier, signed", 50.0);
+    }
+    signing_key[0] = '\0';
+    kj_scratch_remove(kdir);
+  } else {
+    bench_note(&rep, "signed rows not measured: no libsodium in this build");
   }
   bench_note(&rep,
              "%d rep(s) of a cold and a warm kernel_jit run (--kernels %s), each on a fresh "

@@ -213,5 +213,6 @@
 #include "ccache/cache.h"  /* configuration, the two tables, single-flight, stats */
 #include "ccache/tier.h"   /* persistent tiers: codec, custom, directory, Redis */
 #include "ccache/fp.h"     /* structural fingerprints */
+#include "ccache/trust.h"  /* signed tier entries: keys */
 
 #endif /* CCACHE_H */

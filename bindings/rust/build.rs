@@ -50,6 +50,7 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "on_event",
             "event_ctx",
             "tier_max_entry_bytes",
+            "trust",
         ],
     ),
     (
@@ -96,6 +97,8 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "program_compile_ns",
             "misses_evicted",
             "tier_oversize",
+            "tier_rejected",
+            "tier_unpublished",
         ],
     ),
     ("ccache_codec", &["encode", "free_bytes", "decode", "ctx"]),

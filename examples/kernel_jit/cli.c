@@ -25,6 +25,10 @@ void kj_usage(FILE *f) {
           "                     (ccache's Redis tier; below --cache-dir when both are given)\n"
           "  --redis-sentinel HOST:PORT[,HOST:PORT...]/NAME[,NAME...]  the Redis tier on\n"
           "                     the primaries the Sentinels name (not with --redis)\n"
+          "  --signing-key FILE  sign the kernels it publishes with this secret key\n"
+          "                     (closure-cache-keys generate); it also trusts its own key\n"
+          "  --trusted-key FILE  load only kernels a trusted key signed (repeatable, up to\n"
+          "                     16); without --signing-key the run publishes nothing\n"
           "  --runtime-tag S    appended to the runtime tag (compiler, flags, target);\n"
           "                     a different tag never loads another tag's kernels\n"
           "  --json             one JSON object on stdout\n"
@@ -112,6 +116,13 @@ static int valued(kj_options *o, const char *a, const char *val) {
   } else if (strcmp(a, "--runtime-tag") == 0) {
     if (!val) return -1;
     o->runtime_tag = val;
+  } else if (strcmp(a, "--signing-key") == 0) {
+    if (!val || !*val || o->signing_key) return -1;
+    o->signing_key = val;
+  } else if (strcmp(a, "--trusted-key") == 0) {
+    if (!val || !*val || o->n_trusted >= sizeof o->trusted_keys / sizeof o->trusted_keys[0])
+      return -1;
+    o->trusted_keys[o->n_trusted++] = val;
   } else if (strcmp(a, "--cache-dir") == 0) {
     if (!val || !*val) return -1;
     o->cache_dir = val;

@@ -17,7 +17,10 @@ typedef struct kj_options {
   const char *redis;        /* --redis HOST:PORT[,HOST:PORT...]: the Redis tier, or NULL */
   int json;                 /* --json */
   int verbose;              /* --verbose: one line per kernel on stderr */
-  uint32_t hold_after; /* --hold-after K: pause after K kernels until EOF on stdin (0: never) */
+  uint32_t hold_after;     /* --hold-after K: pause after K kernels until EOF on stdin (0: never) */
+  const char *signing_key; /* --signing-key FILE: sign what it publishes, or NULL */
+  const char *trusted_keys[16]; /* --trusted-key FILE, repeatable: load only what they signed */
+  uint32_t n_trusted;
 } kj_options;
 
 /* 0: run; 1: --help was printed (exit 0); -1: one line was printed to

@@ -13,10 +13,13 @@
 #include "spec.h"
 
 typedef struct kj_jit_options {
-  const char *runtime_tag_extra; /* appended to the compiler's tag (--runtime-tag), or NULL */
-  const char *cache_dir;         /* the disk tier's directory (--cache-dir), or NULL */
-  uint64_t cache_max_bytes;      /* its cap (--cache-max-bytes); 0 means CCACHE_UNBOUNDED */
-  const char *redis;             /* the Redis tier's servers (--redis), or NULL */
+  const char *runtime_tag_extra;   /* appended to the compiler's tag (--runtime-tag), or NULL */
+  const char *cache_dir;           /* the disk tier's directory (--cache-dir), or NULL */
+  uint64_t cache_max_bytes;        /* its cap (--cache-max-bytes); 0 means CCACHE_UNBOUNDED */
+  const char *redis;               /* the Redis tier's servers (--redis), or NULL */
+  const char *signing_key;         /* --signing-key FILE, or NULL */
+  const char *const *trusted_keys; /* --trusted-key FILEs */
+  uint32_t n_trusted;
 } kj_jit_options;
 
 /* What kj_jit_open returns besides 0: a run-time failure (exit 1), or a

@@ -85,7 +85,10 @@ int main(int argc, char **argv) {
   kj_jit_options jo = {.runtime_tag_extra = o.runtime_tag,
                        .cache_dir = o.cache_dir,
                        .cache_max_bytes = o.cache_max_bytes,
-                       .redis = o.redis};
+                       .redis = o.redis,
+                       .signing_key = o.signing_key,
+                       .trusted_keys = o.trusted_keys,
+                       .n_trusted = o.n_trusted};
   int opened = kj_jit_open(&j, &jo, err, sizeof err);
   if (opened != 0) {
     fprintf(stderr, "kernel_jit: %s\n", err);

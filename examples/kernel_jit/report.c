@@ -49,6 +49,8 @@ void kj_report_json(FILE *f, const kj_report *r) {
   fprintf(f, "\"tier_errors\": %" PRIu64 ", ", s->tier_errors);
   fprintf(f, "\"tier_corrupt\": %" PRIu64 ", ", s->tier_corrupt);
   fprintf(f, "\"tier_oversize\": %" PRIu64 ", ", s->tier_oversize);
+  fprintf(f, "\"tier_rejected\": %" PRIu64 ", ", s->tier_rejected);
+  fprintf(f, "\"tier_unpublished\": %" PRIu64 ", ", s->tier_unpublished);
   fprintf(f, "\"tier_bytes_read\": %" PRIu64 ", ", s->tier_bytes_read);
   fprintf(f, "\"tier_bytes_written\": %" PRIu64 ", ", s->tier_bytes_written);
   fprintf(f, "\"lock_waits\": %" PRIu64 ", ", s->tier_lock_waits);
@@ -95,6 +97,8 @@ void kj_report_human(FILE *f, const kj_report *r) {
   fprintf(f, "%-30s %" PRIu64 " errors, %" PRIu64 " corrupt entries\n", "tier faults",
           s->tier_errors, s->tier_corrupt);
   fprintf(f, "%-30s %" PRIu64 "\n", "entries over the size bound", s->tier_oversize);
+  fprintf(f, "%-30s %" PRIu64 " rejected (unsigned or untrusted), %" PRIu64 " not published\n",
+          "signatures", s->tier_rejected, s->tier_unpublished);
   fprintf(f, "%-30s %" PRIu64 " (longest %" PRIu64 " ms)\n", "waits for another process",
           s->tier_lock_waits, s->tier_wait_ms_max);
   ms_or_dash(f, "compile time, median", r->compile_ms_median, "ms");

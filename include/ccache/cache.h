@@ -142,6 +142,8 @@ typedef void *(*ccache_alloc_fn)(void *alloc_ctx, size_t size);
  */
 typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
 
+struct ccache_trust; /* ccache/trust.h */
+
 /**
  * Options for ccache_open() (and ccache_default_init()).  Initialise with
  * ccache_config_init(), then set the fields you need.  The cache copies the
@@ -220,6 +222,15 @@ typedef struct ccache_config {
    *  use it), and a compiled program whose entry would be over it is not
    *  written (tier_oversize +1).  Fixed for the cache's life. */
   uint64_t tier_max_entry_bytes;
+  /* ---- Signed entries (0.2, issue 21): a config whose size ends before
+   * this field has no trust object. ---- */
+  /** Signing and trusted keys (see ccache/trust.h), copied at
+   *  ccache_open() (the object may be freed after it returns; after
+   *  ccache_default_init(), once the default instance exists); NULL
+   *  (default): tiers are trusted by declaration.  Set, in a build without
+   *  libsodium: CCACHE_ENOTSUP at open; with no key in it: CCACHE_EINVAL.
+   *  Since 0.2. */
+  const struct ccache_trust *trust;
 } ccache_config;
 
 /** Default ccache_config::tier_max_entry_bytes: 64 MiB.  A compiled kernel
@@ -254,7 +265,8 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *         bound of 0; alloc without free or the reverse; a bad tier array
  *         (over CCACHE_MAX_TIERS, NULL, a NULL or repeated tier, one another
  *         cache owns); a codec with a NULL callback, or tiers without a
- *         codec); CCACHE_ENOMEM; CCACHE_ETHREAD (a thread or lock could not
+ *         codec; a trust object with no key); CCACHE_ENOTSUP (a trust object
+ *         in a build without libsodium: fail closed); CCACHE_ENOMEM; CCACHE_ETHREAD (a thread or lock could not
  *         be created).  On every error the caller keeps its tiers and
  *         nothing is left running.
  * Thread-safe.  If ttl_ms is finite and sweeper_thread is non-zero, the
@@ -671,6 +683,12 @@ typedef struct ccache_stats {
    *  entry usually counts twice) and each program whose entry would have
    *  been over it (not written). */
   uint64_t tier_oversize;
+  /* ---- Signed entries (0.2, issue 21) ---- */
+  uint64_t tier_rejected;    /**< intact entries refused by ccache_config::trust (unsigned,
+                                  signed by a key not trusted, or a signature that does not
+                                  verify): never decoded, never copied, never removed */
+  uint64_t tier_unpublished; /**< programs a reader (trusted keys, no signing key) compiled
+                                  and did not write to its tiers */
 } ccache_stats;
 
 /**
@@ -738,7 +756,14 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  * CLOSURE_CACHE_REDIS (the servers value of ccache_redis_options) adds a
  * Redis tier with default options below the configured tiers, if
  * ccache_default_init() supplied a codec (else, or when empty, it is
- * ignored); a down server is not an error here.  The instance lives until
+ * ignored); a down server is not an error here.  CLOSURE_CACHE_REDIS_USER
+ * and CLOSURE_CACHE_REDIS_PASSWORD_FILE (its first line; CCACHE_EPERM unless
+ * only its owner may read it) give that tier's AUTH;
+ * CLOSURE_CACHE_SIGNING_KEY_FILE and CLOSURE_CACHE_TRUSTED_KEYS (key files,
+ * comma-separated) make a trust object (ccache/trust.h) that replaces the
+ * config's (a refused key file: that call's status, with a detail naming the
+ * variable).  All are read with secure_getenv() (a set-user-ID or
+ * set-group-ID process ignores them).  The instance lives until
  * the process exits (ccache_close() on it is CCACHE_EINVAL); in a fork()
  * child the parent's instance refuses every call (CCACHE_EFORKED) and the
  * child's first ccache_default() creates its own.

@@ -38,7 +38,10 @@ extern "C" {
  *  - A tier is trusted: whoever can write to it can hand every process that
  *    uses it a program to run (the checksum catches accidents, not attacks).
  *    The directory tier refuses a directory, or any level below it, that is
- *    a link or not private to the user (ccache_tier_disk()).
+ *    a link or not private to the user (ccache_tier_disk()).  To load only
+ *    what a known compiler published, give caches keys
+ *    (ccache_config::trust, ccache/trust.h): writers sign their entries and
+ *    every entry is checked before the codec sees it.
  *  - Tier ops and codec calls run with no cache lock held and may call into
  *    the cache (except ccache_close() on it).  Compile locks are held across
  *    the compile callback, which may miss on other keys: a backend must not
@@ -231,6 +234,42 @@ typedef struct ccache_tier_ops {
    * @return CCACHE_OK; CCACHE_MISS if @p part is past the last part.
    */
   int (*health)(void *state, uint32_t part, struct ccache_tier_health *out);
+  /* ---- Appended in 0.2 (issue 21): leases whose value a cache with
+   * ccache_config::trust signs (see ccache/trust.h).  NULL: the backend's
+   * leases carry no value, and a reader never waits on them. ---- */
+  /**
+   * lock() that stores @p value (up to 160 bytes, the core's signed lease
+   * token) as what lease_peek() shows of the lease.  Used instead of lock()
+   * by a cache with a signing key.  Returns as lock().
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param value @p len bytes, valid only during the call.
+   * @param len their length in bytes.
+   * @param lock as lock().
+   */
+  int (*lock_value)(void *state, ccache_key pkey, const void *value, size_t len, void **lock);
+  /**
+   * renew() that also replaces the lease's value (a fresh token at each
+   * renewal).  Used instead of renew() for a lock taken by lock_value().
+   * Returns as renew().
+   * @param state the backend's state.
+   * @param lock the handle lock_value() set.
+   * @param value @p len bytes, valid only during the call.
+   * @param len their length in bytes.
+   */
+  int (*renew_value)(void *state, void *lock, const void *value, size_t len);
+  /**
+   * Show the value of whoever holds @p pkey's lease (any process).
+   * @param state the backend's state.
+   * @param pkey the program key.
+   * @param buf receives the first min(cap, value length) bytes.
+   * @param cap bytes at @p buf.
+   * @param len set on CCACHE_OK to the value's whole length (0: a lease
+   *        with no value, e.g. one lock() took).
+   * @return CCACHE_OK (held); CCACHE_MISS (nobody holds it); a negative
+   *         status (tier_errors +1; taken as not held).
+   */
+  int (*lease_peek)(void *state, ccache_key pkey, void *buf, size_t cap, size_t *len);
 } ccache_tier_ops;
 
 /** Most renewal groups one tier may declare (ccache_tier_ops::renew_groups). */
@@ -371,7 +410,9 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *  - A tier made before fork() returns CCACHE_EFORKED in the child.
  *  - A shared Redis is trusted; hiredis 0.14 has no TLS (passwords travel
  *    as plain text): use loopback, a unix socket, a private network or a
- *    TLS tunnel.
+ *    TLS tunnel.  Signed entries (ccache/trust.h) close the integrity half
+ *    whatever the transport; the password and confidentiality still need
+ *    the tunnel or the socket.
  */
 typedef struct ccache_redis_options {
   uint32_t size; /**< sizeof, set by ccache_redis_options_init() */

@@ -7,7 +7,7 @@
  *   2  the test library (CCACHE_TESTING): level 1, plus the full consistency
  *      checker (check.c) after writer sections, every k-th one as the test
  *      asks (ccache__debug_check_every; the stress test and the TSan run set
- *      it, the CCACHE_DEBUG_CHECK_EVERY environment variable too).
+ *      it, the CLOSURE_CACHE_DEBUG_CHECK_EVERY environment variable too).
  *
  * Asserts are never used for a user's error: those return statuses (or, in
  * the opt-in checked build, abort with one line; see misuse.h).

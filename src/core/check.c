@@ -8,6 +8,8 @@
  * live: expired entries may still sit in the table until a fetch or sweep
  * removes them, but only as a prefix of the FIFO.
  */
+#define _GNU_SOURCE 1 /* secure_getenv */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,7 +127,7 @@ int ccache__check(ccache *c, uint64_t now) {
 
 /* ------------------------------------------------ after every k-th write */
 
-/* Level 2's expensive check: with CCACHE_DEBUG_CHECK_EVERY=k (k >= 1) in the
+/* Level 2's expensive check: with CLOSURE_CACHE_DEBUG_CHECK_EVERY=k (k >= 1) in the
  * environment, the whole checker runs after every k-th writer section of
  * every cache, and a failure aborts at once, next to the write that broke
  * it.  The stress test and the TSan run set it. */
@@ -146,7 +148,7 @@ void ccache__debug_check_every(uint64_t k) {
 }
 
 __attribute__((constructor)) static void install_after_write(void) {
-  const char *s = getenv("CCACHE_DEBUG_CHECK_EVERY");
+  const char *s = secure_getenv("CLOSURE_CACHE_DEBUG_CHECK_EVERY");
   if (!s || !*s) return;
   char *end;
   unsigned long long k = strtoull(s, &end, 10);

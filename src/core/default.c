@@ -5,9 +5,13 @@
  * not CCACHE_*: the ccache compiler cache reads every CCACHE_* variable and
  * rejects the ones it does not know, which would break users' builds.
  */
+#define _GNU_SOURCE 1 /* secure_getenv */
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/internal.h"
 #include "tier/tier.h"
@@ -36,7 +40,7 @@ static int refuse(const char *name, const char *value) {
 }
 
 static int parse_bound(const char *name, uint64_t *v) {
-  const char *s = getenv(name);
+  const char *s = secure_getenv(name);
   if (!s) return CCACHE_OK;
   if (strcmp(s, "unbounded") == 0 || strcmp(s, "infinity") == 0) {
     *v = CCACHE_UNBOUNDED;
@@ -107,12 +111,83 @@ static void after_fork_child(void) {
   atomic_store(&default_cache, NULL);
 }
 
+/* A detail naming the variable, keeping the call's own detail. */
+static int env_fail(const char *name, const char *value, int rc) {
+  char why[256]; /* the detail buffer is the one being rewritten */
+  snprintf(why, sizeof why, "%s", ccache_error_detail());
+  ccache__detail("%s=%.200s: %s", name, value, why);
+  return rc;
+}
+
+/* CLOSURE_CACHE_SIGNING_KEY_FILE and CLOSURE_CACHE_TRUSTED_KEYS (key files,
+ * comma-separated): a trust object replacing the config's, in *made (freed
+ * by the caller; the cache keeps its own copy).  Neither set: *made NULL. */
+static int env_trust(ccache_config *cfg, ccache_trust **made) {
+  const char *sk = secure_getenv("CLOSURE_CACHE_SIGNING_KEY_FILE");
+  const char *tk = secure_getenv("CLOSURE_CACHE_TRUSTED_KEYS");
+  *made = NULL;
+  if ((!sk || !*sk) && (!tk || !*tk)) return CCACHE_OK;
+  ccache_trust *t = NULL;
+  int rc = ccache_trust_new(&t);
+  if (rc == CCACHE_OK && sk && *sk) {
+    rc = ccache_trust_set_signing_key_file(t, sk);
+    if (rc != CCACHE_OK) rc = env_fail("CLOSURE_CACHE_SIGNING_KEY_FILE", sk, rc);
+  }
+  for (const char *p = tk; rc == CCACHE_OK && p && *p;) {
+    const char *comma = strchr(p, ',');
+    size_t n = comma ? (size_t)(comma - p) : strlen(p);
+    char path[4096];
+    if (n == 0 || n >= sizeof path) {
+      ccache__detail("CLOSURE_CACHE_TRUSTED_KEYS=%.200s: an empty or over-long file name", tk);
+      rc = CCACHE_EINVAL;
+      break;
+    }
+    memcpy(path, p, n);
+    path[n] = '\0';
+    rc = ccache_trust_add_key_file(t, path);
+    if (rc != CCACHE_OK) rc = env_fail("CLOSURE_CACHE_TRUSTED_KEYS", tk, rc);
+    p = comma ? comma + 1 : p + n;
+  }
+  if (rc != CCACHE_OK) {
+    ccache_trust_free(t);
+    return rc;
+  }
+  cfg->trust = t;
+  *made = t;
+  return CCACHE_OK;
+}
+
+/* CLOSURE_CACHE_REDIS_PASSWORD_FILE: the password, the file's first line
+ * (a trailing newline dropped), from a file only its owner may read. */
+static int read_password(const char *path, char *out, size_t cap) {
+  static const char *const name = "CLOSURE_CACHE_REDIS_PASSWORD_FILE";
+  FILE *f = fopen(path, "re");
+  if (!f) {
+    ccache__detail("%s=%.200s: %s", name, path, strerror(errno));
+    return CCACHE_EIO;
+  }
+  struct stat st;
+  int rc = CCACHE_OK;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+    ccache__detail("%s=%.200s: not a regular file readable by its owner only (chmod 600)", name,
+                   path);
+    rc = CCACHE_EPERM;
+  } else if (!fgets(out, (int)cap, f) || !*out) {
+    ccache__detail("%s=%.200s: empty", name, path);
+    rc = CCACHE_EINVAL;
+  } else {
+    out[strcspn(out, "\n")] = '\0';
+  }
+  fclose(f);
+  return rc;
+}
+
 /* CLOSURE_CACHE_REDIS=host:port[,...]: a Redis tier below the configured
  * ones (default options otherwise), only when a codec was supplied (without
  * one tiers are never used).  *made is the new tier, freed by the caller
  * unless the cache took it. */
 static int env_redis_tier(ccache_config *cfg, ccache_tier **tiers, ccache_tier **made) {
-  const char *servers = getenv("CLOSURE_CACHE_REDIS");
+  const char *servers = secure_getenv("CLOSURE_CACHE_REDIS");
   *made = NULL;
   if (!servers || !*servers || !cfg->codec) return CCACHE_OK;
   if (cfg->n_tiers >= CCACHE_MAX_TIERS) {
@@ -122,7 +197,17 @@ static int env_redis_tier(ccache_config *cfg, ccache_tier **tiers, ccache_tier *
   ccache_redis_options o;
   ccache_redis_options_init(&o);
   o.servers = servers;
+  const char *user = secure_getenv("CLOSURE_CACHE_REDIS_USER");
+  const char *pwfile = secure_getenv("CLOSURE_CACHE_REDIS_PASSWORD_FILE");
+  char password[1024] = "";
+  if (user && *user) o.user = user;
+  if (pwfile && *pwfile) {
+    int prc = read_password(pwfile, password, sizeof password);
+    if (prc != CCACHE_OK) return prc;
+    o.password = password;
+  }
   int rc = ccache_tier_redis(&o, made);
+  explicit_bzero(password, sizeof password); /* the tier keeps its own copy */
   if (rc != CCACHE_OK) {
     char why[256]; /* the detail buffer is the one being rewritten */
     snprintf(why, sizeof why, "%s", ccache_error_detail());
@@ -149,13 +234,16 @@ static int create_default(ccache **out) {
   else
     ccache_config_init(&cfg);
   ccache_tier *tiers[CCACHE_MAX_TIERS], *redis = NULL;
+  ccache_trust *trust = NULL;
   int rc = parse_bound("CLOSURE_CACHE_MAX_ITEMS", &cfg.max_items);
   if (rc == CCACHE_OK) rc = parse_bound("CLOSURE_CACHE_TTL_MS", &cfg.ttl_ms);
   if (rc == CCACHE_OK) rc = parse_bound("CLOSURE_CACHE_MAX_COST", &cfg.max_cost_bytes);
+  if (rc == CCACHE_OK) rc = env_trust(&cfg, &trust);
   if (rc == CCACHE_OK) rc = env_redis_tier(&cfg, tiers, &redis);
   if (rc == CCACHE_OK) rc = ccache_open(&cfg, out);
   if (rc == CCACHE_OK) (*out)->is_default = 1;
   if (rc != CCACHE_OK) ccache_tier_free(redis); /* the configured tiers stay default_cfg's */
+  ccache_trust_free(trust);                     /* the cache has its own copy */
   return rc;
 }
 

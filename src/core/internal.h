@@ -465,7 +465,7 @@ CCACHE_API int ccache__check(ccache *c, uint64_t now);
  * ccache_stats counter name.  Returns 0, or -1 for an unknown field. */
 CCACHE_API int ccache__seed(ccache *c, const char *field, uint64_t v);
 /* Run the checker after every k-th writer section of every cache (0: never);
- * a failure aborts.  Also set from CCACHE_DEBUG_CHECK_EVERY at start-up. */
+ * a failure aborts.  Also set from CLOSURE_CACHE_DEBUG_CHECK_EVERY at start-up. */
 CCACHE_API void ccache__debug_check_every(uint64_t k);
 #endif
 

@@ -130,7 +130,9 @@ int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part, ccache_tier_
   X(program_compile_failures) \
   X(program_compile_ns) \
   X(misses_evicted) \
-  X(tier_oversize)
+  X(tier_oversize) \
+  X(tier_rejected) \
+  X(tier_unpublished)
 // clang-format on
 
 int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
@@ -153,5 +155,5 @@ int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
 }
 
 /* A field added to ccache_stats must be added to the list above too. */
-_Static_assert(offsetof(ccache_stats, tier_oversize) + sizeof(uint64_t) == sizeof(ccache_stats),
+_Static_assert(offsetof(ccache_stats, tier_unpublished) + sizeof(uint64_t) == sizeof(ccache_stats),
                "ccache_stats gained a field: add it to CCACHE__STATS_FIELDS");

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "tier/tier.h"
+#include "tier/tier_trust.h"
 
 /* What a tier lookup found. */
 enum { T_MISS = 0, T_HIT = 1 };
@@ -124,6 +125,18 @@ static int bounded_get(struct ccache__tiers *ts, uint32_t i, ccache_key key, voi
   return rc;
 }
 
+/* With keys: whether tier i's intact entry is signed by a trusted key; if
+ * not it is counted in tier_rejected, and left where it is (trust is local
+ * configuration: another process may trust it). */
+static bool trusted(struct ccache__tiers *ts, uint32_t i, ccache_key key, const void *blob,
+                    size_t len) {
+  const char *why = NULL;
+  if (ccache__trust_entry_ok(ts->trust, blob, len, ts->strong, &why)) return true;
+  atomic_fetch_add(&ts->rejected, 1);
+  note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "get", why);
+  return false;
+}
+
 /* Ask tier i for key: T_HIT with a decoded native program (and the tiers
  * above filled), or T_MISS (absent, failed, oversize, corrupt, foreign or
  * undecodable; each counted where it applies). */
@@ -166,6 +179,9 @@ static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *s
       note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "get", "foreign runtime tag");
       break;
     case CCACHE__ENTRY_OK: {
+      /* With keys, an intact entry must also be signed by one: never
+       * decoded, never copied upward, never removed otherwise. */
+      if (ts->trust && !trusted(ts, i, key, blob, len)) break;
       void *nat = NULL;
       uint64_t cst = 0;
       CCACHE__IN_FRAME(ts, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
@@ -218,6 +234,44 @@ static void record_wait(struct ccache__tiers *ts, uint64_t waited_ns) {
 /* The outcome of taking one tier's lock. */
 enum { L_DONE, L_HIT, L_TIMEOUT };
 
+/* With keys: whether tier i's lease on key is held by a trusted signer
+ * (a valid, recent token); false for no lease, an unsigned one, or a peek
+ * that failed.  A squatter's lease is never waited for. */
+static bool signer_holds(struct ccache__tiers *ts, uint32_t i, ccache_key key) {
+  ccache_tier *t = ts->t[i];
+  unsigned char v[CCACHE__LEASE_TOKEN];
+  size_t vl = 0;
+  int rc;
+  errno = 0;
+  CCACHE__IN_FRAME(ts, rc = t->ops.lease_peek(t->state, key, v, sizeof v, &vl));
+  if (rc < 0) {
+    ccache__tier_fail(ts, i, key, "lease", rc, errno, NULL);
+    return false;
+  }
+  ccache__tier_ok(ts, i);
+  if (rc != CCACHE_OK) return false;
+  bool ok = vl == sizeof v &&
+            ccache__trust_lease_ok(ts->trust, key, v, vl, ccache__realtime_ms(), t->ops.lease_ms);
+  if (!ok)
+    note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "lease",
+         "a lease not signed by a trusted key: not waited for");
+  return ok;
+}
+
+/* Try tier i's lock once: with a signing key and a backend that shows
+ * lease values, the lease carries a fresh signed token. */
+static int try_lock(struct ccache__tiers *ts, ccache_tier *t, ccache_key key, void **lk) {
+  int rc;
+  if (ts->trust && t->ops.lock_value) {
+    unsigned char tok[CCACHE__LEASE_TOKEN];
+    ccache__trust_lease_token(ts->trust, key, ccache__realtime_ms(), tok);
+    CCACHE__IN_FRAME(ts, rc = t->ops.lock_value(t->state, key, tok, sizeof tok, lk));
+  } else {
+    CCACHE__IN_FRAME(ts, rc = t->ops.lock(t->state, key, lk));
+  }
+  return rc;
+}
+
 /* Take tier i's lock (or give up on it), polling its entry while another
  * process holds the lock.  *waited_ns grows by the time spent waiting. */
 static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *sk,
@@ -229,7 +283,7 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
     void *lk = NULL;
     int rc;
     errno = 0;
-    CCACHE__IN_FRAME(ts, rc = t->ops.lock(t->state, key, &lk));
+    rc = try_lock(ts, t, key, &lk);
     if (rc == CCACHE_OK) {
       ccache__tier_ok(ts, i);
       h->held[i] = true;
@@ -246,6 +300,11 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
     atomic_fetch_add_explicit(&ts->per[i].lock_waits, 1, memory_order_relaxed);
     uint64_t now = ccache__mono_ns();
     if (!start) start = now;
+    /* With keys, only a trusted signer's lease is worth waiting for. */
+    if (ts->trust && t->ops.lease_peek && !signer_holds(ts, i, key)) {
+      *waited_ns += now - start;
+      return L_TIMEOUT;
+    }
     uint64_t elapsed_ms = (now - start) / 1000000u;
     if (elapsed_ms >= t->ops.wait_ms) {
       *waited_ns += now - start;
@@ -264,6 +323,40 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
   /* Got the lock (or gave up on a broken one): the holder before us may
    * have published just before letting go. */
   return load(ts, i, sk, native, cost) == T_HIT ? L_HIT : L_DONE;
+}
+
+/* A reader's stand-in for lock_all: it takes no lease, and waits (polling
+ * the entry, as lock_one does) only while a trusted signer holds the lease
+ * of a tier that shows lease values, up to that tier's wait_ms. */
+static int reader_wait(struct ccache__tiers *ts, const ccache_strong_key *sk, void **native,
+                       uint64_t *cost) {
+  uint64_t waited_ns = 0;
+  bool waited = false;
+  int found = T_MISS;
+  for (uint32_t i = 0; i < ts->n && found == T_MISS; i++) {
+    ccache_tier *t = ts->t[i];
+    if (!ts->usable[i] || !t->ops.lock || !t->ops.lease_peek) continue;
+    uint64_t start = ccache__mono_ns(), delay = t->ops.poll_ms;
+    bool here = false; /* a signer held it: this tier was waited on */
+    while (signer_holds(ts, i, sk->key)) {
+      here = true;
+      uint64_t elapsed_ms = (ccache__mono_ns() - start) / 1000000u;
+      if (elapsed_ms >= t->ops.wait_ms) break;
+      uint64_t left = t->ops.wait_ms - elapsed_ms;
+      sleep_ms(delay < left ? delay : left);
+      delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
+      if (load(ts, i, sk, native, cost) == T_HIT) {
+        found = T_HIT;
+        break;
+      }
+    }
+    if (here) {
+      waited = true;
+      waited_ns += ccache__mono_ns() - start;
+    }
+  }
+  if (waited) record_wait(ts, waited_ns);
+  return found;
 }
 
 /* Take the locks in tier order.  T_HIT if an entry turned up meanwhile. */
@@ -299,15 +392,16 @@ static void unlock_all(struct ccache__tiers *ts, held_locks *h) {
 
 /* ------------------------------------------------------ compile and store */
 
-static uint64_t realtime_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Encode the program just compiled and write it to every usable tier. */
 static void store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *native) {
   ccache_key key = sk->key;
+  if (ts->trust && !ts->trust->has_signer) { /* a reader publishes nothing */
+    atomic_fetch_add(&ts->unpublished, 1);
+    note(ts, CCACHE_EVENT_TIER_REJECTED, ts->n, key, "put",
+         "a reader (trusted keys, no signing key) does not publish");
+    return;
+  }
+  const struct ccache_trust *signer = ts->trust; /* NULL: unsigned entries */
   void *bytes = NULL;
   size_t len = 0;
   int rc;
@@ -324,7 +418,7 @@ static void store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *n
   unsigned char *blob = NULL;
   size_t blen = 0;
   if ((uint64_t)len <= CCACHE__TIER_MAX_PAYLOAD && (bytes || len == 0)) {
-    blen = ccache__tier_entry_len_mode(len, ts->strong);
+    blen = ccache__tier_entry_len_signed(len, ts->strong, signer != NULL);
     if ((uint64_t)blen > ts->max_entry) { /* no cache with this bound would read it */
       CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
       oversize(ts, ts->n, key, "encode");
@@ -332,7 +426,9 @@ static void store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *n
     }
     blob = ccache__malloc(&ts->mem, blen);
   }
-  if (blob) ccache__tier_frame_mode(blob, sk, ts->strong, ts->tag_hash, realtime_ms(), bytes, len);
+  if (blob)
+    ccache__tier_frame_signed(blob, sk, ts->strong, ts->tag_hash, ccache__realtime_ms(), bytes, len,
+                              signer);
   CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
   if (!blob) { /* too large, NULL bytes, or no memory: not stored */
     ccache__tier_fail(ts, ts->n, key, "encode", blen ? CCACHE_ENOMEM : CCACHE_EINVAL, 0,
@@ -367,7 +463,9 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
   }
   held_locks h;
   memset(&h, 0, sizeof h);
-  int found = lock_all(ts, key, &h, native, cost);
+  /* A reader takes no lease: it waits only for a signer's (tier_trust.c). */
+  int found = ts->trust && !ts->trust->has_signer ? reader_wait(ts, key, native, cost)
+                                                  : lock_all(ts, key, &h, native, cost);
   if (found == T_HIT) {
     unlock_all(ts, &h);
     atomic_fetch_add(&ts->hits, 1);

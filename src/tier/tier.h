@@ -84,6 +84,13 @@ size_t ccache__tier_entry_len_mode(size_t payload_len, bool strong);
 void ccache__tier_frame_mode(unsigned char *dst, const ccache_strong_key *key, bool strong,
                              uint64_t tag_hash, uint64_t created_ms, const void *payload,
                              size_t len);
+/* The same with a signature block when signer is set (tier_trust.h): the
+ * length of such an entry, and its framing. */
+struct ccache_trust;
+size_t ccache__tier_entry_len_signed(size_t payload_len, bool strong, bool sig);
+void ccache__tier_frame_signed(unsigned char *dst, const ccache_strong_key *key, bool strong,
+                               uint64_t tag_hash, uint64_t created_ms, const void *payload,
+                               size_t len, const struct ccache_trust *signer);
 /* Check an entry in full (for a strong cache: its header length and all
  * 256 bits of the key); on OK, *payload and *len point into blob. */
 ccache__entry_check ccache__tier_verify_mode(const void *blob, size_t blob_len,
@@ -111,6 +118,7 @@ typedef struct ccache__lease_rec {
   uint64_t due_ns; /* next renewal, CLOCK_MONOTONIC */
   int busy;        /* renew() is running on it (r_mu released) */
   int lost;        /* a renew failed: no more renewals */
+  int token;       /* taken by lock_value: renew_value, a fresh token each time */
 } ccache__lease_rec;
 
 /* The renewal thread of one tier's renewal group, and its leases. */
@@ -150,6 +158,9 @@ struct ccache__tiers {
 
   _Atomic uint64_t hits, misses, writes, errors, corrupt, bytes_read, bytes_written;
   _Atomic uint64_t lock_waits, wait_ms_max, leases_lost, oversize;
+  /* ccache_config::trust's copy (NULL: none) and its counts (tier_trust.c). */
+  struct ccache_trust *trust;
+  _Atomic uint64_t rejected, unpublished;
   ccache__tier_counts per[CCACHE_MAX_TIERS];
 
   /* The owner's event hook (ccache_config::on_event), NULL when unset. */

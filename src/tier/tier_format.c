@@ -15,12 +15,20 @@
  * "v1/strong-<tag hash>" strong ones only.  The
  * checksum covers the tag hash, so a flipped tag byte is corruption, while an
  * intact entry of another runtime tag is told apart (a miss, not corrupt).
+ *
+ * A signed entry (a cache with a signing key) has one signature block of
+ * CCACHE__TIER_SIG bytes between its payload and its trailer, and the
+ * trailer covers it: the bytes between payload and trailer are either none
+ * or exactly one block, which is all that tells the two apart.  This file
+ * checks only that the bytes are intact; whether the signature is one we
+ * trust is tier_trust.c's question, asked only by a cache with keys.
  */
 #include <string.h>
 
 #include <xxhash.h>
 
 #include "tier/tier.h"
+#include "tier/tier_trust.h"
 
 static void put_u32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -82,9 +90,19 @@ static void checksum(const unsigned char *data, size_t len, unsigned char out[16
   put_u64(out + 8, h.high64);
 }
 
+size_t ccache__tier_entry_len_signed(size_t payload_len, bool strong, bool sig) {
+  return ccache__tier_entry_len_mode(payload_len, strong) + (sig ? CCACHE__TIER_SIG : 0);
+}
+
 void ccache__tier_frame_mode(unsigned char *dst, const ccache_strong_key *key, bool strong,
                              uint64_t tag_hash, uint64_t created_ms, const void *payload,
                              size_t len) {
+  ccache__tier_frame_signed(dst, key, strong, tag_hash, created_ms, payload, len, NULL);
+}
+
+void ccache__tier_frame_signed(unsigned char *dst, const ccache_strong_key *key, bool strong,
+                               uint64_t tag_hash, uint64_t created_ms, const void *payload,
+                               size_t len, const struct ccache_trust *signer) {
   uint32_t hdr = hdr_len(strong);
   memcpy(dst, CCACHE__TIER_MAGIC, 8);
   put_u32(dst + 8, CCACHE_TIER_FORMAT);
@@ -99,7 +117,12 @@ void ccache__tier_frame_mode(unsigned char *dst, const ccache_strong_key *key, b
     put_u64(dst + 64, key->check.hi);
   }
   if (len) memcpy(dst + hdr, payload, len);
-  checksum(dst, hdr + len, dst + hdr + len);
+  size_t sig = 0;
+  if (signer) {
+    ccache__trust_sign_entry(signer, dst, hdr, dst + hdr, len, dst + hdr + len);
+    sig = CCACHE__TIER_SIG;
+  }
+  checksum(dst, hdr + len + sig, dst + hdr + len + sig);
 }
 
 ccache__entry_check ccache__tier_verify_mode(const void *blob, size_t blob_len,
@@ -113,12 +136,15 @@ ccache__entry_check ccache__tier_verify_mode(const void *blob, size_t blob_len,
    * written: corrupt, like any other bytes that are not ours. */
   if (get_u32(b + 8) != CCACHE_TIER_FORMAT || get_u32(b + 12) != hdr) return CCACHE__ENTRY_CORRUPT;
   uint64_t plen = get_u64(b + 40);
-  /* The stored length must account for every byte: a truncated or extended
-   * blob fails here before the checksum is even computed. */
-  if (plen != blob_len - hdr - CCACHE__TIER_SUM) return CCACHE__ENTRY_CORRUPT;
+  /* The stored length must account for every byte (the payload, and a
+   * signature block or none): a truncated or extended blob fails here
+   * before the checksum is even computed. */
+  size_t body = blob_len - hdr - CCACHE__TIER_SUM; /* payload and block */
+  if (plen != body && (plen > body || body - plen != CCACHE__TIER_SIG))
+    return CCACHE__ENTRY_CORRUPT;
   unsigned char sum[16];
-  checksum(b, hdr + (size_t)plen, sum);
-  if (memcmp(sum, b + hdr + plen, 16) != 0) return CCACHE__ENTRY_CORRUPT;
+  checksum(b, hdr + body, sum);
+  if (memcmp(sum, b + hdr + body, 16) != 0) return CCACHE__ENTRY_CORRUPT;
   /* Intact.  An entry filed under the wrong key is corrupt (misplaced); one
    * of another runtime tag is only not ours.  A strong entry's key is all
    * 256 bits. */

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "tier/tier.h"
+#include "tier/tier_trust.h"
 
 /* ---------------------------------------------------------- the tier objects */
 
@@ -87,19 +88,31 @@ static bool claim(const void *owner, ccache_tier *const *tiers, uint32_t n) {
 int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const void *owner,
                        const ccache_config *cfg) {
   *out = NULL;
-  if (!CFG_HAS(cfg, n_tiers) || (cfg->n_tiers == 0 && !cfg->codec)) return CCACHE_OK;
+  /* Fail closed: a trust object this build cannot honour (no libsodium) or
+   * that holds no key refuses the open, whatever the tiers. */
+  struct ccache_trust *trust = NULL;
+  if (CFG_HAS(cfg, trust) && cfg->trust) {
+    int trc = ccache__trust_copy(&trust, mem, cfg->trust);
+    if (trc != CCACHE_OK) return trc;
+  }
+  if (!CFG_HAS(cfg, n_tiers) || (cfg->n_tiers == 0 && !cfg->codec)) {
+    ccache__trust_release(trust, mem);
+    return CCACHE_OK;
+  }
   struct ccache__tiers *ts = ccache__calloc(mem, sizeof *ts);
-  if (!ts) return CCACHE_ENOMEM;
-  int rc = ccache__tier_renewal_init(ts);
+  int rc = ts ? ccache__tier_renewal_init(ts) : CCACHE_ENOMEM;
   if (rc != CCACHE_OK) {
     ccache__free(mem, ts);
+    ccache__trust_release(trust, mem);
     return rc;
   }
   if (!claim(owner, cfg->tiers, cfg->n_tiers)) {
     ccache__tier_renewal_destroy(ts);
     ccache__free(mem, ts);
+    ccache__trust_release(trust, mem);
     return CCACHE_EINVAL;
   }
+  ts->trust = trust;
   ts->mem = *mem;
   ts->owner = owner;
   ts->n = cfg->n_tiers;
@@ -149,6 +162,7 @@ void ccache__tiers_close(struct ccache__tiers **tsp) {
   }
   ccache__tier_renewal_destroy(ts);
   ccache__mem mem = ts->mem;
+  ccache__trust_release(ts->trust, &mem);
   ccache__free(&mem, ts);
   *tsp = NULL;
 }
@@ -170,4 +184,6 @@ void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s) {
     if (ts->t[i]->lock_timeouts) timeouts += atomic_load(ts->t[i]->lock_timeouts);
   s->tier_lock_timeouts = timeouts;
   s->tier_oversize = atomic_load(&ts->oversize);
+  s->tier_rejected = atomic_load(&ts->rejected);
+  s->tier_unpublished = atomic_load(&ts->unpublished);
 }

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "tier/tier.h"
+#include "tier/tier_trust.h"
 
 /* ------------------------------------------------------- the renewal threads */
 
@@ -62,7 +63,13 @@ static void *renewal_main(void *arg) {
     r->busy = 1;
     ccache__unlock(&ts->r_mu);
     int rc = CCACHE_OK;
-    CCACHE__IN_FRAME(ts, rc = r->t->ops.renew(r->t->state, r->lock));
+    if (r->token) { /* a fresh token at each renewal */
+      unsigned char tok[CCACHE__LEASE_TOKEN];
+      ccache__trust_lease_token(ts->trust, r->key, ccache__realtime_ms(), tok);
+      CCACHE__IN_FRAME(ts, rc = r->t->ops.renew_value(r->t->state, r->lock, tok, sizeof tok));
+    } else {
+      CCACHE__IN_FRAME(ts, rc = r->t->ops.renew(r->t->state, r->lock));
+    }
     if (rc != CCACHE_OK) {
       ccache__tier_fail(ts, r->tier, r->key, "renew", rc, 0, "the compile lease was lost");
       atomic_fetch_add(&ts->leases_lost, 1);
@@ -124,6 +131,7 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint
   r->tier = i;
   r->lock = lock;
   r->key = key;
+  r->token = ts->trust && t->ops.lock_value && t->ops.renew_value;
   r->due_ns = ccache__mono_ns() + renew_period_ns(t);
   uint32_t g = 0;
   CCACHE__IN_FRAME(ts, g = group_of(t, lock));

@@ -148,6 +148,8 @@ pub struct ccache_config {
     pub event_ctx: *mut c_void,
     /// Largest tier entry read or written, bytes of the framed entry.
     pub tier_max_entry_bytes: u64,
+    /// `const ccache_trust *` (signed tier entries); the crate leaves it NULL.
+    pub trust: *const c_void,
 }
 
 #[repr(C)]
@@ -294,6 +296,10 @@ stats_struct! {
     /// Tier entries over `tier_max_entry_bytes` (each lookup that found one,
     /// each program not written for it).
     tier_oversize,
+    /// Intact tier entries refused by the trust object (never decoded or copied).
+    tier_rejected,
+    /// Programs a reader (trusted keys only) compiled and did not publish.
+    tier_unpublished,
 }
 
 #[repr(C, align(64))]

@@ -1,0 +1,210 @@
+/*
+ * tier_trust.c - signing and checking entries and lease tokens (the layouts
+ * are in tier_trust.h).  Everything here runs on the thread that owns a
+ * program miss (or on a renewal thread, for tokens), outside every lock:
+ * libsodium's calls are thread-safe once sodium_init() ran, and the trust
+ * copy is read-only after open.
+ */
+#include <string.h>
+#include <time.h>
+
+#include "base/crypto.h"
+#include "base/detail.h"
+#include "tier/tier.h" /* the entry layout */
+#include "tier/tier_trust.h"
+
+#ifdef CCACHE_HAVE_SODIUM
+#include <sodium.h>
+#endif
+
+static const char ENTRY_DOMAIN[] = "closure-cache entry"; /* its NUL is signed too */
+static const char LEASE_DOMAIN[] = "closure-cache lease";
+#define SIG_MAGIC   "CCSG"
+#define LEASE_MAGIC "CCLT"
+/* What a lease token's signature covers after its domain. */
+#define LEASE_BODY  (CCACHE__LEASE_TOKEN - CCACHE__TRUST_SIGLEN)
+
+static void put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static uint64_t get_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+uint64_t ccache__realtime_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int ccache__trust_copy(struct ccache_trust **out, const ccache__mem *mem,
+                       const struct ccache_trust *src) {
+  *out = NULL;
+  if (!ccache__crypto_ready()) {
+    ccache__detail(
+        "ccache_config::trust: this build has no libsodium, so it cannot check "
+        "signatures (install libsodium-dev and rebuild)");
+    return CCACHE_ENOTSUP;
+  }
+  if (src->n == 0) {
+    ccache__detail("ccache_config::trust: no signing key and no trusted key");
+    return CCACHE_EINVAL;
+  }
+  struct ccache_trust *t = ccache__malloc(mem, sizeof *t);
+  if (!t) return CCACHE_ENOMEM;
+  memcpy(t, src, sizeof *t);
+  *out = t;
+  return CCACHE_OK;
+}
+
+void ccache__trust_release(struct ccache_trust *t, const ccache__mem *mem) {
+  if (!t) return;
+  volatile unsigned char *v = (volatile unsigned char *)t;
+  for (size_t i = 0; i < sizeof *t; i++) v[i] = 0;
+  ccache__free(mem, t);
+}
+
+static const ccache__trust_key *trusted(const struct ccache_trust *t, const unsigned char *id) {
+  for (uint32_t i = 0; i < t->n; i++)
+    if (memcmp(t->keys[i].id, id, CCACHE__TRUST_ID) == 0) return &t->keys[i];
+  return NULL;
+}
+
+#ifdef CCACHE_HAVE_SODIUM
+/* The message an entry's signature covers (at most 24 + 4 + 72 + 8 + 32). */
+#define MSG_MAX (sizeof ENTRY_DOMAIN + 4 + CCACHE__TIER_HDR_STRONG + CCACHE__TRUST_ID + 32)
+
+static size_t entry_message(unsigned char msg[MSG_MAX], const unsigned char *hdr, size_t hdr_len,
+                            const unsigned char *id, const void *payload, size_t len) {
+  unsigned char *p = msg;
+  memcpy(p, ENTRY_DOMAIN, sizeof ENTRY_DOMAIN);
+  p += sizeof ENTRY_DOMAIN;
+  put_u32(p, CCACHE_TIER_FORMAT);
+  p += 4;
+  memcpy(p, hdr, hdr_len);
+  p += hdr_len;
+  memcpy(p, id, CCACHE__TRUST_ID);
+  p += CCACHE__TRUST_ID;
+  crypto_generichash(p, 32, payload, len, NULL, 0);
+  p += 32;
+  return (size_t)(p - msg);
+}
+
+void ccache__trust_sign_entry(const struct ccache_trust *t, const unsigned char *hdr,
+                              size_t hdr_len, const void *payload, size_t len,
+                              unsigned char block[CCACHE__TIER_SIG]) {
+  unsigned char msg[MSG_MAX];
+  size_t mlen = entry_message(msg, hdr, hdr_len, t->signer.id, payload, len);
+  memcpy(block, SIG_MAGIC, 4);
+  put_u32(block + 4, CCACHE__TIER_SIG);
+  memcpy(block + 8, t->signer.id, CCACHE__TRUST_ID);
+  crypto_sign_ed25519_detached(block + 16, NULL, msg, mlen, t->sk);
+}
+
+bool ccache__trust_entry_ok(const struct ccache_trust *t, const void *blob, size_t len, bool strong,
+                            const char **why) {
+  const unsigned char *b = blob;
+  size_t hdr = strong ? CCACHE__TIER_HDR_STRONG : CCACHE__TIER_HDR;
+  /* Intact already (the format check passed): the payload length is in
+   * the header, and whatever lies between payload and trailer is either
+   * nothing or one block. */
+  uint64_t plen = get_u64(b + 40);
+  if (len - hdr - CCACHE__TIER_SUM - plen != CCACHE__TIER_SIG) {
+    *why = "unsigned entry";
+    return false;
+  }
+  const unsigned char *blk = b + hdr + plen;
+  if (memcmp(blk, SIG_MAGIC, 4) != 0 || get_u32(blk + 4) != CCACHE__TIER_SIG) {
+    *why = "not a signature block";
+    return false;
+  }
+  const ccache__trust_key *k = trusted(t, blk + 8);
+  if (!k) {
+    *why = "signed by a key not trusted";
+    return false;
+  }
+  unsigned char msg[MSG_MAX];
+  size_t mlen = entry_message(msg, b, hdr, k->id, b + hdr, (size_t)plen);
+  if (crypto_sign_ed25519_verify_detached(blk + 16, msg, mlen, k->pk) != 0) {
+    *why = "the signature does not verify";
+    return false;
+  }
+  return true;
+}
+
+void ccache__trust_lease_token(const struct ccache_trust *t, ccache_key key, uint64_t now_ms,
+                               unsigned char out[CCACHE__LEASE_TOKEN]) {
+  memcpy(out, LEASE_MAGIC, 4);
+  put_u32(out + 4, 1);
+  put_u64(out + 8, key.lo);
+  put_u64(out + 16, key.hi);
+  memcpy(out + 24, t->signer.id, CCACHE__TRUST_ID);
+  put_u64(out + 32, now_ms);
+  randombytes_buf(out + 40, 16);
+  unsigned char msg[sizeof LEASE_DOMAIN + LEASE_BODY];
+  memcpy(msg, LEASE_DOMAIN, sizeof LEASE_DOMAIN);
+  memcpy(msg + sizeof LEASE_DOMAIN, out, LEASE_BODY);
+  crypto_sign_ed25519_detached(out + LEASE_BODY, NULL, msg, sizeof msg, t->sk);
+}
+
+bool ccache__trust_lease_ok(const struct ccache_trust *t, ccache_key key, const void *value,
+                            size_t len, uint64_t now_ms, uint64_t lease_ms) {
+  const unsigned char *v = value;
+  if (len != CCACHE__LEASE_TOKEN || memcmp(v, LEASE_MAGIC, 4) != 0 || get_u32(v + 4) != 1)
+    return false;
+  if (get_u64(v + 8) != key.lo || get_u64(v + 16) != key.hi) return false;
+  const ccache__trust_key *k = trusted(t, v + 24);
+  if (!k) return false;
+  uint64_t issued = get_u64(v + 32);
+  /* A copied token stops counting lease_ms + skew after it was issued: a
+   * squatter cannot replay a writer's token for longer than that. */
+  if (issued > now_ms + CCACHE__LEASE_SKEW_MS) return false;
+  if (now_ms > issued && now_ms - issued > lease_ms + CCACHE__LEASE_SKEW_MS) return false;
+  unsigned char msg[sizeof LEASE_DOMAIN + LEASE_BODY];
+  memcpy(msg, LEASE_DOMAIN, sizeof LEASE_DOMAIN);
+  memcpy(msg + sizeof LEASE_DOMAIN, v, LEASE_BODY);
+  return crypto_sign_ed25519_verify_detached(v + LEASE_BODY, msg, sizeof msg, k->pk) == 0;
+}
+#else
+/* No libsodium: no trust object reaches a cache (ccache__trust_copy
+ * refuses), so these are never called; they refuse anyway. */
+void ccache__trust_sign_entry(const struct ccache_trust *t, const unsigned char *hdr,
+                              size_t hdr_len, const void *payload, size_t len,
+                              unsigned char block[CCACHE__TIER_SIG]) {
+  (void)t, (void)hdr, (void)hdr_len, (void)payload, (void)len;
+  memset(block, 0, CCACHE__TIER_SIG);
+}
+
+bool ccache__trust_entry_ok(const struct ccache_trust *t, const void *blob, size_t len, bool strong,
+                            const char **why) {
+  (void)t, (void)blob, (void)len, (void)strong, (void)trusted, (void)get_u32, (void)get_u64,
+      (void)put_u32, (void)put_u64, (void)ENTRY_DOMAIN, (void)LEASE_DOMAIN;
+  *why = "no libsodium in this build";
+  return false;
+}
+
+void ccache__trust_lease_token(const struct ccache_trust *t, ccache_key key, uint64_t now_ms,
+                               unsigned char out[CCACHE__LEASE_TOKEN]) {
+  (void)t, (void)key, (void)now_ms;
+  memset(out, 0, CCACHE__LEASE_TOKEN);
+}
+
+bool ccache__trust_lease_ok(const struct ccache_trust *t, ccache_key key, const void *value,
+                            size_t len, uint64_t now_ms, uint64_t lease_ms) {
+  (void)t, (void)key, (void)value, (void)len, (void)now_ms, (void)lease_ms;
+  return false;
+}
+#endif

@@ -1,0 +1,91 @@
+/*
+ * tier_trust.h - signed entries and signed lease tokens (tier_trust.c), and
+ * the trust object behind ccache/trust.h (trust_keys.c).  Not installed.
+ *
+ * A signed entry carries one signature block between its payload and its
+ * XXH3-128 trailer (tier_format.c; the trailer covers the block, so a torn
+ * block is corruption, not a rejection):
+ *   "CCSG" | u32 block length (80) | key id (8) | Ed25519 signature (64)
+ * The key id is the first 8 bytes of BLAKE2b-256 of the public key.  The
+ * signed message is
+ *   "closure-cache entry\0" | u32 format | the whole header | key id |
+ *   BLAKE2b-256(payload)
+ * so the signature binds the program key (all 256 bits in a strong cache),
+ * the runtime tag's digest, the payload length and time, and the payload
+ * through a cryptographic digest; never the XXH3 checksum.
+ *
+ * A lease token (the value a writer's compile lease carries):
+ *   "CCLT" | u32 version (1) | u64 key.lo | u64 key.hi | key id (8) |
+ *   u64 issued (ms, epoch) | nonce (16) | Ed25519 signature (64)
+ * signed over "closure-cache lease\0" and the 56 bytes before the signature.
+ */
+#ifndef CCACHE_TIER_TRUST_H
+#define CCACHE_TIER_TRUST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccache.h"
+#include "base/mem.h"
+
+#define CCACHE__TRUST_PK      32u
+#define CCACHE__TRUST_SK      64u
+#define CCACHE__TRUST_ID      8u
+#define CCACHE__TRUST_SIGLEN  64u
+/* The signature block of a signed entry. */
+#define CCACHE__TIER_SIG      80u
+/* A lease token's length. */
+#define CCACHE__LEASE_TOKEN   120u
+/* The clock skew a lease token's issue time may have against a reader's
+ * clock (either way), ms. */
+#define CCACHE__LEASE_SKEW_MS 2000u
+
+typedef struct ccache__trust_key {
+  char name[CCACHE_TRUST_NAME_MAX + 1];
+  unsigned char pk[CCACHE__TRUST_PK];
+  unsigned char id[CCACHE__TRUST_ID];
+} ccache__trust_key;
+
+struct ccache_trust {
+  bool has_signer;
+  ccache__trust_key signer;
+  unsigned char sk[CCACHE__TRUST_SK];
+  uint32_t n; /* trusted keys, the signer's own included */
+  ccache__trust_key keys[CCACHE_TRUST_MAX_KEYS + 1];
+};
+
+/* ----------------------------------------------------------- trust_keys.c */
+/* A key's id (BLAKE2b-256 of pk, first 8 bytes). */
+void ccache__trust_key_id(const unsigned char pk[CCACHE__TRUST_PK],
+                          unsigned char id[CCACHE__TRUST_ID]);
+
+/* ----------------------------------------------------------- tier_trust.c */
+/* A cache's own copy of cfg's trust object (with *mem): CCACHE_OK;
+ * CCACHE_ENOTSUP (no libsodium), CCACHE_EINVAL (no key), CCACHE_ENOMEM;
+ * each with a detail line. */
+int ccache__trust_copy(struct ccache_trust **out, const ccache__mem *mem,
+                       const struct ccache_trust *src);
+/* Wipe and free a copy (NULL: nothing). */
+void ccache__trust_release(struct ccache_trust *t, const ccache__mem *mem);
+/* Write the signature block of an entry whose header (hdr_len bytes) and
+ * payload are given (t has a signer). */
+void ccache__trust_sign_entry(const struct ccache_trust *t, const unsigned char *hdr,
+                              size_t hdr_len, const void *payload, size_t len,
+                              unsigned char block[CCACHE__TIER_SIG]);
+/* Whether an intact entry (ccache__tier_verify_mode said OK) carries a valid
+ * signature by a key t trusts; false with *why (a static line) if not. */
+bool ccache__trust_entry_ok(const struct ccache_trust *t, const void *blob, size_t len, bool strong,
+                            const char **why);
+/* A fresh lease token for key, issued now_ms (t has a signer). */
+void ccache__trust_lease_token(const struct ccache_trust *t, ccache_key key, uint64_t now_ms,
+                               unsigned char out[CCACHE__LEASE_TOKEN]);
+/* Whether a lease value carries a token for key that a trusted key signed,
+ * issued no more than lease_ms + CCACHE__LEASE_SKEW_MS before now_ms (and
+ * not more than the skew after it). */
+bool ccache__trust_lease_ok(const struct ccache_trust *t, ccache_key key, const void *value,
+                            size_t len, uint64_t now_ms, uint64_t lease_ms);
+
+/* CLOCK_REALTIME in ms since the epoch (entry times, lease tokens). */
+uint64_t ccache__realtime_ms(void);
+#endif
