@@ -208,36 +208,22 @@ typedef struct ccache_config {
   void *event_ctx;
   /* ---- Untrusted sizes (0.2, issue 21): a config whose size ends before
    * this field gets its default. ---- */
-  /** Largest tier entry this cache reads or writes, in bytes of the whole
-   *  framed entry (header, payload and checksum, what a tier stores):
-   *  default CCACHE_TIER_MAX_ENTRY_DEFAULT (64 MiB); 1 .. CCACHE_UNBOUNDED
-   *  (which means the format's own limit, a 2^40-byte payload); 0 is
-   *  CCACHE_EINVAL.  A tier entry is untrusted input, so the bound is
-   *  checked before a buffer of that size exists: the directory tier from
-   *  the file's size, the Redis tier inside the server (one script answers
-   *  the length instead of the value), a custom tier's get() result before
-   *  it is verified or decoded (its backend has allocated it by then: bound
-   *  your own reads).  An entry over it is a miss (tier_oversize +1, the
-   *  program compiles; it is not removed: a cache with a larger bound may
-   *  use it), and a compiled program whose entry would be over it is not
-   *  written (tier_oversize +1).  Fixed for the cache's life. */
+  /** Largest tier entry read or written (the whole framed entry), bytes:
+   *  default CCACHE_TIER_MAX_ENTRY_DEFAULT, 1 .. CCACHE_UNBOUNDED (the
+   *  format's own 2^40-byte limit).  Checked before a buffer of that size
+   *  exists; an entry over it is a miss and a program over it is not written
+   *  (tier_oversize +1; docs/design.md, "Untrusted sizes").  Fixed. */
   uint64_t tier_max_entry_bytes;
   /* ---- Signed entries (0.2, issue 21): a config whose size ends before
    * this field has no trust object. ---- */
-  /** Signing and trusted keys (see ccache/trust.h), copied at
-   *  ccache_open() (the object may be freed after it returns; after
-   *  ccache_default_init(), once the default instance exists); NULL
-   *  (default): tiers are trusted by declaration.  Set, in a build without
-   *  libsodium: CCACHE_ENOTSUP at open; with no key in it: CCACHE_EINVAL.
-   *  Since 0.2. */
+  /** Signing and trusted keys (ccache/trust.h), copied at ccache_open() (at
+   *  the default instance's creation after ccache_default_init()); NULL
+   *  (default): tiers are trusted by declaration.  Since 0.2. */
   const struct ccache_trust *trust;
 } ccache_config;
 
-/** Default ccache_config::tier_max_entry_bytes: 64 MiB.  A compiled kernel
- *  is kilobytes to a few megabytes (kernel_jit's shared objects are about
- *  15 KiB, a oneDNN primitive's cache blob is under 1 MiB); 64 MiB holds a
- *  large fused program with room to spare and keeps what a planted entry
- *  can cost a reader to that. */
+/** Default ccache_config::tier_max_entry_bytes: 64 MiB, room to spare over a
+ *  large fused program (sizes: docs/design.md, "Untrusted sizes"). */
 #define CCACHE_TIER_MAX_ENTRY_DEFAULT ((uint64_t)64 << 20)
 
 /** Most tiers one cache may have (ccache_config::n_tiers). */
@@ -254,25 +240,19 @@ typedef struct ccache_config {
 CCACHE_API void ccache_config_init(ccache_config *cfg);
 
 /**
- * @brief Create a cache.
- * @param cfg options, copied (see ccache_config for the pointers it keeps);
- *            must come from ccache_config_init().
- * @param out receives the new cache, owned by the caller until
- *            ccache_close() returns CCACHE_OK.  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL, each with a ccache_error_detail() line
- *         (NULL cfg or out; a size or magic that never went through
- *         ccache_config_init(), refused before any other field is read; a
- *         bound of 0; alloc without free or the reverse; a bad tier array
- *         (over CCACHE_MAX_TIERS, NULL, a NULL or repeated tier, one another
- *         cache owns); a codec with a NULL callback, or tiers without a
- *         codec; a trust object with no key); CCACHE_ENOTSUP (a trust object
- *         in a build without libsodium: fail closed); CCACHE_ENOMEM; CCACHE_ETHREAD (a thread or lock could not
- *         be created).  On every error the caller keeps its tiers and
- *         nothing is left running.
- * Thread-safe.  If ttl_ms is finite and sweeper_thread is non-zero, the
- * sweeper thread starts here.  With a codec, each tier's attach op runs here
- * (its failure disables that tier for this cache and counts in tier_errors;
- * it is not an error of the open).
+ * @brief Create a cache; with a codec, each tier's attach op runs here (a
+ * failed one disables that tier: tier_errors +1, not an error of the open);
+ * a finite ttl_ms with sweeper_thread starts the sweeper.
+ * @param cfg options from ccache_config_init(), copied (see ccache_config for
+ *        the pointers it keeps).
+ * @param out receives the cache, the caller's until ccache_close() returns
+ *        CCACHE_OK.  Untouched on error.
+ * @return CCACHE_OK; CCACHE_EINVAL with a detail (size or magic first, then
+ *         a bound of 0, one allocator hook, a bad tier array, a codec with a
+ *         NULL callback or tiers without one, a trust object with no key);
+ *         CCACHE_ENOTSUP (a trust object without libsodium: fail closed);
+ *         CCACHE_ENOMEM; CCACHE_ETHREAD (a thread or lock).  On every error
+ *         the caller keeps its tiers and nothing is left running.
  */
 CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
 
@@ -670,23 +650,16 @@ typedef struct ccache_stats {
   uint64_t program_compile_failures; /**< program compile callbacks that failed */
   uint64_t program_compile_ns;       /**< ns in program compiles, nested slow paths
                                           and tier I/O excluded */
-  uint64_t misses_evicted;           /**< misses (counted in misses) on a key that is
-                                          among the last 64 keys evicted for capacity
-                                          or cost: a bound that thrashes.  A few in
-                                          misses is normal; a large share means
-                                          max_items (or max_cost_bytes) is below the
-                                          working set (see the README's sizing note) */
+  uint64_t misses_evicted;           /**< misses on a key among the last 64 evicted
+                                          for capacity or cost: a large share of
+                                          misses means a bound below the working set */
   /* ---- Untrusted sizes (0.2, issue 21) ---- */
-  /** Tier entries over ccache_config::tier_max_entry_bytes: each lookup
-   *  that found one (a miss, refused before it was read whole; not removed;
-   *  a program miss asks a tier again after taking its compile lock, so one
-   *  entry usually counts twice) and each program whose entry would have
-   *  been over it (not written). */
+  /** Tier entries over ccache_config::tier_max_entry_bytes found (a miss;
+   *  often counted twice per miss), and programs not written for it. */
   uint64_t tier_oversize;
   /* ---- Signed entries (0.2, issue 21) ---- */
-  uint64_t tier_rejected;    /**< intact entries refused by ccache_config::trust (unsigned,
-                                  signed by a key not trusted, or a signature that does not
-                                  verify): never decoded, never copied, never removed */
+  uint64_t tier_rejected;    /**< intact entries ccache_config::trust refused (not decoded,
+                                  copied or removed) */
   uint64_t tier_unpublished; /**< programs a reader (trusted keys, no signing key) compiled
                                   and did not write to its tiers */
 } ccache_stats;
@@ -743,39 +716,21 @@ CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len)
 CCACHE_API int ccache_default_init(const ccache_config *cfg);
 
 /**
- * @brief The process-wide cache, created on first use (thread-safe).
- *
- * Bounds come from ccache_default_init()'s config (or the defaults), each
- * overridden by an environment variable when set: CLOSURE_CACHE_MAX_ITEMS,
- * CLOSURE_CACHE_TTL_MS (milliseconds), CLOSURE_CACHE_MAX_COST (bytes) (not
- * CCACHE_*: the ccache compiler cache rejects unknown CCACHE_* variables).
- * Accepted: a decimal integer >= 1 (no sign, spaces or suffix, at most
- * UINT64_MAX - 1), or "unbounded" / "infinity"; anything else (empty
- * included) makes this call return CCACHE_EINVAL, with a detail naming the
- * variable and value, at every call until the instance exists.
- * CLOSURE_CACHE_REDIS (the servers value of ccache_redis_options) adds a
- * Redis tier with default options below the configured tiers, if
- * ccache_default_init() supplied a codec (else, or when empty, it is
- * ignored); a down server is not an error here.  CLOSURE_CACHE_REDIS_USER
- * and CLOSURE_CACHE_REDIS_PASSWORD_FILE (its first line; CCACHE_EPERM unless
- * only its owner may read it) give that tier's AUTH;
- * CLOSURE_CACHE_SIGNING_KEY_FILE and CLOSURE_CACHE_TRUSTED_KEYS (key files,
- * comma-separated) make a trust object (ccache/trust.h) that replaces the
- * config's (a refused key file: that call's status, with a detail naming the
- * variable).  All are read with secure_getenv() (a set-user-ID or
- * set-group-ID process ignores them).  The instance lives until
- * the process exits (ccache_close() on it is CCACHE_EINVAL); in a fork()
- * child the parent's instance refuses every call (CCACHE_EFORKED) and the
- * child's first ccache_default() creates its own.
- * @param out receives the cache on CCACHE_OK (not owned by the caller: never
- *        close it); untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL (NULL out; a bad CLOSURE_CACHE_MAX_ITEMS,
- *         CLOSURE_CACHE_TTL_MS or CLOSURE_CACHE_MAX_COST; a bad
- *         CLOSURE_CACHE_REDIS, or CLOSURE_CACHE_REDIS with
- *         ccache_default_init()'s config already at CCACHE_MAX_TIERS tiers);
- *         CCACHE_ENOTSUP (CLOSURE_CACHE_REDIS in a build without hiredis);
- *         CCACHE_ENOMEM / CCACHE_ETHREAD (creation failed).  Every failure
- *         leaves no instance, and the next call tries again.
+ * @brief The process-wide cache, created on first use; it lives until the
+ * process exits (a fork() child makes its own).  Environment variables, read
+ * with secure_getenv() (docs/design.md, "The default instance"):
+ * CLOSURE_CACHE_MAX_ITEMS, CLOSURE_CACHE_TTL_MS, CLOSURE_CACHE_MAX_COST
+ * override the bounds (a decimal >= 1, "unbounded" or "infinity");
+ * CLOSURE_CACHE_REDIS adds a Redis tier below the configured ones (with a
+ * codec), CLOSURE_CACHE_REDIS_USER and CLOSURE_CACHE_REDIS_PASSWORD_FILE its
+ * AUTH; CLOSURE_CACHE_SIGNING_KEY_FILE and CLOSURE_CACHE_TRUSTED_KEYS make
+ * the trust object.
+ * @param out receives the cache on CCACHE_OK (never close it).
+ * @return CCACHE_OK; CCACHE_EINVAL (also a refused variable, with a detail
+ *         naming it); CCACHE_ENOTSUP (no hiredis, or no libsodium, for them);
+ *         CCACHE_EPERM or CCACHE_EIO (a refused key or password file);
+ *         CCACHE_ENOMEM; CCACHE_ETHREAD.  A failure leaves no instance; the
+ *         next call tries again.
  */
 CCACHE_API int ccache_default(ccache **out);
 
