@@ -176,7 +176,8 @@ typedef struct ccache_config {
   /** Monotonic milliseconds; NULL (default): CLOCK_MONOTONIC. */
   ccache_clock_fn clock_ms;
   /** Allocator for everything the cache allocates (set both or neither);
-   *  NULL: malloc.  Tier objects use malloc (docs/design.md, "Allocator"). */
+   *  NULL: malloc.  Tier objects use malloc (docs/design.md, "Configuration
+   *  and callbacks"). */
   ccache_alloc_fn alloc;
   ccache_free_fn free; /**< its release half; NULL: free */
   void *alloc_ctx;     /**< passed to alloc and free */
@@ -402,7 +403,7 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
  * reference).  A present key is replaced (`replaced`; its leases stay
  * valid); then the oldest entries leave while over a bound, never this one;
  * destroys run on this thread.  Re-putting a closure the cache owns under
- * another key is a caller error (docs/design.md, "Ownership of closures").
+ * another key is a caller error (docs/design.md, "Calls of the cache").
  * @param c the cache.
  * @param key the closure key (call site fingerprint).
  * @param closure the callable, the cache's from now on whenever @p c is not

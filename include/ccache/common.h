@@ -249,7 +249,7 @@ typedef struct ccache_program ccache_program;
 typedef struct ccache_lease {
   void *closure;      /**< the closure, as ccache_put() or a compile gave it */
   void *native;       /**< its native program (ccache_program_native()); `program` before 0.2 */
-  void *internal_[2]; /**< private; do not touch (docs/design.md, "Leases") */
+  void *internal_[2]; /**< private; do not touch (docs/design.md, "Keys") */
 } ccache_lease;
 
 /** @} */

@@ -119,7 +119,7 @@ typedef struct ccache_tier_ops {
   /**
    * Called once per cache with a codec, at ccache_open(): the namespace of
    * its keys, `v<format>/<hash>` or `v<format>/strong-<hash>` (docs/design.md,
-   * "Namespaces").  May be NULL.
+   * "Tier codec and backend ops").  May be NULL.
    * @param state the backend's state.
    * @param ns the namespace; valid only during the call.
    * @return CCACHE_OK (or >= 0); negative disables the tier (tier_errors +1).
@@ -200,7 +200,8 @@ typedef struct ccache_tier_ops {
    * backend without them had. ---- */
   /**
    * Remove the entry for @p pkey only if it is still what get() returned;
-   * used instead of remove() when set (docs/design.md, "Backend ops").
+   * used instead of remove() when set (docs/design.md, "Tier codec and
+   * backend ops").
    * @param state the backend's state.
    * @param pkey the program key.
    * @param blob @p len bytes get() returned (before free_blob).
@@ -234,13 +235,11 @@ typedef struct ccache_tier_ops {
    * @return CCACHE_OK; CCACHE_MISS if @p part is past the last part.
    */
   int (*health)(void *state, uint32_t part, struct ccache_tier_health *out);
-  /* ---- Appended in 0.2 (issue 21): leases whose value a cache with
-   * ccache_config::trust signs (see ccache/trust.h).  NULL: the backend's
-   * leases carry no value, and a reader never waits on them. ---- */
+  /* ---- Appended in 0.2 (issue 21): leases carrying the signed token of a
+   * cache with ccache_config::trust.  NULL: no value; no reader waits. ---- */
   /**
-   * lock() that stores @p value (up to 160 bytes, the core's signed lease
-   * token) as what lease_peek() shows of the lease.  Used instead of lock()
-   * by a cache with a signing key.  Returns as lock().
+   * lock() that stores @p value (up to 160 bytes) for lease_peek(); used
+   * instead of lock() by a cache with a signing key.  Returns as lock().
    * @param state the backend's state.
    * @param pkey the program key.
    * @param value @p len bytes, valid only during the call.
@@ -249,9 +248,7 @@ typedef struct ccache_tier_ops {
    */
   int (*lock_value)(void *state, ccache_key pkey, const void *value, size_t len, void **lock);
   /**
-   * renew() that also replaces the lease's value (a fresh token at each
-   * renewal).  Used instead of renew() for a lock taken by lock_value().
-   * Returns as renew().
+   * renew() that also replaces the value; used for lock_value()'s locks.
    * @param state the backend's state.
    * @param lock the handle lock_value() set.
    * @param value @p len bytes, valid only during the call.
@@ -259,15 +256,14 @@ typedef struct ccache_tier_ops {
    */
   int (*renew_value)(void *state, void *lock, const void *value, size_t len);
   /**
-   * Show the value of whoever holds @p pkey's lease (any process).
+   * Show the value of whoever (any process) holds @p pkey's lease.
    * @param state the backend's state.
    * @param pkey the program key.
    * @param buf receives the first min(cap, value length) bytes.
    * @param cap bytes at @p buf.
-   * @param len set on CCACHE_OK to the value's whole length (0: a lease
-   *        with no value, e.g. one lock() took).
-   * @return CCACHE_OK (held); CCACHE_MISS (nobody holds it); a negative
-   *         status (tier_errors +1; taken as not held).
+   * @param len set on CCACHE_OK to the whole length (0: no value).
+   * @return CCACHE_OK (held); CCACHE_MISS (not held); negative: tier_errors
+   *         +1, taken as not held.
    */
   int (*lease_peek)(void *state, ccache_key pkey, void *buf, size_t cap, size_t *len);
 } ccache_tier_ops;
@@ -301,8 +297,8 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
  * What ccache_tier_health_get() reports of a part of a tier: one part per
  * server of a Redis tier, one for any other tier.
  * @{ */
-#define CCACHE_TIER_UP 0u /**< in use, and its most recent op succeeded (or none failed) */
-#define CCACHE_TIER_DOWN 1u     /**< its most recent op failed (a server: in backoff) */
+#define CCACHE_TIER_UP       0u /**< in use, and its most recent op succeeded (or none failed) */
+#define CCACHE_TIER_DOWN     1u /**< its most recent op failed (a server: in backoff) */
 #define CCACHE_TIER_DISABLED 2u /**< not used: its attach failed, or no codec */
 
 /** One part of a tier, as ccache_tier_health_get() fills it. */
@@ -392,16 +388,13 @@ CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
 CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out);
 
 /**
- * Options of the Redis tier (a fleet shares compiled programs through one or
- * more Redis servers).  Initialise with ccache_redis_options_init(), then
- * set servers.  Built only with hiredis (Debian: libhiredis-dev); otherwise
- * ccache_tier_redis() returns CCACHE_ENOTSUP.
- *
+ * Options of the Redis tier, shared by a fleet (ccache_redis_options_init(),
+ * then set servers; needs hiredis, else ccache_tier_redis() is ENOTSUP).
  * Keys live under `<prefix>:v<format>:<runtime-tag hash>:`; values are the
  * core's entries.  One compile per fleet (a renewed `SET NX PX` lease); keys
  * sharded by rendezvous hashing, moving on while a server is down.  Commands,
  * ACL, guarantees, Sentinel, timeouts: docs/design.md, "The Redis tier".
-, stopped or slow servers, error replies) fail
+ *  - Faults (absent, killed, stopped or slow servers, error replies) fail
  *    only the op (tier_errors +1), never a fetch; ccache_tier_health_get()
  *    reports each server.
  *  - Sockets are close-on-exec from their creation; SIGPIPE is blocked in
@@ -417,8 +410,8 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
 typedef struct ccache_redis_options {
   uint32_t size; /**< sizeof, set by ccache_redis_options_init() */
   /** "host:port[,...]" ("[v6]:port") or "unix:/path" items, at most 64; or
-   *  "sentinel:HOST:PORT[,...]/NAME[,...]" (syntax: docs/design.md, "The Redis
-   *  tier").  Required; copied. */
+   *  "sentinel:HOST:PORT[,...]/NAME[,...]" (syntax: docs/design.md,
+   *  "Directory and Redis options").  Required; copied. */
   const char *servers;
   /** Key prefix, 1..256 bytes, default "ccache" (also for NULL); copied:
    *  keeps caches sharing a server apart. */
