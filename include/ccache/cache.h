@@ -407,8 +407,8 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
  * @param c the cache.
  * @param key the closure key (call site fingerprint).
  * @param closure the callable, the cache's from now on whenever @p c is not
- *        NULL (destroyed on error, unless it is the closure already under
- *        @p key); may be NULL.
+ *        NULL (destroyed on error; on ENOMEM not if it is the closure
+ *        already under @p key); may be NULL.
  * @param p a live handle of this cache (not consumed).
  * @return CCACHE_OK; CCACHE_EINVAL (also a handle of another cache);
  *         CCACHE_ENOMEM; CCACHE_EBUSY; CCACHE_EFORKED.

@@ -131,8 +131,8 @@ typedef struct ccache_tier_ops {
    * @param pkey the program key.
    * @param blob set on CCACHE_OK to the entry's bytes (yours; free_blob).
    * @param len set on CCACHE_OK to their length in bytes; over
-   *        tier_max_entry_bytes is refused unread (tier_oversize): bound your
-   *        own reads of an untrusted store.
+   *        tier_max_entry_bytes is given back undecoded (tier_oversize):
+   *        bound your own reads of an untrusted store.
    * @return CCACHE_OK; CCACHE_MISS; anything else is a miss, tier_errors +1.
    */
   int (*get)(void *state, ccache_key pkey, void **blob, size_t *len);
