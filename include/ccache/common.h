@@ -158,7 +158,8 @@ CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
  * used after ccache_close() or never opened; one closure put under two keys
  * (or again after its entry left while a lease holds it); one native
  * interned under two keys.  Same header, ABI and names; slower, for tests.
- * What it prints and checks: docs/design.md, "Asserts and errors".
+ * What it prints and checks: docs/design.md, "Asserts and errors" and
+ * "Checked build, in full".
  * @{ */
 /** @} */
 
