@@ -166,8 +166,9 @@ typedef struct ccache_tier_ops {
    * @param state the backend's state.
    * @param pkey the program key.
    * @param lock set on CCACHE_OK to your handle.
-   * @return CCACHE_OK; CCACHE_EBUSY (held: the core waits and retries);
-   *         else tier_errors +1 and the core goes on without it.
+   * @return CCACHE_OK; CCACHE_EBUSY (held: the core waits, calls get() after
+   *         each wait, and retries); else tier_errors +1 and the core goes
+   *         on without it.
    */
   int (*lock)(void *state, ccache_key pkey, void **lock);
   /**
@@ -392,8 +393,9 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * then set servers; needs hiredis, else ccache_tier_redis() is ENOTSUP).
  * Keys live under `<prefix>:v<format>:<runtime-tag hash>:`; values are the
  * core's entries.  One compile per fleet (a renewed `SET NX PX` lease); keys
- * sharded by rendezvous hashing, moving on while a server is down.  Commands,
- * ACL, guarantees, Sentinel, timeouts: docs/design.md, "The Redis tier".
+ * sharded by rendezvous hashing, moving on while a server is down; a waiter
+ * polls only the key's first live server.  Commands, ACL, guarantees,
+ * Sentinel, timeouts: docs/design.md, "The Redis tier".
  *  - Faults (absent, killed, stopped or slow servers, error replies) fail
  *    only the op (tier_errors +1), never a fetch; ccache_tier_health_get()
  *    reports each server.

@@ -109,12 +109,14 @@ static void oversize(struct ccache__tiers *ts, uint32_t i, ccache_key key, const
  * allocating it (get_bounded); a custom backend's blob is measured here,
  * before anything verifies or decodes it.  Returns get()'s status, or
  * CCACHE__TIER_OVERSIZE (nothing left to free). */
-static int bounded_get(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **blob,
+static int bounded_get(struct ccache__tiers *ts, uint32_t i, ccache_key key, bool poll, void **blob,
                        size_t *len) {
   ccache_tier *t = ts->t[i];
   int rc;
-  if (t->get_bounded) {
-    CCACHE__IN_FRAME(ts, rc = t->get_bounded(t->state, key, ts->max_entry, blob, len));
+  int (*get)(void *, ccache_key, uint64_t, void **, size_t *) =
+      poll && t->get_poll ? t->get_poll : t->get_bounded;
+  if (get) {
+    CCACHE__IN_FRAME(ts, rc = get(t->state, key, ts->max_entry, blob, len));
     return rc;
   }
   CCACHE__IN_FRAME(ts, rc = t->ops.get(t->state, key, blob, len));
@@ -139,16 +141,17 @@ static bool trusted(struct ccache__tiers *ts, uint32_t i, ccache_key key, const 
 
 /* Ask tier i for key: T_HIT with a decoded native program (and the tiers
  * above filled), or T_MISS (absent, failed, oversize, corrupt, foreign or
- * undecodable; each counted where it applies). */
-static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *sk, void **native,
-                uint64_t *cost) {
+ * undecodable; each counted where it applies).  poll: a waiting process's
+ * poll (ccache_tier::get_poll). */
+static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *sk, bool poll,
+                   void **native, uint64_t *cost) {
   ccache_key key = sk->key; /* what backends and codecs see */
   ccache_tier *t = ts->t[i];
   void *blob = NULL;
   size_t len = 0;
   int rc;
   errno = 0;
-  rc = bounded_get(ts, i, key, &blob, &len);
+  rc = bounded_get(ts, i, key, poll, &blob, &len);
   if (rc == CCACHE__TIER_OVERSIZE) {
     ccache__tier_ok(ts, i);
     oversize(ts, i, key, "get");
@@ -206,6 +209,20 @@ static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *s
   }
   CCACHE__IN_FRAME(ts, t->ops.free_blob(t->state, blob, len));
   return found;
+}
+
+/* A lookup: on the Redis tier, every live server until a hit, so a copy
+ * written while the key's first server was down is found. */
+static int load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *sk, void **native,
+                uint64_t *cost) {
+  return load_as(ts, i, sk, false, native, cost);
+}
+
+/* A poll while another process holds tier i's lock: only where the holder
+ * will publish (one server, not every live one, on the Redis tier). */
+static int poll_load(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key *sk,
+                     void **native, uint64_t *cost) {
+  return load_as(ts, i, sk, true, native, cost);
 }
 
 /* ------------------------------------------------------------ locking */
@@ -314,7 +331,7 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
     sleep_ms(delay < left ? delay : left);
     delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
     /* The holder may have published while we slept. */
-    if (load(ts, i, sk, native, cost) == T_HIT) {
+    if (poll_load(ts, i, sk, native, cost) == T_HIT) {
       *waited_ns += ccache__mono_ns() - start;
       return L_HIT;
     }
@@ -345,7 +362,7 @@ static int reader_wait(struct ccache__tiers *ts, const ccache_strong_key *sk, vo
       uint64_t left = t->ops.wait_ms - elapsed_ms;
       sleep_ms(delay < left ? delay : left);
       delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
-      if (load(ts, i, sk, native, cost) == T_HIT) {
+      if (poll_load(ts, i, sk, native, cost) == T_HIT) {
         found = T_HIT;
         break;
       }

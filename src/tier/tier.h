@@ -43,6 +43,12 @@ struct ccache_tier {
    * longer than max_len, else as ops.get.  NULL (custom backends): the
    * stack calls ops.get and checks the length it returns. */
   int (*get_bounded)(void *state, ccache_key pkey, uint64_t max_len, void **blob, size_t *len);
+  /* The Redis backend: get_bounded for the polls of a process waiting on
+   * another's lease.  The entry waited for can only appear where the
+   * holder publishes, the key's first live server (where the lease was
+   * found busy), so only that server is read: no fallback read, no fill.
+   * NULL (the directory tier, custom backends): a poll is a get. */
+  int (*get_poll)(void *state, ccache_key pkey, uint64_t max_len, void **blob, size_t *len);
 };
 
 /* What get_bounded answers for an entry over the bound (not a CCACHE_*

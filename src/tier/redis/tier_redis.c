@@ -33,7 +33,9 @@
  * Fallback: every op walks the key's rendezvous order, passing over servers
  * that are down (try_server); entries and leases go to the first server
  * that answers, lookups read on past a miss and copy a later hit back to
- * that first server (see the header's "Fallback" and docs/design.md).
+ * that first server (see the header's "Fallback" and docs/design.md).  The
+ * polls of a process waiting on a lease read that first server alone
+ * (op_get_poll): the holder publishes nowhere else.
  *
  * Health (ops.health): one part per server, from the pool's per-server
  * state and the lease counts kept here.
@@ -209,10 +211,10 @@ static int op_attach(void *state, const char *ns) {
 /* Read in rendezvous order, skipping servers that are down: the first hit
  * wins.  A hit on a server after the first live one (an entry written while
  * the earlier servers were down) is copied to that first live server, where
- * the key's writes and lease now go. */
-static int op_get_bounded(void *state, ccache_key pkey, uint64_t max_len, void **blob,
-                          size_t *len) {
-  ccache__redis *r = state;
+ * the key's writes and lease now go.  home_only: the first live server's
+ * answer is the answer (a waiting poll: the lease holder publishes there). */
+static int get_from(ccache__redis *r, ccache_key pkey, uint64_t max_len, bool home_only,
+                    void **blob, size_t *len) {
   char key[KEY_MAX], max[24];
   size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
   uint8_t order[CCACHE__REDIS_MAX_SERVERS];
@@ -242,6 +244,7 @@ static int op_get_bounded(void *state, ccache_key pkey, uint64_t max_len, void *
     ccache__rreply_free(rep);
     rep = NULL;
     rc = CCACHE_MISS;
+    if (home_only) break;
   }
   if (!rep) return rc; /* MISS if any server answered, EIO if none did */
   size_t at = order[k];
@@ -266,6 +269,16 @@ static int op_get_bounded(void *state, ccache_key pkey, uint64_t max_len, void *
   *blob = rep->str;
   *len = rep->len;
   return CCACHE_OK;
+}
+
+static int op_get_bounded(void *state, ccache_key pkey, uint64_t max_len, void **blob,
+                          size_t *len) {
+  return get_from(state, pkey, max_len, false, blob, len);
+}
+
+/* ccache_tier::get_poll: one command per poll, not one per live server. */
+static int op_get_poll(void *state, ccache_key pkey, uint64_t max_len, void **blob, size_t *len) {
+  return get_from(state, pkey, max_len, true, blob, len);
 }
 
 /* ops.get: bounded only by the format (Redis's own 512 MB cap is lower);
@@ -650,7 +663,9 @@ int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out) {
   rc = ccache_tier_custom(&ops, r, out);
   if (rc != CCACHE_OK)
     op_close(r);
-  else
+  else {
     (*out)->get_bounded = op_get_bounded;
+    (*out)->get_poll = op_get_poll;
+  }
   return rc;
 }
