@@ -25,12 +25,14 @@ checked against a measured fleet on this machine (issue 24).
 
 What the model counts comes from the tier's code (src/tier/tier.c,
 src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
-  lookup    GET on the key's first live server; on a miss the lookup reads on
-            past it, one GET per live server (tier_redis.c op_get);
+  lookup    EVAL <bounded-get script> 1 <k> <max bytes> on the key's first
+            live server (inside: STRLEN, GET); on a miss the lookup reads on
+            past it, one such EVAL per live server (tier_redis.c get_from);
   lease     SET <k>:lease <token> NX PX lease_ms on the first live server;
   waiting   while the lease is held: sleep poll_ms doubling to poll_max_ms,
-            then a lookup (a miss: one GET per live server), then SET NX
-            again (tier.c lock_one);
+            then a poll: the same EVAL on the key's first live server only
+            (tier.c poll_load, tier_redis.c op_get_poll: the holder publishes
+            nowhere else), then SET NX again (tier.c lock_one);
   taken     after SET NX succeeds, one more lookup (the holder before may
             have published), then the compile;
   publish   SET <k> <entry> on the first live server; then
@@ -59,6 +61,8 @@ LEASE_KEY_LEN = KEY_LEN + len(":lease")
 TOKEN_LEN = 32
 RENEW_SCRIPT_LEN = 105  # tier_redis.c RENEW_SCRIPT
 RELEASE_SCRIPT_LEN = 92  # tier_redis.c RELEASE_SCRIPT
+GET_SCRIPT_LEN = 131  # tier_redis.c GET_BOUNDED_SCRIPT
+MAX_ARG_LEN = len(str(64 << 20))  # its ARGV[1]: tier_max_entry_bytes (default 64 MiB)
 OK_REPLY = len("+OK\r\n")
 NIL_REPLY = len("$-1\r\n")  # RESP2 (hiredis 0.14)
 INT_REPLY = len(":1\r\n")
@@ -77,8 +81,8 @@ def op_bytes(lease_ms):
     """(request, reply) bytes of each operation; entry-sized ones take E."""
     px = len(str(lease_ms))
     return {
-        "get_miss": (req(3, KEY_LEN), NIL_REPLY),
-        "get_hit": (lambda e: req(3, KEY_LEN), lambda e: bulk(e)),
+        "get_miss": (req(4, GET_SCRIPT_LEN, 1, KEY_LEN, MAX_ARG_LEN), NIL_REPLY),
+        "get_hit": (lambda e: req(4, GET_SCRIPT_LEN, 1, KEY_LEN, MAX_ARG_LEN), lambda e: bulk(e)),
         "setnx_ok": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), OK_REPLY),
         "setnx_busy": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), NIL_REPLY),
         "store": (lambda e: req(3, KEY_LEN, e), lambda e: OK_REPLY),
@@ -92,17 +96,9 @@ class Settings:
     """The tier's options that the model depends on (ccache_redis_options
     defaults, include/ccache/tier.h)."""
 
-    def __init__(self, lease_ms=10000, poll_ms=5, poll_max_ms=200, wait_ms=120000, idle_max=8,
-                 poll_home_only=False):
+    def __init__(self, lease_ms=10000, poll_ms=5, poll_max_ms=200, wait_ms=120000, idle_max=8):
         self.lease_ms, self.poll_ms, self.poll_max_ms = lease_ms, poll_ms, poll_max_ms
         self.wait_ms, self.idle_max = wait_ms, idle_max
-        # The hook for a change of the Redis tier's polling: True if a
-        # waiter's poll (the lookup after each sleep) reads only the key's
-        # home server.  False is the current code: a poll is a lookup like
-        # any other, and when it misses it reads on past the home server,
-        # one GET on every live server (tier.c lock_one -> load ->
-        # tier_redis.c op_get).
-        self.poll_home_only = poll_home_only
 
     def polls(self, wait):
         """Polls (lookups after a sleep) of a waiter whose wait lasts `wait`
@@ -252,7 +248,7 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
             c["miss"][k] += 1
             if state == "poll":
                 c["poll_miss"][k] += 1
-            t += (1 if state == "poll" and settings.poll_home_only else s) * r
+            t += (1 if state == "poll" else s) * r  # a poll reads the home alone
             if state == "recheck":  # ours to compile
                 c["compiles"][k] += 1
                 took = t
@@ -289,23 +285,27 @@ def per_server(counts, homes, sizes, live_sets, settings):
 
     def srv(s):
         return out.setdefault(s, {"get": 0.0, "set": 0.0, "eval": 0.0, "del": 0.0,
-                                  "pexpire": 0.0, "net_in": 0.0, "net_out": 0.0})
+                                  "strlen": 0.0, "pexpire": 0.0, "net_in": 0.0, "net_out": 0.0})
 
     for k, h in enumerate(homes):
         e = sizes[k]
         polled = counts.get("poll_miss", [0] * len(homes))[k]
         for s in live_sets[k]:
             x = srv(s)
-            n = counts["miss"][k] - (polled if settings.poll_home_only and s != h else 0)
-            x["get"] += n
+            # a waiter's polls read the key's home alone (op_get_poll)
+            n = counts["miss"][k] - (polled if s != h else 0)
+            x["get"] += n  # each lookup one EVAL, inside it STRLEN and GET
+            x["strlen"] += n
+            x["eval"] += n
             x["net_in"] += n * ob["get_miss"][0]
             x["net_out"] += n * ob["get_miss"][1]
         x = srv(h)
         hits, ok, busy = counts["hit"][k], counts["setnx_ok"][k], counts["setnx_busy"][k]
         rel, ren, st = counts["releases"][k], counts["renewals"][k], counts["compiles"][k]
         x["get"] += hits + rel + ren  # the scripts' own GET
+        x["strlen"] += hits
         x["set"] += ok + busy + st
-        x["eval"] += rel + ren
+        x["eval"] += hits + rel + ren
         x["del"] += rel
         x["pexpire"] += ren
         x["net_in"] += (hits * ob["get_hit"][0](e) + ok * ob["setnx_ok"][0] +
@@ -348,6 +348,9 @@ def connections(procs, servers_touched, threads=1, renew_servers=0, idle_max=8):
 # Capacity assumed per Redis server (one single-threaded redis-server on its
 # own core; see docs/fleet.md): measure your own with redis-benchmark.
 CMD_LIMIT = 100_000  # simple commands per second
+# What counts against it: INFO commandstats' calls, a script's own calls
+# included (a lookup is 3: EVAL, STRLEN, GET).
+CMDS = ("get", "set", "eval", "del", "strlen", "pexpire")
 NET_LIMIT = 1.25e9  # bytes per second out (10 Gbit/s)
 MAXCLIENTS = 10_000  # Redis's default maxclients
 
@@ -358,7 +361,10 @@ def program_counts(f, compile_ms, settings):
     bound: in a wave walked in order, waiters arrive a little later)."""
     n = settings.polls(compile_ms) if f > 1 else 0
     w = f - 1
-    return {"miss": [2 + w * n], "hit": [w], "setnx_ok": [1], "setnx_busy": [w * n],
+    # a waiter's n lookups: its first (every server) and n - 1 polls that
+    # miss (the home alone); its n-th poll hits
+    return {"miss": [2 + w * n], "poll_miss": [w * max(n - 1, 0)], "hit": [w],
+            "setnx_ok": [1], "setnx_busy": [w * n],
             "compiles": [1], "releases": [1], "renewals": [settings.renewals(compile_ms)],
             "waits": [w], "polls": [w * n]}
 
@@ -392,13 +398,13 @@ def fleet_row(f, s, settings, compile_ms=2000.0, wave_programs=100, lookups_per_
         h, n = spread(hit, s, e, settings), spread(new, s, e, settings)
         per = {k: lam * (1 - new_frac) * h[k] + lam * new_frac * n[k] for k in h}
         out["steady_out_%d" % e] = per["net_out"]
-        out["steady_cmds"] = per["get"] + per["set"] + per["eval"] + per["del"] + per["pexpire"]
+        out["steady_cmds"] = sum(per[c] for c in CMDS)
         out["steady_get"] = per["get"]
         w = spread(program_counts(f, compile_ms, settings), s, e, settings)
         dur = compile_ms / 1000.0  # one program per thread at a time, each lasting a compile
         rate = threads / dur
         out["wave_out_%d" % e] = w["net_out"] * rate
-        out["wave_cmds"] = (w["get"] + w["set"] + w["eval"] + w["del"] + w["pexpire"]) * rate
+        out["wave_cmds"] = sum(w[c] for c in CMDS) * rate
         out["wave_get"] = w["get"] * rate
     out["polls_per_wait"] = settings.polls(compile_ms)
     out["wave_seconds"] = wave_programs * compile_ms / 1000.0 / threads
@@ -567,7 +573,7 @@ def validate(args):
     print("Per server, predicted / measured (commands from INFO commandstats, bytes from "
           "total_net_input_bytes / total_net_output_bytes, the INFO connection's own traffic "
           "taken out):\n")
-    print("    run | server | entries | GET | SET | EVAL | DEL | bytes in | bytes out "
+    print("    run | server | entries | GET | SET | EVAL | DEL | STRLEN | bytes in | bytes out "
           "| connections | within 10 % each")
     for d in details:
         print("    " + d.strip("| "))
@@ -649,8 +655,8 @@ def compare(run, args):
                              costs=costs)
     meas = {}
     for s in servers:
-        m = meas.setdefault(s, {"get": 0, "set": 0, "eval": 0, "del": 0, "pexpire": 0,
-                                "net_in": 0, "net_out": 0})
+        m = meas.setdefault(s, {"get": 0, "set": 0, "eval": 0, "del": 0, "strlen": 0,
+                                "pexpire": 0, "net_in": 0, "net_out": 0})
         for ph in ("phase1", "phase2"):
             d = run["per_server"][s].get(ph)
             if not d:
@@ -673,7 +679,7 @@ def compare(run, args):
         target="exactly", exact=True, note="one per kernel: %d kernels" % kernels)
     row("lookups that waited for another's lease (kernel_jit lock_waits)", tot["waits"],
         sum(r["lock_waits"] for r in reports), note="%d lookups in all" % (procs * kernels))
-    for cmd in ("get", "set", "eval", "del"):
+    for cmd in ("get", "set", "eval", "del", "strlen"):
         p = sum(pred[s].get(cmd, 0) for s in servers)
         m = sum(meas[s].get(cmd, 0) for s in servers)
         worst = max(abs(pct(pred[s].get(cmd, 0), meas[s].get(cmd, 0))) for s in meas
@@ -730,7 +736,8 @@ def compare(run, args):
         note="%d per server: one pooled per process, no renewal (compiles < lease_ms/3)" % procs)
     rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
                 "other work %.2f ms per kernel (%s), a sleep wakes %.2f ms late, "
-                "a command's round trip %.2f ms (one after a reply; after a sleep %.2f ms) | | polls per wait %.2f "
+                "a command's round trip %.2f ms (one after a reply; after a sleep %.2f ms) | "
+                "| polls per wait %.2f "
                 "predicted | report | report | %.1f s run; %d waits predicted |"
                 % (label, c_mean, compiles, load_ms, work,
                    "%.2f ms of it alone: %.2f CPUs shared" % (timing.work_ms, timing.cores)
@@ -741,7 +748,7 @@ def compare(run, args):
 
 
 # The per-server figures checked (INFO commandstats names; bytes).
-PER_SERVER = ("get", "set", "eval", "del", "net_in", "net_out")
+PER_SERVER = ("get", "set", "eval", "del", "strlen", "net_in", "net_out")
 
 
 def fmt(v):
@@ -767,40 +774,48 @@ def selftest():
     check("polls(1000 ms)", st.polls(1000), 10)  # 5+10+20+40+80+160+200+200+200+200
     check("renewals(9999 ms, lease 10 s)", st.renewals(9999), 2)
     check("renewals(3334 ms)", st.renewals(3334), 1)
-    check("request bytes of GET <59-byte key>", req(3, KEY_LEN), 79)
+    # *5 $4 EVAL $131 <script> $1 1 $59 <key> $8 67108864: 4+10+139+7+66+14
+    check("request bytes of a lookup of a 59-byte key", req(4, GET_SCRIPT_LEN, 1, KEY_LEN,
+                                                            MAX_ARG_LEN), 240)
     check("reply bytes of a 15424-byte entry", bulk(15424), 15434)
     # Two processes, one kernel, one server, compile 50 ms, no jitter: one
-    # compiles (GET miss, SET NX, GET miss, SET, EVAL), the other waits: GET
-    # miss, SET NX busy, polls at 5, 15, 35 ms miss (3 GETs, 3 SET NX busy),
-    # at 75 ms hits: 1 GET.
+    # compiles (lookup miss, SET NX, lookup miss, SET, EVAL release), the
+    # other waits: lookup miss, SET NX busy, polls at 5, 15, 35 ms miss (3
+    # lookups, 3 SET NX busy), at 75 ms hits: 1 lookup.  Each lookup is one
+    # EVAL, inside it STRLEN and GET.
     t = Timing(50.0, compile_cv=1e-9, load_ms=0.0, work_ms=0.0, rtt_ms=0.0, start_spread_ms=0.0)
     c = simulate_wave(2, 1, 1, t, st, random.Random(1))
     check("two processes: compiles", sum(c["compiles"]), 1)
     check("two processes: misses", sum(c["miss"]), 2 + 1 + 3)
+    check("two processes: polls that missed", sum(c["poll_miss"]), 3)
     check("two processes: SET NX busy", sum(c["setnx_busy"]), 4)
     check("two processes: hits", sum(c["hit"]), 1)
     fig = per_server(c, ["s"], [1000], [["s"]], st)["s"]
     check("two processes: GET commands", fig["get"], 6 + 1 + 1)  # + the release script's GET
+    check("two processes: STRLEN commands", fig["strlen"], 6 + 1)
+    check("two processes: EVAL commands", fig["eval"], 6 + 1 + 1)  # + the release
     check("two processes: SET commands", fig["set"], 1 + 4 + 1)
-    # The same on three live servers, the key on "a": every lookup that
-    # misses reads all three (one GET each); the rest goes to "a" alone.
+    # The same on three live servers, the key on "a": a lookup that misses
+    # reads all three, but a waiter's 3 polls read "a" alone (op_get_poll),
+    # so "b" and "c" see the 3 other missing lookups (2 of the compiler, the
+    # waiter's first); the rest goes to "a" alone.
     three = per_server(c, ["a"], [1000], [["a", "b", "c"]], st)
     check("three servers: GET on the key's server", three["a"]["get"], 6 + 1 + 1)
-    check("three servers: GET on another", three["b"]["get"], 6)
+    check("three servers: GET on another", three["b"]["get"], 6 - 3)
+    check("three servers: EVAL on another", three["c"]["eval"], 6 - 3)
     check("three servers: SET on another", three["b"]["set"], 0)
-    check("three servers: bytes in on another", three["c"]["net_in"], 6 * 79)
-    # The hook: if a waiter's poll read only the key's home server, the 3
-    # polls that missed would be 3 GETs on "a" and none on "b" or "c".
-    check("two processes: polls that missed", sum(c["poll_miss"]), 3)
-    home = per_server(c, ["a"], [1000], [["a", "b", "c"]], Settings(poll_home_only=True))
-    check("polls read the home only: GET on the key's server", home["a"]["get"], 6 + 1 + 1)
-    check("polls read the home only: GET on another", home["b"]["get"], 6 - 3)
-    check("polls read the home only: bytes in on another", home["c"]["net_in"], 3 * 79)
+    check("three servers: bytes in on another", three["c"]["net_in"], 3 * 240)
+    check("three servers: bytes out on another", three["c"]["net_out"], 3 * NIL_REPLY)
     # The fleet table's wave: 1,000 processes, a 2 s compile, default polls:
     # 15 polls per wait (5+10+...+160 = 315 ms, then 200 ms each to 2115).
     check("wave polls per wait, 2 s compile", st.polls(2000), 15)
     check("wave misses of one program, 1,000 processes",
           program_counts(1000, 2000.0, st)["miss"][0], 2 + 999 * 15)
+    # per server of 10: the 2 + 999 lookups that read every server, and the
+    # 999 x 14 polls that miss on the home, 1/10 of the programs' homes
+    wave = spread(program_counts(1000, 2000.0, st), 10, 1000, st)
+    check("wave EVALs of one program per server, 1,000 x 10", round(wave["eval"], 6),
+          round(2 + 999 + (999 * 14 + 999 + 1) / 10, 6))
     for f in fails:
         print("selftest: " + f, file=sys.stderr)
     print("selftest: %s" % ("FAILED" if fails else "ok"))

@@ -155,7 +155,8 @@ static void squatter_lease_no_delay(void **state) {
   assert_int_equal(t_redis_start(&srv, NULL), 0);
   char lkey[256];
   rkey(PK(2), 1, lkey, sizeof lkey);
-  redisReply *r = t_redis_cmd(&srv, "SET %s squatter-0123456789abcdef0123456789abcdef PX 600000", lkey);
+  redisReply *r =
+      t_redis_cmd(&srv, "SET %s squatter-0123456789abcdef0123456789abcdef PX 600000", lkey);
   assert_non_null(r);
   freeReplyObject(r);
   t_ctx ctx;

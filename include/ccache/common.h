@@ -5,6 +5,31 @@
  *
  * Part of the public API: `#include <ccache.h>` includes it with the rest;
  * it may also be included alone.
+ *
+ * **Conventions.**  What holds for every call of every header unless its
+ * comment says otherwise; each comment states only what is particular to it.
+ *  - CCACHE_EINVAL, nothing changed: a NULL required pointer, a struct whose
+ *    size or magic never went through its init call, a value outside its
+ *    stated range.  NULL is a no-op for void calls and inits.
+ *  - CCACHE_ENOMEM: an allocation failed; the cache is unchanged.
+ *  - CCACHE_EFORKED: a cache made before fork(), used in the child (a void
+ *    call does nothing there).
+ *  - CCACHE_EBUSY: a call that adds to a cache (fetch, put, program intern
+ *    and fetch, get-or-compile, set_limits) made from a destroy callback that
+ *    ccache_close() runs.  There is no "closed" status: a cache used after
+ *    ccache_close() is a caller error (see "Checked build").
+ *  - Thread-safe: any thread, concurrently with any call on the same cache.
+ *  - Pointer arguments are read during the call only, never retained;
+ *    out-parameters are caller-owned; strings are NUL-terminated.
+ *  - Units: sizes and costs in bytes, times in milliseconds (`_ms`), `_us`
+ *    microseconds, `_ns` nanoseconds; counts in items.
+ *  - "with a detail": the failure records a line for ccache_error_detail().
+ *  - A `*_strong` call is its fast call keyed by all 256 bits of a
+ *    ccache_strong_key (read during the call only; the callbacks and tiers
+ *    get its first half, key->key); CCACHE_EINVAL also for a NULL key or a
+ *    fast cache (and the fast call on a strong cache).
+ *  - "Since 0.2" marks what 0.1 lacked; "Changed in 0.2" a changed meaning.
+ * Mechanism behind every comment: docs/design.md (its section is named).
  */
 #ifndef CCACHE_CCACHE_COMMON_H
 #define CCACHE_CCACHE_COMMON_H
@@ -94,45 +119,26 @@ typedef enum ccache_status {
 CCACHE_API const char *ccache_strerror(int status);
 
 /**
- * @brief One line of detail about the most recent failed call on this
- * thread that records one.
- *
- * **Read it only after a call failed**: a success neither clears nor sets
- * it (that would cost every hit), so after a success it may hold an older
- * failure's text.  Recorded, in thread-local storage, by: ccache_open() and
- * ccache_default_init() (every EINVAL for a bad config); both
- * get-or-compile calls (every failure; a failed compile's
- * ccache_compile_fail() message, on the owner's thread and every waiter's);
- * ccache_close() / ccache_close_ex() (EBUSY, with what is out);
- * ccache_stats_get() (EINVAL); ccache_tier_disk() (EPERM, EIO, ENOTSUP);
- * ccache_tier_redis() (a refused option, ENOTSUP); ccache_default() (a
- * refused CLOSURE_CACHE_* variable, naming it and its value).  Calls that
- * record nothing leave it unchanged; the library never prints it.
- * @return a NUL-terminated string owned by the library ("" if nothing was
- *         recorded on this thread; at most 511 bytes); never NULL.  Valid
- *         until the next ccache call on this thread; never free it.
- *         Thread-safe: each thread has its own.
+ * @brief One line of detail about this thread's most recent failed call that
+ * records one (which do: docs/design.md, "Error detail").  Read it only after
+ * a failure: a success neither sets nor clears it.  Never printed.
+ * @return the line ("" if none; at most 511 bytes), owned by the library,
+ *         valid until this thread's next ccache call; never NULL.  Each
+ *         thread has its own.
  */
 CCACHE_API const char *ccache_error_detail(void);
 
 /**
- * @brief Record why a compile failed, for its caller and every single-flight
- * waiter of its key, and return the status they get.
- *
- * Call it from a compile callback (either level) as its return value:
- * `return ccache_compile_fail(CCACHE_ECOMPILE, "cc: %s", first_error_line);`.
- * The message becomes this thread's ccache_error_detail() at once, and the
- * owner's ccache_get_or_compile() / ccache_program_get_or_compile() copies it
- * to each thread waiting on that compile, whose call then returns the same
- * status with the same detail.  @p status is what they return: a negative
- * ccache status (CCACHE_ENOMEM, CCACHE_EIO, ...) is kept as it is; 0, a
- * positive value or an unknown code becomes CCACHE_ECOMPILE.
- * @param status the status to report (see above).
- * @param fmt printf format of the message (one line, truncated at 511
- *        bytes), or NULL for the status's text.
- * @return the status the compile's callers get (never 0): return it.
- * Thread-safe (it writes only this thread's detail).  Outside a compile it
- * just records the detail.
+ * @brief Record why a compile failed, for its caller and every waiter of its
+ * key; return it from the compile callback:
+ * `return ccache_compile_fail(CCACHE_ECOMPILE, "cc: %s", line);`.
+ * A negative ccache status is kept; 0, positive or unknown becomes
+ * CCACHE_ECOMPILE.  Outside a compile it only records this thread's detail
+ * (docs/design.md, "Errors that travel").
+ * @param status the status to report.
+ * @param fmt printf format of the one-line message (truncated at 511 bytes),
+ *        or NULL for the status's text.
+ * @return the status the compile's callers get (never 0).
  */
 CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -143,34 +149,17 @@ CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
 
 /* ------------------------------------------------------------------------ */
 /** @name Checked build
- * Caller errors that are cheap to catch are refused in every build: NULL
- * arguments (CCACHE_EINVAL), a ccache_config that never went through
- * ccache_config_init() (its size and magic; CCACHE_EINVAL), a ccache_stats
- * whose size is above CCACHE_STRUCT_SIZE_MAX (nothing written).  The others
- * below cost nothing in the default build, where they are undefined
- * behaviour (a wrong count, a double destroy, a use after free):
- *  - a lease released twice (e.g. a copy released after the original),
- *    never taken (uninitialised), or released with another cache than the
- *    one it came from;
- *  - a cache used after ccache_close(), or a pointer that was never a cache
- *    (by any call that takes a `ccache *`; NULL gets its status);
- *  - one closure pointer put under two keys (of this cache or another), or
- *    put again after its entry left the table while a lease still holds it;
- *  - one native program pointer interned under two program keys.
- *
- * The checked build, `cmake -DCCACHE_CHECKED=ON` (or the `checked` preset),
- * aborts the process on each error above, and on a program handle released
- * twice or released by a compile that then hands it to the cache, after
- * exactly one line on stderr, `ccache: <misuse> (<function>)`, e.g.
- * `ccache: lease released twice (ccache_lease_release)`; a refused
- * ccache_close() prints one line per lease and handle still out (its key,
- * the thread that took it, whether that thread exited), without aborting.
- * NULL closures and natives are exempt; a pointer the cache destroyed is
- * forgotten, so an address the allocator reuses is new.  It is slower (one
- * process-wide mutex; ccache_fetch() always takes its general path): a
- * build for tests and debugging.  The header, the ABI, the target and file
- * names are the same in both builds; the application needs no macro.
- * Mechanism: docs/design.md, "Asserts and errors".
+ * Cheap caller errors get a status in every build (NULL arguments, an
+ * uninitialised config or stats struct).  These are undefined behaviour in
+ * the default build and abort, after one line `ccache: <misuse>
+ * (<function>)` on stderr, in the checked build (`-DCCACHE_CHECKED=ON`):
+ * a lease released twice, never taken or with another cache; a program
+ * handle released twice or after a compile handed it to the cache; a cache
+ * used after ccache_close() or never opened; one closure put under two keys
+ * (or again after its entry left while a lease holds it); one native
+ * interned under two keys.  Same header, ABI and names; slower, for tests.
+ * What it prints and checks: docs/design.md, "Asserts and errors" and
+ * "Checked build, in full".
  * @{ */
 /** @} */
 
@@ -179,17 +168,10 @@ CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
  * @{ */
 
 /**
- * A 128-bit fingerprint.  The cache never interprets it: equal keys are the
- * same entry, whatever produced them (see the fingerprint builder, ccache/fp.h).
- *
- * **The key rule.**  A closure entry hands out its closure *and* the program
- * it was stored with, so a closure key must determine the program: build it
- * from the program key plus what tells the call sites apart (layer, weights
- * bound), e.g. ccache_fp_key(&fp, program_key) then the site's fields.  A
- * closure key that leaves out something the program key holds (a shape, a
- * dtype, a target) makes two programs meet under one closure key, and the
- * cache then serves one of them to the other's calls: wrong results, no
- * error.
+ * A 128-bit fingerprint; equal keys are the same entry.  **Key rule**: a
+ * closure key must determine its program (build it from the program key plus
+ * the call site, ccache_fp_key()), else two programs meet under one key and
+ * one is served for the other, silently (docs/design.md, "Keys").
  */
 typedef struct ccache_key {
   uint64_t lo; /**< low 64 bits */
@@ -203,35 +185,25 @@ typedef struct ccache_key {
  * @brief Whether two keys are equal (both halves).
  * @param a a key (by value).
  * @param b another key (by value).
- * @return 1 if equal, 0 if not.  Thread-safe; no side effects.  Since 0.2.
+ * @return 1 if equal, 0 if not.  Since 0.2.
  */
 CCACHE_API int ccache_key_eq(ccache_key a, ccache_key b);
 
 /**
- * @brief A key as 32 lowercase hex digits, key.hi then key.lo, most
- * significant digit first: the form the directory tier uses in its file
- * names and the Redis tier in its keys.
+ * @brief A key as 32 lowercase hex digits, key.hi then key.lo (as tier
+ * file names and Redis keys show it).
  * @param key the key.
  * @param out caller-owned buffer of CCACHE_KEY_HEX_LEN bytes; receives the
  *        digits and a NUL.  NULL writes nothing.
- * @return @p out (NULL when @p out is NULL).  Thread-safe.  Since 0.2.
+ * @return @p out.  Since 0.2.
  */
 CCACHE_API char *ccache_key_hex(ccache_key key, char out[CCACHE_KEY_HEX_LEN]);
 
 /**
- * A 256-bit strong key: a cryptographic digest (BLAKE2b-256 from
- * ccache_fp_final_strong() / ccache_fp_graph_strong(), or any 256-bit
- * collision-resistant digest of the caller's own) for a cache opened with
- * ccache_config::key_mode = CCACHE_KEYS_STRONG.
- *
- * The tables stay keyed by @c key (the bucket); every entry of a strong
- * cache stores all 256 bits, and every match (a hit, a replacing insert, a
- * single-flight join, a program lookup, a tier entry loaded) compares all
- * of them, so two inputs with one match take 2^128 work.  Cost: 16 bytes
- * more per closure entry and per program of a strong cache only; the
- * ccache_key calls are unchanged (docs/design.md, "Strong keys").
- * Digest bytes map little-endian: key.lo = bytes 0..7, key.hi = 8..15,
- * check.lo = 16..23, check.hi = 24..31.
+ * A 256-bit strong key (a BLAKE2b-256 digest from ccache_fp_final_strong(),
+ * or any collision-resistant one) for a CCACHE_KEYS_STRONG cache; every match
+ * compares all 256 bits.  Bytes map little-endian: key.lo = 0..7, key.hi =
+ * 8..15, check.lo = 16..23, check.hi = 24..31 (docs/design.md, "Strong keys").
  */
 typedef struct ccache_strong_key {
   ccache_key key;   /**< digest bits 0..127: the table key (bucket) */
@@ -239,22 +211,10 @@ typedef struct ccache_strong_key {
 } ccache_strong_key;
 
 /**
- * Which keys a cache takes (ccache_config::key_mode), fixed at open.
- *
- * CCACHE_KEYS_FAST (the default): ccache_key (128 bits, e.g. XXH3-128 from
- * ccache_fp_final()).  Fast and not collision-resistant: safe only when
- * every graph (and every byte in it: constants, attributes) comes from a
- * trusted party, since anyone who can choose a graph can make another with
- * its key and have the cache serve one's program for the other.
- *
- * CCACHE_KEYS_STRONG: ccache_strong_key (256 bits) through the *_strong
- * calls; the ccache_key calls that take a key return CCACHE_EINVAL on such a
- * cache (and the *_strong calls on a fast one), so one cache never mixes the
- * two.  Its tiers use a namespace of their own and their entries carry the
- * full 256 bits, compared on load: a fast-mode writer can never place an
- * entry where strong-mode readers look.  The cache itself computes no
- * digest, so it works in a build without libsodium (with digests from
- * elsewhere); the strong fingerprint calls need libsodium.
+ * Which keys a cache takes (ccache_config::key_mode), fixed at open.  FAST is
+ * not collision-resistant: only for graphs from trusted parties.  A STRONG
+ * cache takes only the *_strong calls and has its own tier namespace; it
+ * computes no digest, so it needs no libsodium (docs/design.md, "Strong keys").
  */
 typedef enum ccache_key_mode {
   CCACHE_KEYS_FAST = 0,  /**< 128-bit ccache_key (default) */
@@ -272,38 +232,25 @@ typedef struct ccache_codec ccache_codec;
 typedef struct ccache_tier ccache_tier;
 
 /**
- * A program handle.  Opaque.  Every handle returned by ccache_program_intern(),
- * ccache_program_fetch() or ccache_program_get_or_compile() is one counted
- * reference, to be given back once with ccache_program_release() on the
- * cache it came from (or handed to the cache by a compile callback, see
- * ccache_compile_fn).  While it is held the program stays interned and its
- * native program alive, and ccache_close() returns CCACHE_EBUSY.  A handle
- * may be used and released on any thread.
+ * A program handle (opaque): one counted reference from
+ * ccache_program_intern(), ccache_program_fetch() or
+ * ccache_program_get_or_compile(), given back once with
+ * ccache_program_release() on its cache, on any thread (or handed to the
+ * cache by a compile).  While held, the program stays alive and
+ * ccache_close() is CCACHE_EBUSY.
  */
 typedef struct ccache_program ccache_program;
 
 /**
- * What a hit returns: the closure and its native program, both valid until
- * the lease is released with ccache_lease_release(), even if the entry
- * leaves the table meanwhile; while any lease is out, ccache_close()
- * returns CCACHE_EBUSY.  The struct is the caller's (stack is fine; the
- * cache keeps no pointer to it); taking one allocates nothing; it may be
- * released on any thread.  A zero-initialised lease is "no lease"
- * (releasing it is a no-op); ccache_lease_release() zeroes it, and so does
- * every call that fills one when it returns anything but CCACHE_OK.
- * Releasing two copies of one lease, or one no call filled, is a caller
- * error (undefined behaviour; the checked build aborts).
+ * What a hit returns: closure and native, valid until ccache_lease_release()
+ * (on any thread), even if the entry leaves; while any is out ccache_close()
+ * is CCACHE_EBUSY.  Caller's memory (stack is fine); zeroed means "no
+ * lease", and every call that fills one zeroes it unless CCACHE_OK.
  */
 typedef struct ccache_lease {
-  void *closure;      /**< the runtime's closure, as given to ccache_put() or
-                           returned by a compile callback */
-  void *native;       /**< the native program pointer the closure runs (what
-                      ccache_program_native() returns for its program;
-                      named `program` before 0.2) */
-  void *internal_[2]; /**< private; do not touch: the entry, and where the
-                           lease is counted (a slot of the taking thread's
-                           reader, or the entry's shared count; a token in
-                           the checked build) */
+  void *closure;      /**< the closure, as ccache_put() or a compile gave it */
+  void *native;       /**< its native program (ccache_program_native()); `program` before 0.2 */
+  void *internal_[2]; /**< private; do not touch (docs/design.md, "Keys") */
 } ccache_lease;
 
 /** @} */

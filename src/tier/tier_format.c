@@ -27,28 +27,9 @@
 
 #include <xxhash.h>
 
+#include "base/le.h"
 #include "tier/tier.h"
 #include "tier/tier_trust.h"
-
-static void put_u32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
 
 uint64_t ccache__tier_tag_hash(const char *tag) {
   if (!tag) tag = "";
@@ -86,8 +67,8 @@ size_t ccache__tier_entry_len_mode(size_t payload_len, bool strong) {
 
 static void checksum(const unsigned char *data, size_t len, unsigned char out[16]) {
   XXH128_hash_t h = XXH3_128bits(data, len);
-  put_u64(out, h.low64);
-  put_u64(out + 8, h.high64);
+  ccache__put_le64(out, h.low64);
+  ccache__put_le64(out + 8, h.high64);
 }
 
 size_t ccache__tier_entry_len_signed(size_t payload_len, bool strong, bool sig) {
@@ -105,16 +86,16 @@ void ccache__tier_frame_signed(unsigned char *dst, const ccache_strong_key *key,
                                size_t len, const struct ccache_trust *signer) {
   uint32_t hdr = hdr_len(strong);
   memcpy(dst, CCACHE__TIER_MAGIC, 8);
-  put_u32(dst + 8, CCACHE_TIER_FORMAT);
-  put_u32(dst + 12, hdr);
-  put_u64(dst + 16, key->key.lo);
-  put_u64(dst + 24, key->key.hi);
-  put_u64(dst + 32, tag_hash);
-  put_u64(dst + 40, (uint64_t)len);
-  put_u64(dst + 48, created_ms);
+  ccache__put_le32(dst + 8, CCACHE_TIER_FORMAT);
+  ccache__put_le32(dst + 12, hdr);
+  ccache__put_le64(dst + 16, key->key.lo);
+  ccache__put_le64(dst + 24, key->key.hi);
+  ccache__put_le64(dst + 32, tag_hash);
+  ccache__put_le64(dst + 40, (uint64_t)len);
+  ccache__put_le64(dst + 48, created_ms);
   if (strong) {
-    put_u64(dst + 56, key->check.lo);
-    put_u64(dst + 64, key->check.hi);
+    ccache__put_le64(dst + 56, key->check.lo);
+    ccache__put_le64(dst + 64, key->check.hi);
   }
   if (len) memcpy(dst + hdr, payload, len);
   size_t sig = 0;
@@ -134,8 +115,9 @@ ccache__entry_check ccache__tier_verify_mode(const void *blob, size_t blob_len,
   if (memcmp(b, CCACHE__TIER_MAGIC, 8) != 0) return CCACHE__ENTRY_CORRUPT;
   /* The other mode's layout in our namespace is not an entry we could have
    * written: corrupt, like any other bytes that are not ours. */
-  if (get_u32(b + 8) != CCACHE_TIER_FORMAT || get_u32(b + 12) != hdr) return CCACHE__ENTRY_CORRUPT;
-  uint64_t plen = get_u64(b + 40);
+  if (ccache__get_le32(b + 8) != CCACHE_TIER_FORMAT || ccache__get_le32(b + 12) != hdr)
+    return CCACHE__ENTRY_CORRUPT;
+  uint64_t plen = ccache__get_le64(b + 40);
   /* The stored length must account for every byte (the payload, and a
    * signature block or none): a truncated or extended blob fails here
    * before the checksum is even computed. */
@@ -148,11 +130,12 @@ ccache__entry_check ccache__tier_verify_mode(const void *blob, size_t blob_len,
   /* Intact.  An entry filed under the wrong key is corrupt (misplaced); one
    * of another runtime tag is only not ours.  A strong entry's key is all
    * 256 bits. */
-  if (get_u64(b + 16) != key->key.lo || get_u64(b + 24) != key->key.hi)
+  if (ccache__get_le64(b + 16) != key->key.lo || ccache__get_le64(b + 24) != key->key.hi)
     return CCACHE__ENTRY_CORRUPT;
-  if (strong && (get_u64(b + 56) != key->check.lo || get_u64(b + 64) != key->check.hi))
+  if (strong &&
+      (ccache__get_le64(b + 56) != key->check.lo || ccache__get_le64(b + 64) != key->check.hi))
     return CCACHE__ENTRY_CORRUPT;
-  if (get_u64(b + 32) != tag_hash) return CCACHE__ENTRY_FOREIGN;
+  if (ccache__get_le64(b + 32) != tag_hash) return CCACHE__ENTRY_FOREIGN;
   *payload = b + hdr;
   *len = (size_t)plen;
   return CCACHE__ENTRY_OK;

@@ -10,6 +10,7 @@
 
 #include "base/crypto.h"
 #include "base/detail.h"
+#include "base/le.h"
 #include "tier/tier.h" /* the entry layout */
 #include "tier/tier_trust.h"
 
@@ -23,26 +24,6 @@ static const char LEASE_DOMAIN[] = "closure-cache lease";
 #define LEASE_MAGIC "CCLT"
 /* What a lease token's signature covers after its domain. */
 #define LEASE_BODY  (CCACHE__LEASE_TOKEN - CCACHE__TRUST_SIGLEN)
-
-static void put_u32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
 
 uint64_t ccache__realtime_ms(void) {
   struct timespec ts;
@@ -92,7 +73,7 @@ static size_t entry_message(unsigned char msg[MSG_MAX], const unsigned char *hdr
   unsigned char *p = msg;
   memcpy(p, ENTRY_DOMAIN, sizeof ENTRY_DOMAIN);
   p += sizeof ENTRY_DOMAIN;
-  put_u32(p, CCACHE_TIER_FORMAT);
+  ccache__put_le32(p, CCACHE_TIER_FORMAT);
   p += 4;
   memcpy(p, hdr, hdr_len);
   p += hdr_len;
@@ -109,7 +90,7 @@ void ccache__trust_sign_entry(const struct ccache_trust *t, const unsigned char 
   unsigned char msg[MSG_MAX];
   size_t mlen = entry_message(msg, hdr, hdr_len, t->signer.id, payload, len);
   memcpy(block, SIG_MAGIC, 4);
-  put_u32(block + 4, CCACHE__TIER_SIG);
+  ccache__put_le32(block + 4, CCACHE__TIER_SIG);
   memcpy(block + 8, t->signer.id, CCACHE__TRUST_ID);
   crypto_sign_ed25519_detached(block + 16, NULL, msg, mlen, t->sk);
 }
@@ -121,13 +102,13 @@ bool ccache__trust_entry_ok(const struct ccache_trust *t, const void *blob, size
   /* Intact already (the format check passed): the payload length is in
    * the header, and whatever lies between payload and trailer is either
    * nothing or one block. */
-  uint64_t plen = get_u64(b + 40);
+  uint64_t plen = ccache__get_le64(b + 40);
   if (len - hdr - CCACHE__TIER_SUM - plen != CCACHE__TIER_SIG) {
     *why = "unsigned entry";
     return false;
   }
   const unsigned char *blk = b + hdr + plen;
-  if (memcmp(blk, SIG_MAGIC, 4) != 0 || get_u32(blk + 4) != CCACHE__TIER_SIG) {
+  if (memcmp(blk, SIG_MAGIC, 4) != 0 || ccache__get_le32(blk + 4) != CCACHE__TIER_SIG) {
     *why = "not a signature block";
     return false;
   }
@@ -148,11 +129,11 @@ bool ccache__trust_entry_ok(const struct ccache_trust *t, const void *blob, size
 void ccache__trust_lease_token(const struct ccache_trust *t, ccache_key key, uint64_t now_ms,
                                unsigned char out[CCACHE__LEASE_TOKEN]) {
   memcpy(out, LEASE_MAGIC, 4);
-  put_u32(out + 4, 1);
-  put_u64(out + 8, key.lo);
-  put_u64(out + 16, key.hi);
+  ccache__put_le32(out + 4, 1);
+  ccache__put_le64(out + 8, key.lo);
+  ccache__put_le64(out + 16, key.hi);
   memcpy(out + 24, t->signer.id, CCACHE__TRUST_ID);
-  put_u64(out + 32, now_ms);
+  ccache__put_le64(out + 32, now_ms);
   randombytes_buf(out + 40, 16);
   unsigned char msg[sizeof LEASE_DOMAIN + LEASE_BODY];
   memcpy(msg, LEASE_DOMAIN, sizeof LEASE_DOMAIN);
@@ -163,12 +144,12 @@ void ccache__trust_lease_token(const struct ccache_trust *t, ccache_key key, uin
 bool ccache__trust_lease_ok(const struct ccache_trust *t, ccache_key key, const void *value,
                             size_t len, uint64_t now_ms, uint64_t lease_ms) {
   const unsigned char *v = value;
-  if (len != CCACHE__LEASE_TOKEN || memcmp(v, LEASE_MAGIC, 4) != 0 || get_u32(v + 4) != 1)
+  if (len != CCACHE__LEASE_TOKEN || memcmp(v, LEASE_MAGIC, 4) != 0 || ccache__get_le32(v + 4) != 1)
     return false;
-  if (get_u64(v + 8) != key.lo || get_u64(v + 16) != key.hi) return false;
+  if (ccache__get_le64(v + 8) != key.lo || ccache__get_le64(v + 16) != key.hi) return false;
   const ccache__trust_key *k = trusted(t, v + 24);
   if (!k) return false;
-  uint64_t issued = get_u64(v + 32);
+  uint64_t issued = ccache__get_le64(v + 32);
   /* A copied token stops counting lease_ms + skew after it was issued: a
    * squatter cannot replay a writer's token for longer than that. */
   if (issued > now_ms + CCACHE__LEASE_SKEW_MS) return false;
