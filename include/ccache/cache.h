@@ -207,7 +207,7 @@ typedef struct ccache_config {
   ccache_event_fn on_event;
   /** Passed to on_event; never dereferenced by the cache. */
   void *event_ctx;
-  /* ---- Untrusted sizes (0.2, issue 21): a config whose size ends before
+  /* ---- Untrusted sizes (0.2): a config whose size ends before
    * this field gets its default. ---- */
   /** Largest tier entry read or written (the whole framed entry), bytes:
    *  default CCACHE_TIER_MAX_ENTRY_DEFAULT, 1 .. CCACHE_UNBOUNDED (the
@@ -215,7 +215,7 @@ typedef struct ccache_config {
    *  exists; an entry over it is a miss and a program over it is not written
    *  (tier_oversize +1; docs/design.md, "Untrusted sizes").  Fixed. */
   uint64_t tier_max_entry_bytes;
-  /* ---- Signed entries (0.2, issue 21): a config whose size ends before
+  /* ---- Signed entries (0.2): a config whose size ends before
    * this field has no trust object. ---- */
   /** Signing and trusted keys (ccache/trust.h), copied at ccache_open() (at
    *  the default instance's creation after ccache_default_init()); NULL
@@ -654,13 +654,14 @@ typedef struct ccache_stats {
   uint64_t misses_evicted;           /**< misses on a key among the last 64 evicted
                                           for capacity or cost: a large share of
                                           misses means a bound below the working set */
-  /* ---- Untrusted sizes (0.2, issue 21) ---- */
+  /* ---- Untrusted sizes (0.2) ---- */
   /** Tier entries over ccache_config::tier_max_entry_bytes found (a miss;
    *  often counted twice per miss), and programs not written for it. */
   uint64_t tier_oversize;
-  /* ---- Signed entries (0.2, issue 21) ---- */
-  uint64_t tier_rejected;    /**< intact entries ccache_config::trust refused (not decoded,
-                                  copied or removed) */
+  /* ---- Signed entries (0.2) ---- */
+  uint64_t tier_rejected;    /**< lookups that found an intact entry ccache_config::trust
+                                  refused (not decoded, copied or removed; a writer looks
+                                  again after its compile lock, so often twice per miss) */
   uint64_t tier_unpublished; /**< programs a reader (trusted keys, no signing key) compiled
                                   and did not write to its tiers */
 } ccache_stats;

@@ -236,7 +236,7 @@ typedef struct ccache_tier_ops {
    * @return CCACHE_OK; CCACHE_MISS if @p part is past the last part.
    */
   int (*health)(void *state, uint32_t part, struct ccache_tier_health *out);
-  /* ---- Appended in 0.2 (issue 21): leases carrying the signed token of a
+  /* ---- Appended in 0.2: leases carrying the signed token of a
    * cache with ccache_config::trust.  NULL: no value; no reader waits. ---- */
   /**
    * lock() that stores @p value (up to 160 bytes) for lease_peek(); used
