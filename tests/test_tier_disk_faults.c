@@ -299,6 +299,40 @@ static void clean_runs_on_the_cleaner_thread(void **state) {
   free(dir);
 }
 
+/* An entry grown from outside (a planted 100 MiB file in an entry's
+ * place): the write that replaces it takes more off the total than the
+ * total holds.  The total is then known wrong, and the cleaner recounts the
+ * directory, so the cap keeps working; without the recount it stayed at 0
+ * while the entries stayed on disk. */
+static void entry_grown_from_outside_recounts_the_total(void **state) {
+  (void)state;
+  char *dir = t_tempdir("drift");
+  t_ctx t = {0};
+  t_codec tc = {0};
+  t_compiler comp = {0};
+  ccache *c = t_cache_over(&t, &tc, 500, t_disk_tier(dir, CCACHE_UNBOUNDED, 60000), T_DISK_TAG);
+  for (int i = 0; i < 8; i++) assert_int_equal(t_goc(c, PK(i), &comp, CCACHE_OK), i);
+  t_close(c);
+  t_tree_scan(dir);
+  assert_int_equal(t_tree_entries, 8);
+  assert_int_equal(t_size_total(dir), t_tree_bytes);
+  char path[1024];
+  t_entry_path(dir, T_DISK_TAG, PK(3), path, sizeof path);
+  assert_int_equal(truncate(path, (off_t)100 << 20), 0); /* sparse: over the entry bound */
+  ccache_tier *tier = t_disk_tier(dir, CCACHE_UNBOUNDED, 60000);
+  c = t_cache_over(&t, &tc, 500, tier, T_DISK_TAG);
+  int before = atomic_load(&comp.calls);
+  assert_int_equal(t_goc(c, PK(3), &comp, CCACHE_OK), 3); /* oversize: compiled, replaced */
+  assert_int_equal(atomic_load(&comp.calls), before + 1);
+  assert_true(ccache__disk_settle(tier, 30000));
+  t_close(c);
+  t_tree_scan(dir);
+  assert_int_equal(t_tree_entries, 8);
+  assert_int_equal(t_size_total(dir), t_tree_bytes);
+  t_rmrf(dir);
+  free(dir);
+}
+
 /* A size file deleted (or damaged) between runs: ccache_open does not
  * count the directory; the cleaner thread does, and the total is right. */
 static void missing_size_file_recounted_off_the_open_path(void **state) {
@@ -709,6 +743,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(leftover_two_hours_old_swept_by_next_write, reap_kids),
       cmocka_unit_test_teardown(miss_never_waits_for_another_keys_compile, reap_kids),
       cmocka_unit_test_teardown(clean_runs_on_the_cleaner_thread, reap_kids),
+      cmocka_unit_test_teardown(entry_grown_from_outside_recounts_the_total, reap_kids),
       cmocka_unit_test_teardown(missing_size_file_recounted_off_the_open_path, reap_kids),
       cmocka_unit_test_teardown(cache_descriptors_are_close_on_exec, reap_kids),
       cmocka_unit_test_teardown(exact_total_after_concurrent_writes_and_cleans, reap_kids),

@@ -49,6 +49,7 @@ typedef struct disk {
   ccache__mutex mu;               /* swept_s */
   uint64_t swept_s[FOLDERS];      /* monotonic second of this object's last sweep + 1; 0 never */
   _Atomic int64_t pending;        /* size deltas not yet in the size file */
+  _Atomic int size_drift;         /* the total was clamped: a recount overwrites it */
   _Atomic int io_stuck;           /* the last wait for SIZE_BYTE timed out: try, don't wait */
   _Atomic uint64_t lock_timeouts; /* accounting deferred (see ccache__disk_size_add) */
 
@@ -84,9 +85,11 @@ DIR *ccache__disk_opendir_dup(int fd);
  * after a timeout, until a try succeeds).  SIZE_WRITTEN and the new total;
  * otherwise the deltas stay pending: SIZE_HELD (the byte was held past the
  * wait), SIZE_DAMAGED (the size file is missing or does not read: it wants
- * a recount), SIZE_NONE (an I/O error).  Never holds a mutex while
+ * a recount), SIZE_NONE (an I/O error).  SIZE_DRIFTED: written, but the
+ * deltas took more than the total held (files changed from outside), so the
+ * total was clamped at 0 and wants a recount.  Never holds a mutex while
  * waiting. */
-enum { SIZE_WRITTEN, SIZE_HELD, SIZE_DAMAGED, SIZE_NONE };
+enum { SIZE_WRITTEN, SIZE_HELD, SIZE_DAMAGED, SIZE_NONE, SIZE_DRIFTED };
 int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *total);
 /* Under no lock: the size file's total, if it reads as one. */
 bool ccache__disk_size_peek(disk *d, uint64_t *total);
@@ -95,8 +98,8 @@ bool ccache__disk_size_peek(disk *d, uint64_t *total);
 bool ccache__disk_size_create(disk *d, int dfd, const char *rel, uint64_t total);
 /* The recount's result: the size file becomes `counted` (and this
  * object's pending deltas, which the count includes, are dropped) if it is
- * missing or does not read, and SIZE_BYTE can be had within wait_ms.  true
- * if written. */
+ * missing or does not read, or this object clamped it (SIZE_DRIFTED), and
+ * SIZE_BYTE can be had within wait_ms.  true if written. */
 bool ccache__disk_size_rebuild(disk *d, uint64_t counted, uint64_t wait_ms);
 
 /* ---------------------------------------------------------- disk_walk.c */

@@ -167,8 +167,9 @@ static uint64_t remove_listed(disk *d, int ffd, const scanned *s) {
 
 static void account(disk *d, int64_t delta) {
   uint64_t total;
-  if (ccache__disk_size_add(d, delta, d->o.io_lock_ms, &total) == SIZE_HELD)
-    atomic_fetch_add(&d->lock_timeouts, 1);
+  int rc = ccache__disk_size_add(d, delta, d->o.io_lock_ms, &total);
+  if (rc == SIZE_HELD) atomic_fetch_add(&d->lock_timeouts, 1);
+  if (rc == SIZE_DRIFTED) ccache__disk_cleaner_kick(d, false, true); /* the next pass */
 }
 
 static void recount_pass(disk *d) {

@@ -275,10 +275,15 @@ int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *to
     rc = errno == ENOENT ? SIZE_DAMAGED : SIZE_NONE; /* missing: kept for after the recount */
   } else if (FAULT("size_read") == 0 && size_read_fd(sfd, &t)) {
     int64_t p = atomic_exchange(&d->pending, 0);
+    /* More going than the total holds: a file changed behind the tier's
+     * back (an entry planted or grown from outside).  The total is wrong
+     * either way; written clamped, it asks for a recount. */
+    bool drifted = p < 0 && (uint64_t)-p > t;
     t = plus(t, p);
     if (size_write_fd(sfd, t)) {
       *total = t;
-      rc = SIZE_WRITTEN;
+      if (drifted) atomic_store(&d->size_drift, 1);
+      rc = drifted ? SIZE_DRIFTED : SIZE_WRITTEN;
     } else {
       atomic_fetch_add(&d->pending, p);
       rc = SIZE_NONE;
@@ -309,7 +314,7 @@ bool ccache__disk_size_rebuild(disk *d, uint64_t counted, uint64_t wait_ms) {
     snprintf(rel, sizeof rel, "%s/size", d->fmt);
     if (sfd < 0) {
       done = errno == ENOENT && ccache__disk_size_create(d, d->dirfd, rel, counted);
-    } else if (!size_read_fd(sfd, &t)) {
+    } else if (!size_read_fd(sfd, &t) || atomic_exchange(&d->size_drift, 0)) {
       done = size_write_fd(sfd, counted);
     }
     if (done) atomic_store(&d->pending, 0); /* the count has this object's writes */

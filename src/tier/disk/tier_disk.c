@@ -144,6 +144,7 @@ static void account(disk *d, int64_t delta) {
       atomic_fetch_add(&d->lock_timeouts, 1);
       break;
     case SIZE_DAMAGED:
+    case SIZE_DRIFTED: /* the recount is followed by a clean if over the cap */
       ccache__disk_cleaner_kick(d, false, true);
       break;
     default:
