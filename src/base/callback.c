@@ -23,8 +23,14 @@ bool ccache__in_callback(const void *key) {
   return false;
 }
 
-uint64_t ccache__mono_ns(void) {
+static uint64_t clock_ns(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t ccache__mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+uint64_t ccache__realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+uint64_t ccache__realtime_ms(void) { return ccache__realtime_ns() / 1000000u; }

@@ -28,6 +28,11 @@ bool ccache__in_callback(const void *key);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t ccache__mono_ns(void);
 
+/* CLOCK_REALTIME since the Unix epoch, in nanoseconds and in milliseconds
+ * (what is stored: entry times, lease tokens, file ages). */
+uint64_t ccache__realtime_ns(void);
+uint64_t ccache__realtime_ms(void);
+
 /* The one way user code runs: `call` (a statement, e.g. `rc = fn(...)`)
  * under a frame keyed by `key`; took_ns (a uint64_t *, or NULL: untimed)
  * gets its duration on CLOCK_MONOTONIC. */

@@ -25,12 +25,6 @@ static const char LEASE_DOMAIN[] = "closure-cache lease";
 /* What a lease token's signature covers after its domain. */
 #define LEASE_BODY  (CCACHE__LEASE_TOKEN - CCACHE__TRUST_SIGLEN)
 
-uint64_t ccache__realtime_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 int ccache__trust_copy(struct ccache_trust **out, const ccache__mem *mem,
                        const struct ccache_trust *src) {
   *out = NULL;

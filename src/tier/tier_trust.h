@@ -86,6 +86,4 @@ void ccache__trust_lease_token(const struct ccache_trust *t, ccache_key key, uin
 bool ccache__trust_lease_ok(const struct ccache_trust *t, ccache_key key, const void *value,
                             size_t len, uint64_t now_ms, uint64_t lease_ms);
 
-/* CLOCK_REALTIME in ms since the epoch (entry times, lease tokens). */
-uint64_t ccache__realtime_ms(void);
 #endif

@@ -64,7 +64,6 @@ typedef struct disk {
 
 /* ---------------------------------------------------------- disk_space.c */
 void ccache__disk_key_paths(const disk *d, ccache_key key, char sub[REL_MAX], char path[REL_MAX]);
-uint64_t ccache__disk_realtime_ns(void);
 uint64_t ccache__disk_mono_s(void);
 int ccache__disk_read_full(int fd, void *buf, size_t n, size_t *got);
 int ccache__disk_write_full(int fd, const void *buf, size_t n);

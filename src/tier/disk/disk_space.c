@@ -42,12 +42,6 @@ void ccache__disk_key_paths(const disk *d, ccache_key key, char sub[REL_MAX], ch
   snprintf(path, REL_MAX, "%s/%.2s/%s", d->ns, hex, hex);
 }
 
-uint64_t ccache__disk_realtime_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------------- I/O */
 
 int ccache__disk_read_full(int fd, void *buf, size_t n, size_t *got) {

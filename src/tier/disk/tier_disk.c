@@ -229,7 +229,7 @@ static int disk_get_bounded(void *state, ccache_key key, uint64_t max_len, void 
   }
   /* A hit makes the entry young again, at most once per interval, so the
    * cleaner removes what is not used; failure to touch is harmless. */
-  uint64_t now = ccache__disk_realtime_ns();
+  uint64_t now = ccache__realtime_ns();
   uint64_t mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
   if (now >= mtime && (now - mtime) / 1000000u >= d->o.touch_interval_ms) futimens(fd, NULL);
   close(fd);
