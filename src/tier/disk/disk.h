@@ -1,8 +1,9 @@
 /*
  * disk.h - what the directory tier's files share: the tier's state, the
- * layout constants, and the helpers of disk_space.c (paths, I/O, temporary
- * files, the running size total), disk_lock.c (the compile locks) and
- * disk_clean.c (the cleaner thread) used by tier_disk.c.  Internal.
+ * layout constants, the entry operations of disk_entry.c (which tier_disk.c
+ * puts in the tier's ops), and the helpers of disk_space.c (paths, I/O,
+ * temporary files, the running size total), disk_lock.c (the compile
+ * locks) and disk_clean.c (the cleaner thread).  Internal.
  */
 #ifndef CCACHE_DISK_H
 #define CCACHE_DISK_H
@@ -62,6 +63,17 @@ typedef struct disk {
   struct disk *reg_prev, *reg_next; /* the fork registry */
 } disk;
 
+/* ---------------------------------------------------------- disk_entry.c */
+/* The tier's entry ops (ccache_tier_ops in tier.h gives their contract;
+ * state is the disk). */
+int ccache__disk_get_bounded(void *state, ccache_key key, uint64_t max_len, void **blob,
+                             size_t *len);
+int ccache__disk_get(void *state, ccache_key key, void **blob, size_t *len);
+void ccache__disk_free_blob(void *state, void *blob, size_t len);
+int ccache__disk_put(void *state, ccache_key key, const void *blob, size_t len);
+int ccache__disk_remove(void *state, ccache_key key);
+int ccache__disk_remove_if(void *state, ccache_key key, const void *blob, size_t len);
+
 /* ---------------------------------------------------------- disk_space.c */
 void ccache__disk_key_paths(const disk *d, ccache_key key, char sub[REL_MAX], char path[REL_MAX]);
 uint64_t ccache__disk_mono_s(void);
@@ -73,7 +85,7 @@ int ccache__disk_byte_lock(int fd, uint64_t byte, short type);
 int ccache__disk_byte_lock_wait(int fd, uint64_t byte, short type, uint64_t wait_ms);
 /* A fresh name "<sub>/.tmp.<pid>.<word>.<n>" for this tier object. */
 void ccache__disk_tmp_name(disk *d, const char *sub, char tmp[REL_MAX]);
-/* A temp file that no live write can own (see tier_disk.c). */
+/* A temp file that no live write can own (see disk_entry.c). */
 bool ccache__disk_stale_tmp(int dfd, const char *name, time_t now);
 void ccache__disk_sweep_tmp(int subfd);
 /* A directory stream over a new close-on-exec descriptor of fd. */

@@ -9,7 +9,7 @@
  * a link to anywhere (a world-writable /tmp folder, another user's files)
  * or a folder others can write, and whoever can write where the tier reads
  * can hand this process a program to run.  Entries themselves are opened
- * relative to the folder's descriptor, with O_NOFOLLOW, by tier_disk.c.
+ * relative to the folder's descriptor, with O_NOFOLLOW, by disk_entry.c.
  */
 #define _GNU_SOURCE 1
 
