@@ -124,11 +124,12 @@ bool ccache__disk_size_rebuild(disk *d, uint64_t counted, uint64_t wait_ms);
 int ccache__disk_walk(const disk *d, const char *rel, bool create, int *fd);
 
 /* ---------------------------------------------------------- disk_lock.c */
-/* The compile lock of key: byte XXH3-64(key) >> 1 of <sub>/lock, shared with
- * every holder of the same lock file and byte in this process; <sub> is
- * reached by the checked walk.  OK (and *handle), CCACHE_EBUSY (another
- * process holds it), CCACHE_EPERM (a level of <sub> refused), CCACHE_EIO,
- * CCACHE_ENOMEM. */
+/* The compile lock of key: byte XXH3-64(key) >> 1 of <sub>/lock, taken
+ * again (shared) only by the thread of this process that holds it; <sub>
+ * is reached by the checked walk.  OK (and *handle), CCACHE_EBUSY (another
+ * process, or another thread of this one, holds it), CCACHE_EPERM (a level
+ * of <sub> refused), CCACHE_EIO, CCACHE_ENOMEM.  Dropped by the thread that
+ * took it. */
 int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **handle);
 void ccache__disk_lock_drop(void *handle);
 

@@ -11,13 +11,20 @@
  * per key.lo mod 4096 made it 1/4096.
  *
  * Locks on different open file descriptions exclude each other even within
- * one process, so a process that took a lock and asks for it again (a
- * nested compile, or two tier objects over one directory: two caches) would
- * wait for itself.  The process therefore keeps one table of the locks it
- * holds, keyed by the lock file's device and inode and the byte: whoever in
- * the process asks for a held one shares it (a count), and the byte is let
- * go when the last sharer unlocks.  Within a process, exclusion is the
- * single-flight of each cache.
+ * one process, so a thread that took a lock and asks for it again (a nested
+ * compile of the same program in a second cache: two tier objects over one
+ * directory) would wait for itself.  The process therefore keeps one table
+ * of the locks it holds, keyed by the lock file's device and inode and the
+ * byte, each with the thread that took it: that thread, asking again from
+ * inside its compile (whichever cache asks), shares it (a count), and the
+ * byte is let go when its last unlock comes.  Any other thread of the
+ * process finds the lock busy (CCACHE_EBUSY), as another process would:
+ * it waits for the entry (at most lock_wait_ms) and loads it, so two
+ * caches over one directory compile a key once.  A cache takes and drops
+ * its tier locks on the one thread that runs the miss (tier.c), so the
+ * owner is well defined; nested work handed to another thread (a pool) is
+ * such another thread: it waits lock_wait_ms at most, then compiles
+ * without the lock.
  *
  * A child of fork() closes the descriptors of the table it inherited, so a
  * child that outlives its parent cannot keep the parent's locks alive.
@@ -47,8 +54,9 @@ typedef struct held_key {
 
 typedef struct held {
   held_key k;
-  int fd;        /* the description that holds the byte */
-  uint32_t refs; /* sharers in this process */
+  int fd;          /* the description that holds the byte */
+  uint32_t refs;   /* the owner's takes not yet dropped */
+  pthread_t owner; /* the thread that took it: the one that may take it again */
   UT_hash_handle hh;
 } held;
 
@@ -109,8 +117,10 @@ int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **hand
   ccache__lock(&tab_mu);
   held *h = NULL;
   HASH_FIND(hh, tab, &k, sizeof k, h);
-  if (h) {
-    h->refs++; /* this process holds it already */
+  if (h && pthread_equal(h->owner, pthread_self())) {
+    h->refs++; /* this thread holds it already: a nested compile */
+  } else if (h) {
+    rc = CCACHE_EBUSY; /* another thread's compile: wait for its entry */
   } else if (ccache__disk_byte_lock(fd, k.byte, F_WRLCK) != 0) {
     rc = errno == EAGAIN || errno == EACCES ? CCACHE_EBUSY : CCACHE_EIO;
   } else if ((h = malloc(sizeof *h)) == NULL) {
@@ -120,6 +130,7 @@ int ccache__disk_lock_take(disk *d, const char *sub, ccache_key key, void **hand
     h->k = k;
     h->fd = fd;
     h->refs = 1;
+    h->owner = pthread_self();
     HASH_ADD(hh, tab, k, sizeof k, h);
     if (uh_oom) { /* (uthash could not grow: nothing was added) */
       free(h);
