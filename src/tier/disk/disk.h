@@ -85,9 +85,24 @@ int ccache__disk_byte_lock(int fd, uint64_t byte, short type);
 int ccache__disk_byte_lock_wait(int fd, uint64_t byte, short type, uint64_t wait_ms);
 /* A fresh name "<sub>/.tmp.<pid>.<word>.<n>" for this tier object. */
 void ccache__disk_tmp_name(disk *d, const char *sub, char tmp[REL_MAX]);
-/* A temp file that no live write can own (see disk_entry.c). */
+/* A fresh name "<sub>/.del.<pid>.<word>.<n>" for a file moved aside: an
+ * entry being removed, whose bytes are still in the total. */
+void ccache__disk_aside_name(disk *d, const char *sub, char aside[REL_MAX]);
+/* Move the entry rel (under dfd) aside to a fresh aside name in sub ("."
+ * when dfd is the folder), made young first so no sweep takes it for a
+ * leftover.  0, or -1 with errno (ENOENT: gone already). */
+int ccache__disk_move_aside(disk *d, int dfd, const char *rel, const char *sub,
+                            char aside[REL_MAX]);
+/* A temporary or aside file that no live write or remove can own (see
+ * disk_entry.c). */
 bool ccache__disk_stale_tmp(int dfd, const char *name, time_t now);
-void ccache__disk_sweep_tmp(int subfd);
+/* Remove name from the folder sfd if it is a stale temporary file (never
+ * in the total: 0) or a stale aside (in the total: taken over and removed;
+ * its bytes, which the caller subtracts).  Anything else stays (0). */
+uint64_t ccache__disk_sweep_one(disk *d, int sfd, const char *name, time_t now);
+/* ccache__disk_sweep_one over every file of the folder: the bytes to
+ * subtract. */
+uint64_t ccache__disk_sweep_tmp(disk *d, int subfd);
 /* A directory stream over a new close-on-exec descriptor of fd. */
 DIR *ccache__disk_opendir_dup(int fd);
 

@@ -56,6 +56,7 @@ typedef struct scan_list {
   scanned *v;
   size_t n, cap;
   uint64_t total;
+  uint64_t swept; /* bytes of stale asides the scan removed (in the total until now) */
   bool oom, cancelled;
 } scan_list;
 
@@ -96,7 +97,6 @@ static DIR *open_sub(int dfd, const char *name, int *fd_out) {
 
 static void scan_folder(disk *d, scan_list *l, int tfd, const char *tag, const char *sub,
                         time_t now) {
-  (void)d;
   int sfd;
   DIR *sdir = open_sub(tfd, sub, &sfd);
   if (!sdir) return;
@@ -104,8 +104,8 @@ static void scan_folder(disk *d, scan_list *l, int tfd, const char *tag, const c
   struct dirent *ee;
   while ((ee = readdir(sdir)) != NULL) {
     struct stat st;
-    if (strncmp(ee->d_name, ".tmp.", 5) == 0) {
-      if (ccache__disk_stale_tmp(sfd, ee->d_name, now)) unlinkat(sfd, ee->d_name, 0);
+    if (ee->d_name[0] == '.') {
+      l->swept += ccache__disk_sweep_one(d, sfd, ee->d_name, now);
     } else if (is_hex(ee->d_name, 32) && fstatat(sfd, ee->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                S_ISREG(st.st_mode)) {
       scan_add(l, tag, sub, ee->d_name, &st);
@@ -153,15 +153,14 @@ static int by_age(const void *a, const void *b) {
 /* Remove one listed entry; the bytes that went (0 if none). */
 static uint64_t remove_listed(disk *d, int ffd, const scanned *s) {
   char sub[24], aside[REL_MAX];
-  snprintf(sub, sizeof sub, "%.19s", s->rel); /* "<16 hex>/<2 hex>" */
-  ccache__disk_tmp_name(d, sub, aside);
-  if (renameat(ffd, s->rel, ffd, aside) != 0) return 0; /* gone already */
+  snprintf(sub, sizeof sub, "%.19s", s->rel);                             /* "<16 hex>/<2 hex>" */
+  if (ccache__disk_move_aside(d, ffd, s->rel, sub, aside) != 0) return 0; /* gone already */
   struct stat st;
-  if (fstatat(ffd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
+  if (fstatat(ffd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0; /* taken over: accounted */
   if ((st.st_ino != s->ino || !S_ISREG(st.st_mode)) &&
       renameat2(ffd, aside, ffd, s->rel, RENAME_NOREPLACE) == 0)
     return 0; /* published since the listing (or not an entry): back it goes */
-  if (unlinkat(ffd, aside, 0) != 0) return 0; /* (a temp file now: not counted) */
+  if (unlinkat(ffd, aside, 0) != 0) return 0; /* taken over (accounted there), or swept later */
   return (uint64_t)st.st_size;
 }
 
@@ -175,7 +174,10 @@ static void account(disk *d, int64_t delta) {
 static void recount_pass(disk *d) {
   scan_list l = {.count_only = true};
   scan_entries(d, &l);
-  if (!l.cancelled) ccache__disk_size_rebuild(d, l.total, d->o.io_lock_ms);
+  /* A count written over the total has no swept aside in it; otherwise the
+   * swept bytes come off the total as any removal's. */
+  bool rebuilt = !l.cancelled && ccache__disk_size_rebuild(d, l.total, d->o.io_lock_ms);
+  if (!rebuilt && l.swept) account(d, -(int64_t)l.swept);
 }
 
 static void clean_pass(disk *d) {
@@ -187,16 +189,21 @@ static void clean_pass(disk *d) {
   scan_entries(d, &l);
   if (l.oom || l.cancelled) { /* cannot rank them all: try again at the next write */
     free(l.v);
+    if (l.swept) account(d, -(int64_t)l.swept);
     return;
   }
   qsort(l.v, l.n, sizeof *l.v, by_age);
   uint64_t cap = d->o.max_bytes, target = cap - cap / 10;
-  uint64_t left = l.total, removed = 0;
+  uint64_t left = l.total, removed = l.swept;
   int ffd = openat(d->dirfd, d->fmt, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   for (size_t i = 0; ffd >= 0 && i < l.n && left > target && !atomic_load(&d->c_cancel); i++) {
     /* Paced: a burst of thousands of unlinks fills the filesystem's journal,
      * and the misses writing meanwhile would queue behind it. */
     if (i % 32 == 31) {
+      /* What went so far comes off the total now: writers held at the
+       * cap's bound (disk_entry.c) wait for the total, not the pass. */
+      if (removed) account(d, -(int64_t)removed);
+      removed = 0;
       struct timespec nap = {0, 1000000};
       nanosleep(&nap, NULL);
     }

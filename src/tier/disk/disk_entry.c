@@ -18,6 +18,16 @@
  * sweeps a folder of stale temporary files at its first write there and
  * again at its first write an hour (RESWEEP_S) after the last sweep, so a
  * leftover two hours old is gone by the next write into its folder.
+ *
+ * What a sweep may take: a ".tmp." file (never in the total) or a ".del."
+ * file (an entry moved aside to be removed: in the total until it goes)
+ * whose owner is dead and that is over a minute old, or any over an hour
+ * old.  Nothing this library moves is old when moved: an entry is made
+ * young just before it is renamed aside or exchanged away (a rename keeps
+ * the mtime, and the entries removed are those last used longest ago).  A
+ * ".del." file is taken over by a rename before it is unlinked, and
+ * whoever unlinks it subtracts it, so a removal is accounted once whoever
+ * deleted the file.
  */
 #define _GNU_SOURCE 1 /* renameat2 (Linux) */
 
@@ -122,8 +132,9 @@ void ccache__disk_free_blob(void *state, void *blob, size_t len) {
   free(blob);
 }
 
-/* Sweep the key's folder of stale temp files at this object's first write
- * there, and again once RESWEEP_S has passed since its last sweep. */
+/* Sweep the key's folder of stale temporary and aside files at this
+ * object's first write there, and again once RESWEEP_S has passed since its
+ * last sweep; an aside it removes comes off the total. */
 static void maybe_sweep(disk *d, ccache_key key, int sfd) {
   unsigned xx = (unsigned)(key.hi >> 56);
   uint64_t now = ccache__disk_mono_s();
@@ -131,7 +142,8 @@ static void maybe_sweep(disk *d, ccache_key key, int sfd) {
   bool due = d->swept_s[xx] == 0 || now + 1 - d->swept_s[xx] >= RESWEEP_S;
   if (due) d->swept_s[xx] = now + 1;
   ccache__unlock(&d->mu);
-  if (due) ccache__disk_sweep_tmp(sfd);
+  uint64_t freed = due ? ccache__disk_sweep_tmp(d, sfd) : 0;
+  if (freed) account(d, -(int64_t)freed);
 }
 
 /* Create a temp file in the folder sfd under a name of this tier object; a
@@ -153,23 +165,37 @@ static int open_tmp(disk *d, int sfd, char tmp[REL_MAX]) {
 }
 
 /* Rename tmp to path, and the size of the regular file it replaced into
- * *old (0: none).  RENAME_NOREPLACE, or RENAME_EXCHANGE over an existing
- * entry: then tmp names the replaced file, which is measured and removed.
- * A filesystem without renameat2 gets a plain rename after a stat (the
- * total may then drift if two processes replace one entry at once). */
+ * *old (0: none; OLD_UNKNOWN: it went before it was measured).
+ * RENAME_NOREPLACE, or RENAME_EXCHANGE over an existing entry: then tmp
+ * names the replaced file, which is measured and removed.  The entry is
+ * made young just before the exchange: a rename keeps the mtime, and an
+ * entry last used an hour ago under a temporary name is what a sweep
+ * takes for a leftover.  A filesystem without renameat2 gets a plain rename
+ * after a stat (the total may then drift if two processes replace one entry
+ * at once). */
+#define OLD_UNKNOWN UINT64_MAX
 static int publish(int dfd, const char *tmp, const char *path, uint64_t *old) {
   *old = 0;
   for (int tries = 0; tries < 16; tries++) {
     if (renameat2(dfd, tmp, dfd, path, RENAME_NOREPLACE) == 0) return 0;
     if (errno == EINVAL || errno == ENOSYS) break;
     if (errno != EEXIST) return -1;
+    utimensat(dfd, path, NULL, AT_SYMLINK_NOFOLLOW);
     if (renameat2(dfd, tmp, dfd, path, RENAME_EXCHANGE) != 0) {
       if (errno == ENOENT) continue; /* removed in between */
       if (errno == EINVAL || errno == ENOSYS) break;
       return -1;
     }
+    (void)FAULT("exchanged");
     struct stat st;
-    if (fstatat(dfd, tmp, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstatat(dfd, tmp, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      /* Gone before it was measured (a sweep, had this process stalled an
+       * hour): the new entry is in place, so the write stands; the total
+       * is recounted. */
+      *old = OLD_UNKNOWN;
+      return 0;
+    }
+    if (!S_ISREG(st.st_mode)) {
       /* Not an entry (a directory, a link): put it back, publish nothing. */
       renameat2(dfd, tmp, dfd, path, RENAME_EXCHANGE);
       errno = EEXIST;
@@ -204,6 +230,11 @@ static int put_in(disk *d, ccache_key key, int sfd, const char *name, const void
   }
   /* Published.  A failed directory fsync only weakens durability. */
   if (d->o.fsync) fsync(sfd);
+  if (old == OLD_UNKNOWN) {
+    atomic_store(&d->size_drift, 1); /* the recount overwrites the total */
+    ccache__disk_cleaner_kick(d, false, true);
+    old = 0;
+  }
   account(d, (int64_t)len - (int64_t)old);
   return CCACHE_OK;
 }
@@ -220,19 +251,23 @@ int ccache__disk_put(void *state, ccache_key key, const void *blob, size_t len) 
   return rc;
 }
 
-/* Moved aside first, so what is subtracted is exactly the file removed. */
+/* Moved aside first, so what is subtracted is exactly the file removed.
+ * Whoever unlinks an aside subtracts it: if a sweep took it over (this
+ * process stalled an hour in between), the sweep did. */
 static int remove_in(disk *d, int sfd, const char *name) {
   char aside[REL_MAX];
-  ccache__disk_tmp_name(d, ".", aside);
-  if (renameat(sfd, name, sfd, aside) != 0)
+  if (ccache__disk_move_aside(d, sfd, name, ".", aside) != 0)
     return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
   struct stat st;
-  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
+  if (!S_ISREG(st.st_mode)) {
     renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
     return CCACHE_EIO;
   }
   uint64_t size = (uint64_t)st.st_size;
-  if (unlinkat(sfd, aside, 0) != 0) return CCACHE_EIO; /* (a temp file now: swept later) */
+  if (unlinkat(sfd, aside, 0) != 0) /* taken over: accounted there; else swept later */
+    return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
   account(d, -(int64_t)size);
   return CCACHE_OK;
 }
@@ -256,19 +291,18 @@ static bool file_holds(int dfd, const char *rel, const void *blob, size_t len) {
 }
 
 /* Remove key's entry only if it is the blob read: move it aside (one
- * rename, under a temporary name the stale-file sweep knows), compare, and
+ * rename, under an aside name the stale-file sweep knows), compare, and
  * delete it, or put it back with link() (which never replaces an entry
  * published after the move).  Between the move and the put-back a reader
  * finds no entry: the residual race, stated in the header. */
 static int remove_if_in(disk *d, int sfd, const char *name, const void *blob, size_t len) {
   char aside[REL_MAX];
-  ccache__disk_tmp_name(d, ".", aside);
-  if (renameat(sfd, name, sfd, aside) != 0)
+  if (ccache__disk_move_aside(d, sfd, name, ".", aside) != 0)
     return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
-  /* Young again, so no concurrent sweep takes it for a stale temp file. */
-  utimensat(sfd, aside, NULL, AT_SYMLINK_NOFOLLOW);
   struct stat st;
-  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
+  if (!S_ISREG(st.st_mode)) {
     renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
     return CCACHE_EIO;
   }
@@ -278,7 +312,7 @@ static int remove_if_in(disk *d, int sfd, const char *name, const void *blob, si
     rc = CCACHE_MISS; /* published after our read: it stays */
     if (linkat(sfd, aside, sfd, name, 0) == 0) size = 0;
   }
-  unlinkat(sfd, aside, 0);
+  if (unlinkat(sfd, aside, 0) != 0) size = 0; /* taken over: accounted there */
   if (size) account(d, -(int64_t)size);
   return rc;
 }

@@ -129,9 +129,27 @@ void ccache__disk_tmp_name(disk *d, const char *sub, char tmp[REL_MAX]) {
            (unsigned long long)d->word, (unsigned long long)atomic_fetch_add(&d->tmp_seq, 1));
 }
 
-/* ".tmp.<pid>.<word>.<n>": its writer is dead (and it is not brand new),
- * or it is too old to belong to a live write.  The age guard also covers a
- * writer in another PID namespace, whose pid means nothing here. */
+void ccache__disk_aside_name(disk *d, const char *sub, char aside[REL_MAX]) {
+  snprintf(aside, REL_MAX, "%.40s/.del.%ld.%016llx.%llu", sub, (long)getpid(),
+           (unsigned long long)d->word, (unsigned long long)atomic_fetch_add(&d->tmp_seq, 1));
+}
+
+int ccache__disk_move_aside(disk *d, int dfd, const char *rel, const char *sub,
+                            char aside[REL_MAX]) {
+  ccache__disk_aside_name(d, sub, aside);
+  /* Young first: a rename keeps the mtime, and the victims of a clean are
+   * the entries last used longest ago (an hour and more), which a sweep
+   * would otherwise take for a leftover between the rename and a touch. */
+  utimensat(dfd, rel, NULL, AT_SYMLINK_NOFOLLOW);
+  if (renameat(dfd, rel, dfd, aside) != 0) return -1;
+  (void)FAULT("aside");
+  return 0;
+}
+
+/* ".tmp." or ".del." then "<pid>.<word>.<n>": its owner is dead (and it is
+ * not brand new), or it is too old to belong to a live write or remove.
+ * The age guard also covers an owner in another PID namespace, whose pid
+ * means nothing here. */
 bool ccache__disk_stale_tmp(int dfd, const char *name, time_t now) {
   struct stat st;
   if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
@@ -155,17 +173,40 @@ DIR *ccache__disk_opendir_dup(int fd) {
   return dir;
 }
 
-/* Remove the stale temp files of one entry subdirectory. */
-void ccache__disk_sweep_tmp(int subfd) {
+/* An aside left by a remover that died (or stalled an hour): its bytes are
+ * still in the total.  Taken over by a rename to a name of ours first, so
+ * of two sweepers (or the late owner and a sweeper) exactly one unlinks it
+ * and subtracts it; a file that is also an entry again (remove_if's
+ * put-back is a link) only loses our name.  The bytes that went. */
+static uint64_t take_aside(disk *d, int sfd, const char *name) {
+  char mine[REL_MAX];
+  ccache__disk_aside_name(d, ".", mine);
+  if (renameat(sfd, name, sfd, mine) != 0) return 0;
+  struct stat st;
+  bool counted =
+      fstatat(sfd, mine, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+  if (unlinkat(sfd, mine, 0) != 0) return 0;
+  return counted ? (uint64_t)st.st_size : 0;
+}
+
+uint64_t ccache__disk_sweep_one(disk *d, int sfd, const char *name, time_t now) {
+  bool tmp = strncmp(name, ".tmp.", 5) == 0, del = strncmp(name, ".del.", 5) == 0;
+  if (!(tmp || del) || !ccache__disk_stale_tmp(sfd, name, now)) return 0;
+  if (del) return take_aside(d, sfd, name);
+  unlinkat(sfd, name, 0); /* an entry never published: not in the total */
+  return 0;
+}
+
+uint64_t ccache__disk_sweep_tmp(disk *d, int subfd) {
   DIR *dir = ccache__disk_opendir_dup(subfd);
-  if (!dir) return;
+  if (!dir) return 0;
   (void)FAULT("sweep");
   time_t now = time(NULL);
+  uint64_t freed = 0;
   struct dirent *de;
-  while ((de = readdir(dir)) != NULL)
-    if (strncmp(de->d_name, ".tmp.", 5) == 0 && ccache__disk_stale_tmp(subfd, de->d_name, now))
-      unlinkat(subfd, de->d_name, 0);
+  while ((de = readdir(dir)) != NULL) freed += ccache__disk_sweep_one(d, subfd, de->d_name, now);
   closedir(dir);
+  return freed;
 }
 
 /* ------------------------------------------------------------------ sizes */

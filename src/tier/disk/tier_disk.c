@@ -10,6 +10,7 @@
  *   v<format>/<tag hash>/<xx>/<key> entries (xx: the key's first 2 hex)
  *   v<format>/<tag hash>/<xx>/lock  compile locks of the folder's keys (disk_lock.c)
  *   v<format>/<tag hash>/<xx>/.tmp.<pid>.<word>.<n>  entries being written
+ *   v<format>/<tag hash>/<xx>/.del.<pid>.<word>.<n>  entries moved aside to be removed
  *
  * Entries are read, published and removed by disk_entry.c; the size total,
  * paths and temporary files are disk_space.c's; the compile locks
