@@ -209,11 +209,12 @@ static void total_is_exact(const char *dir, const char *what) {
 /* ----------------------------------------- the cleaner's move-aside */
 
 /* The cleaning process: 8 entries of 1000 bytes are there; with a cap of
- * 6000, its write of a ninth wakes its cleaner, which removes the oldest
- * down to 5400 (pausing at its first move-aside), then closes. */
+ * 7300 (bound 8030: the write is not held), its write of a ninth wakes its
+ * cleaner, which removes the oldest down to 6570 (pausing at its first
+ * move-aside), then closes. */
 static int cleaning_child(const char *dir) {
   pause_point = "aside";
-  ccache_tier *t = raw_tier(dir, 6000);
+  ccache_tier *t = raw_tier(dir, 7300);
   if (!t) return 10;
   if (put(t, PK(9), 1000) != CCACHE_OK) return 11;
   if (!ccache__disk_settle(t, 60000)) return 12;
@@ -337,11 +338,96 @@ static void replacing_an_old_entry_survives_a_sweep(void **state) {
   free(dir);
 }
 
+/* ----------------------------------------- the cap under 8 writers */
+
+/* The bound the tier keeps (include/ccache/tier.h, max_bytes): entry bytes
+ * <= cap + cap / 10 + one entry per write in progress.  8 processes, each
+ * one thread writing 150 entries of 4000 bytes (4.8 MB in all) as fast as
+ * it can into a 256 KiB cap, keys spread over the folders; the test
+ * process sums the entry files all along and keeps the largest sum.
+ * Before: the writers outran the cleaner (one per machine at a time, off
+ * the miss path) and the directory grew well past the bound. */
+enum { W_PROCS = 8, W_PUTS = 150, W_LEN = 4000 };
+#define W_CAP ((uint64_t)256 * 1024)
+
+static ccache_key SK(uint64_t n) {
+  ccache_key k = {n, n * 0x9E3779B97F4A7C15ull};
+  return k;
+}
+
+static int w_id, w_report = -1;
+static int writing_child(const char *dir) {
+  ccache_tier *t = raw_tier(dir, W_CAP);
+  if (!t) return 10;
+  int withheld = 0;
+  for (int i = 0; i < W_PUTS; i++) {
+    int rc = put(t, SK((uint64_t)(w_id * W_PUTS + i + 1)), W_LEN);
+    if (rc == CCACHE_EBUSY)
+      withheld++;
+    else if (rc != CCACHE_OK)
+      return 11;
+  }
+  ccache_tier_free(t);
+  return write(w_report, &withheld, sizeof withheld) == (ssize_t)sizeof withheld ? 0 : 12;
+}
+
+static void cap_bound_holds_with_8_writing_processes(void **state) {
+  (void)state;
+  char *dir = t_tempdir("cap8");
+  int rep[2];
+  assert_int_equal(pipe(rep), 0);
+  w_report = rep[1];
+  int from[W_PROCS], to[W_PROCS];
+  for (int i = 0; i < W_PROCS; i++) {
+    w_id = i;
+    kids[i] = start_child(writing_child, dir, &from[i], &to[i]);
+  }
+  close(rep[1]);
+  uint64_t peak = 0, until = mono_ms() + 240000;
+  int running = W_PROCS, bad = 0, samples = 0;
+  while (running > 0 && mono_ms() < until) {
+    t_tree_scan(dir);
+    samples++;
+    if (t_tree_bytes > peak) peak = t_tree_bytes;
+    for (int i = 0; i < W_PROCS; i++) {
+      int st = 0;
+      if (kids[i] > 0 && waitpid(kids[i], &st, WNOHANG) == kids[i]) {
+        kids[i] = 0;
+        running--;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
+      }
+    }
+  }
+  assert_int_equal(running, 0);
+  assert_int_equal(bad, 0);
+  int withheld = 0, n;
+  for (int i = 0; i < W_PROCS; i++) {
+    assert_true(read_within(rep[0], &n, sizeof n, 1000));
+    withheld += n;
+    close(from[i]);
+    close(to[i]);
+  }
+  close(rep[0]);
+  const uint64_t bound = W_CAP + W_CAP / 10 + W_PROCS * (uint64_t)W_LEN;
+  print_message(
+      "largest directory %llu bytes over %d samples; bound %llu (cap %llu); %d of %d "
+      "writes withheld\n",
+      (unsigned long long)peak, samples, (unsigned long long)bound, (unsigned long long)W_CAP,
+      withheld, W_PROCS * W_PUTS);
+  assert_true(peak > W_CAP); /* the cap was reached: the bound was tested */
+  assert_true(peak <= bound);
+  assert_true(withheld <= W_PROCS * W_PUTS / 10);
+  total_is_exact(dir, "after the writers");
+  t_rmrf(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(sweep_never_takes_the_cleaners_move_aside, reap_kids),
       cmocka_unit_test_teardown(sweep_accounts_a_dead_removers_aside, reap_kids),
       cmocka_unit_test_teardown(replacing_an_old_entry_survives_a_sweep, reap_kids),
+      cmocka_unit_test_teardown(cap_bound_holds_with_8_writing_processes, reap_kids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

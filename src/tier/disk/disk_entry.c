@@ -211,6 +211,29 @@ static int publish(int dfd, const char *tmp, const char *path, uint64_t *old) {
   return renameat(dfd, tmp, dfd, path);
 }
 
+/* The cap's bound: the running total may pass max_bytes + max_bytes / 10
+ * only by the writes in progress.  A write that finds the total over it
+ * (one 16-byte read of the size file: no scan) wakes the cleaner and waits
+ * for the total to come back under, polling the size file every 2 ms, at
+ * most io_lock_ms; then it is withheld.  The tenth above the cap is the
+ * headroom that lets writers go on while a clean lists a large directory
+ * (the cleaner starts at the cap and removes down to 90 %), so a miss waits
+ * only when writers outrun the cleaner.  true if the write may publish. */
+static bool room_for_write(disk *d) {
+  uint64_t cap = d->o.max_bytes, total = 0;
+  if (cap == CCACHE_UNBOUNDED) return true;
+  uint64_t bound = cap + cap / 10 < cap ? UINT64_MAX : cap + cap / 10;
+  if (!ccache__disk_size_peek(d, &total) || total <= bound) return true;
+  uint64_t start = ccache__mono_ns(), n = 0;
+  while (ccache__disk_size_peek(d, &total) && total > bound) {
+    if (ccache__mono_ns() - start >= d->o.io_lock_ms * 1000000u) return false;
+    if (n++ % 8 == 0) ccache__disk_cleaner_kick(d, true, false); /* (a busy byte: again) */
+    struct timespec nap = {0, 2000000L};
+    nanosleep(&nap, NULL);
+  }
+  return true;
+}
+
 /* ccache__disk_put's work in the key's checked folder sfd. */
 static int put_in(disk *d, ccache_key key, int sfd, const char *name, const void *blob,
                   size_t len) {
@@ -222,6 +245,11 @@ static int put_in(disk *d, ccache_key key, int sfd, const char *name, const void
   ok = close(fd) == 0 && ok;
   int e = ok ? FAULT("rename") : 0;
   if (e) errno = e;
+  if (ok && !e && !room_for_write(d)) { /* the cleaner is behind: withheld */
+    unlinkat(sfd, tmp, 0);
+    atomic_fetch_add(&d->lock_timeouts, 1);
+    return CCACHE_EBUSY;
+  }
   uint64_t old = 0;
   ok = ok && !e && publish(sfd, tmp, name, &old) == 0;
   if (!ok) {
