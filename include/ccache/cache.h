@@ -644,7 +644,8 @@ typedef struct ccache_stats {
   uint64_t tier_lock_waits;    /**< program misses that waited on a tier's held compile lock */
   uint64_t tier_wait_ms_max;   /**< longest such wait, milliseconds */
   uint64_t tier_leases_lost;   /**< compile leases whose renewal failed.  Since 0.2 */
-  uint64_t tier_lock_timeouts; /**< directory-tier size updates deferred past io_lock_ms */
+  uint64_t tier_lock_timeouts; /**< directory-tier size updates deferred past io_lock_ms,
+                                    and writes withheld at its cap's bound */
   /* ---- First use (0.2; one block: fields move together) ---- */
   uint64_t handles_out;              /**< gauge: program handles not yet released */
   uint64_t program_waits;            /**< program-level single-flight joins */

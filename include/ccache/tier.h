@@ -347,7 +347,9 @@ CCACHE_API int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part,
 /**
  * Options of the directory tier (ccache_disk_options_init()): one file per
  * program, published by rename; one compile per machine and key (an OFD
- * lock); an exact size total with an LRU cleaner.  No wait on another
+ * lock, which another thread of the same process waits for too, and
+ * which only the thread holding it may take again: a nested compile); an
+ * exact size total with an LRU cleaner.  No wait on another
  * process exceeds io_lock_ms or lock_wait_ms.  Not usable after fork() in
  * the child; needs a local filesystem with OFD locks (Linux >= 3.15, not
  * NFS).  Layout and mechanism: docs/design.md, "The directory tier".
@@ -356,7 +358,12 @@ typedef struct ccache_disk_options {
   uint32_t size;              /**< sizeof, set by ccache_disk_options_init() */
   const char *dir;            /**< the directory (NUL-terminated, non-empty), copied;
                           created 0700 (with missing parents) if absent */
-  uint64_t max_bytes;         /**< size cap, bytes: CCACHE_UNBOUNDED (default) or >= 1 */
+  uint64_t max_bytes;         /**< size cap, bytes: CCACHE_UNBOUNDED (default) or >= 1.
+                                   Cleaned (LRU, to 90 %) off the miss path from the cap
+                                   up; the entry files stay under max_bytes + max_bytes/10
+                                   plus one entry per write in progress: a write over that
+                                   waits up to io_lock_ms for the cleaner, then is withheld
+                                   (a tier error).  Since 0.2 */
   int fsync;                  /**< 1: fsync file and directory on publish; 0 (default) */
   uint64_t lock_poll_ms;      /**< first wait between lock attempts, ms (>= 1; default 10) */
   uint64_t lock_poll_max_ms;  /**< backoff cap, ms (>= lock_poll_ms; default 100) */
@@ -364,8 +371,9 @@ typedef struct ccache_disk_options {
                                    compiling here, ms (default 60000) */
   uint64_t touch_interval_ms; /**< a hit refreshes an entry's age at most once per
                                    interval, ms (default 60000; 0: every hit) */
-  uint64_t io_lock_ms;        /**< longest wait for the size file's lock, ms (default
-                                   2000; 0: one try).  Since 0.2 */
+  uint64_t io_lock_ms;        /**< longest wait for the size file's lock, and for the
+                                   cleaner at the cap's bound, ms (default 2000; 0: one
+                                   try).  Since 0.2 */
 } ccache_disk_options;
 
 /**
