@@ -63,6 +63,12 @@ typedef struct disk {
   struct disk *reg_prev, *reg_next; /* the fork registry */
 } disk;
 
+/* The cap's bound (see disk_entry.c): max_bytes plus a tenth, the headroom
+ * writers use while a clean runs; past it a write waits for the cleaner. */
+static inline uint64_t ccache__disk_bound(uint64_t cap) {
+  return cap + cap / 10 < cap ? UINT64_MAX : cap + cap / 10;
+}
+
 /* ---------------------------------------------------------- disk_entry.c */
 /* The tier's entry ops (ccache_tier_ops in tier.h gives their contract;
  * state is the disk). */

@@ -200,10 +200,15 @@ static void clean_pass(disk *d) {
     /* Paced: a burst of thousands of unlinks fills the filesystem's journal,
      * and the misses writing meanwhile would queue behind it. */
     if (i % 32 == 31) {
-      /* What went so far comes off the total now: writers held at the
-       * cap's bound (disk_entry.c) wait for the total, not the pass. */
-      if (removed) account(d, -(int64_t)removed);
-      removed = 0;
+      /* Writers held at the cap's bound (disk_entry.c) wait for the total,
+       * not the pass: while it is over the bound, what went so far comes
+       * off it now (otherwise once, at the end: the size file's byte is
+       * taken once per pass, not once per 32 removals). */
+      uint64_t now_total;
+      if (removed && ccache__disk_size_peek(d, &now_total) && now_total > ccache__disk_bound(cap)) {
+        account(d, -(int64_t)removed);
+        removed = 0;
+      }
       struct timespec nap = {0, 1000000};
       nanosleep(&nap, NULL);
     }

@@ -222,7 +222,7 @@ static int publish(int dfd, const char *tmp, const char *path, uint64_t *old) {
 static bool room_for_write(disk *d) {
   uint64_t cap = d->o.max_bytes, total = 0;
   if (cap == CCACHE_UNBOUNDED) return true;
-  uint64_t bound = cap + cap / 10 < cap ? UINT64_MAX : cap + cap / 10;
+  uint64_t bound = ccache__disk_bound(cap);
   if (!ccache__disk_size_peek(d, &total) || total <= bound) return true;
   uint64_t start = ccache__mono_ns(), n = 0;
   while (ccache__disk_size_peek(d, &total) && total > bound) {
