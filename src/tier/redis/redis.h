@@ -4,11 +4,14 @@
  * struct pointers, so including this header does not need hiredis.
  *
  *   redis_servers.c  the server list: parsing, rendezvous hashing
- *   redis_conn.c     connections: per-server pools, close-on-exec sockets,
- *                    connect + AUTH, whole-command timeouts, reconnect
- *                    backoff, the SIGPIPE guard
- *   tier_redis.c     the tier backend: keys, get/put/remove, the compile
- *                    lease (lock/renew/unlock), the options
+ *   redis_io.c       one connection: close-on-exec sockets, connect + AUTH,
+ *                    whole-command timeouts, the SIGPIPE guard
+ *   redis_sentinel.c Sentinel mode: asking the Sentinels for a primary
+ *   redis_conn.c     connections: per-server pools, reconnect backoff,
+ *                    running a command on a server
+ *   tier_redis.c     the tier backend: keys, get/put/remove (tier_redis.h)
+ *   redis_lease.c    the compile lease (lock/renew/unlock, lease peek)
+ *   tier_redis_open.c  the options, creation, health and close
  *
  * Locking: a server's mu guards its idle pool, backoff state and last error
  * and is never held across network I/O; renew_mu serialises the renewal connection (held
@@ -23,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #include "base/sync.h"
@@ -142,6 +146,36 @@ size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey);
 /* pkey's whole rendezvous order: order[0..n-1] the server indices by
  * decreasing weight (order[0] is ccache__rendezvous()). */
 void ccache__rendezvous_order(const ccache__rserver *s, size_t n, ccache_key pkey, uint8_t *order);
+
+/* ------------------------------------------------------------ redis_io.c */
+/* Milliseconds of CLOCK_MONOTONIC. */
+uint64_t ccache__rmono_ms(void);
+/* SIGPIPE blocked in the calling thread for the I/O in between; _end
+ * returns 1 if a SIGPIPE raised meanwhile was consumed. */
+typedef struct ccache__rpipe_guard {
+  sigset_t old;
+  int was_pending;
+} ccache__rpipe_guard;
+void ccache__rguard_begin(ccache__rpipe_guard *g);
+int ccache__rguard_end(ccache__rpipe_guard *g);
+/* The outcome of one command on a connection. */
+enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM };
+/* Send argv on c and read its reply, all by deadline_ms (monotonic):
+ * CCACHE__RX_REPLY with *reply; CCACHE__RX_BROKEN (I/O error, EOF, protocol
+ * error or timeout: why set, the connection is unusable); CCACHE__RX_NOMEM. */
+int ccache__rexec(struct redisContext *c, int argc, const char **argv, const size_t *argvlen,
+                  uint64_t deadline_ms, struct redisReply **reply, char *why, size_t why_len);
+/* Connect to host:port (or path) within p's connect timeout and AUTH
+ * [user] password (password NULL: none).  NULL on failure, why set. */
+struct redisContext *ccache__rconnect(ccache__rpool *p, const char *host, int port,
+                                      const char *path, const char *user, const char *password,
+                                      char *why, size_t why_len);
+
+/* ------------------------------------------------------ redis_sentinel.c */
+/* Ask the Sentinels, in list order, for s's primary: 0 with host/port set,
+ * or -1 with why set. */
+int ccache__rsentinel_ask(ccache__rpool *p, ccache__rserver *s, char *host, size_t hlen, int *port,
+                          char *why, size_t why_len);
 
 /* ---------------------------------------------------------- redis_conn.c */
 /* Takes ownership of servers (freed by ccache__rpool_destroy, or by the
