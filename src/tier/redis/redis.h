@@ -90,6 +90,8 @@ typedef struct ccache__rcounters {
   uint64_t reply_errors;     /* commands the server answered with an error */
   uint64_t refused_backoff;  /* operations refused at once: server in backoff */
   uint64_t sigpipes;         /* SIGPIPEs raised by our I/O and drained */
+  uint64_t idle_closed;      /* idle connections found closed by the server (its
+                                idle timeout) before a command: dropped, no failure */
 } ccache__rcounters;
 
 /* A server's health, as ccache__rpool_server_state reads it. */
@@ -117,7 +119,8 @@ typedef struct ccache__rpool {
   uint64_t reconnect_min_ms, reconnect_max_ms;
   pid_t pid; /* the creating process: a fork child never uses the connections */
 
-  _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes;
+  _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes,
+      idle_closed;
 
   ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */
@@ -159,12 +162,18 @@ typedef struct ccache__rpipe_guard {
 void ccache__rguard_begin(ccache__rpipe_guard *g);
 int ccache__rguard_end(ccache__rpipe_guard *g);
 /* The outcome of one command on a connection. */
-enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM };
+enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM, CCACHE__RX_UNSENT };
 /* Send argv on c and read its reply, all by deadline_ms (monotonic):
  * CCACHE__RX_REPLY with *reply; CCACHE__RX_BROKEN (I/O error, EOF, protocol
- * error or timeout: why set, the connection is unusable); CCACHE__RX_NOMEM. */
+ * error or timeout: why set, the connection is unusable); CCACHE__RX_UNSENT
+ * (the first write failed with EPIPE or ECONNRESET: the connection is
+ * unusable but the request never left, so it may be sent again);
+ * CCACHE__RX_NOMEM. */
 int ccache__rexec(struct redisContext *c, int argc, const char **argv, const size_t *argvlen,
                   uint64_t deadline_ms, struct redisReply **reply, char *why, size_t why_len);
+/* Whether an idle connection is shown closed (EOF, reset, or unexpected
+ * bytes) by a zero-timeout poll: 1 closed, 0 usable. */
+int ccache__rconn_closed(struct redisContext *c);
 /* Connect to host:port (or path) within p's connect timeout and AUTH
  * [user] password (password NULL: none).  NULL on failure, why set. */
 struct redisContext *ccache__rconnect(ccache__rpool *p, const char *host, int port,

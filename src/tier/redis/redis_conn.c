@@ -89,6 +89,7 @@ void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out) {
   out->reply_errors = atomic_load(&p->reply_errors);
   out->refused_backoff = atomic_load(&p->refused_backoff);
   out->sigpipes = atomic_load(&p->sigpipes);
+  out->idle_closed = atomic_load(&p->idle_closed);
 }
 
 /* ------------------------------------------------------ server state */
@@ -204,17 +205,33 @@ static uint64_t server_gen(ccache__rserver *s) {
   return g;
 }
 
-/* A pooled connection (idle, or new).  *gen: the generation it belongs to. */
-static int take_conn(ccache__rpool *p, ccache__rserver *s, redisContext **out, uint64_t *gen) {
-  redisContext *c = NULL;
-  ccache__lock(&s->mu);
-  if (s->n_idle) c = s->idle[--s->n_idle];
-  *gen = s->gen;
-  ccache__unlock(&s->mu);
-  if (c) {
+/* An idle connection the server closed meanwhile (its `timeout`, a proxy's
+ * or NAT's idle limit) says nothing about the server: dropped, counted
+ * apart, and never a failure.  1 if c was closed (and is freed). */
+static int drop_if_closed(ccache__rpool *p, redisContext *c) {
+  if (!ccache__rconn_closed(c)) return 0;
+  redisFree(c);
+  COUNT(p, idle_closed);
+  return 1;
+}
+
+/* A pooled connection (idle and still open, or new).  *gen: the generation
+ * it belongs to; *reused: it was idle (it may yet turn out closed). */
+static int take_conn(ccache__rpool *p, ccache__rserver *s, redisContext **out, uint64_t *gen,
+                     int *reused) {
+  for (;;) {
+    redisContext *c = NULL;
+    ccache__lock(&s->mu);
+    if (s->n_idle) c = s->idle[--s->n_idle];
+    *gen = s->gen;
+    ccache__unlock(&s->mu);
+    if (!c) break;
+    if (drop_if_closed(p, c)) continue;
     *out = c;
+    *reused = 1;
     return CCACHE_OK;
   }
+  *reused = 0;
   return open_conn(p, s, *gen, out);
 }
 
@@ -256,7 +273,9 @@ static const char *cmd_label(int argc, const char **argv, const size_t *argvlen,
   return n ? buf : argv[0];
 }
 
-static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, int argc,
+#define UNSENT 1001 /* run: c was closed and the request never left */
+
+static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, int reused, int argc,
                const char **argv, const size_t *argvlen, redisReply **reply, int *broken) {
   ccache__rserver *s = &p->servers[server];
   char lbuf[16];
@@ -266,6 +285,7 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
   char why[160];
   int x = ccache__rexec(c, argc, argv, argvlen, ccache__rmono_ms() + p->command_timeout_ms, &r, why,
                         sizeof why);
+  if (x == CCACHE__RX_UNSENT && reused) return UNSENT;
   if (x != CCACHE__RX_REPLY) {
     FAIL(p, s, io_errors);
     set_error(p, s, "redis %s: %s: %s", s->name, name,
@@ -285,45 +305,74 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
   return CCACHE_OK;
 }
 
+/* run on *c; if *c was reused and the request never left (the server had
+ * closed it: the first write failed with EPIPE/ECONNRESET), once more on a
+ * fresh connection, which replaces *c (NULL if none could be made: that
+ * failure is recorded).  Only an unsent request is sent again: one that may
+ * have reached the server is never repeated here. */
+static int run_fresh(ccache__rpool *p, size_t server, redisContext **c, uint64_t gen, int reused,
+                     int argc, const char **argv, const size_t *argvlen, redisReply **reply,
+                     int *broken) {
+  int rc = run(p, server, *c, gen, reused, argc, argv, argvlen, reply, broken);
+  if (rc != UNSENT) return rc;
+  redisFree(*c);
+  *c = NULL;
+  COUNT(p, idle_closed);
+  rc = open_conn(p, &p->servers[server], gen, c);
+  if (rc != CCACHE_OK) return rc;
+  return run(p, server, *c, gen, 0, argc, argv, argvlen, reply, broken);
+}
+
+/* The command on s's renewal connection (renew_mu held): made on first use,
+ * and again after a failure, a generation change, or an idle close. */
+static int renew_command(ccache__rpool *p, size_t server, int argc, const char **argv,
+                         const size_t *argvlen, redisReply **reply) {
+  ccache__rserver *s = &p->servers[server];
+  uint64_t gen = server_gen(s);
+  if (s->renew_ctx && s->renew_gen != gen) {
+    redisFree(s->renew_ctx);
+    s->renew_ctx = NULL;
+  }
+  /* Idle for lease_ms/3 between renewals: the server's idle timeout may
+   * have closed it. */
+  if (s->renew_ctx && drop_if_closed(p, s->renew_ctx)) s->renew_ctx = NULL;
+  int reused = s->renew_ctx != NULL, broken = 0;
+  if (!s->renew_ctx) {
+    int rc = open_conn(p, s, gen, &s->renew_ctx);
+    if (rc != CCACHE_OK) return rc;
+  }
+  s->renew_gen = gen;
+  int rc = run_fresh(p, server, &s->renew_ctx, gen, reused, argc, argv, argvlen, reply, &broken);
+  if (broken && s->renew_ctx) {
+    redisFree(s->renew_ctx);
+    s->renew_ctx = NULL;
+    if (broken == 2)
+      server_moved(s, gen);
+    else
+      server_failed(p, s, gen);
+  }
+  return rc;
+}
+
 int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
                           const size_t *argvlen, redisReply **reply) {
   if (getpid() != p->pid) return CCACHE_EFORKED;
   ccache__rserver *s = &p->servers[server];
-  int broken = 0, rc;
+  int rc;
   ccache__rpipe_guard g;
   ccache__rguard_begin(&g);
   if (renew) {
     ccache__lock(&s->renew_mu);
-    /* The renewal connection follows the server's generation like the pool. */
-    uint64_t gen = server_gen(s);
-    if (s->renew_ctx && s->renew_gen != gen) {
-      redisFree(s->renew_ctx);
-      s->renew_ctx = NULL;
-    }
-    rc = CCACHE_OK;
-    if (!s->renew_ctx) {
-      rc = open_conn(p, s, gen, &s->renew_ctx);
-      s->renew_gen = gen;
-    }
-    if (rc == CCACHE_OK) {
-      rc = run(p, server, s->renew_ctx, s->renew_gen, argc, argv, argvlen, reply, &broken);
-      if (broken) {
-        redisFree(s->renew_ctx);
-        s->renew_ctx = NULL;
-        if (broken == 2)
-          server_moved(s, s->renew_gen);
-        else
-          server_failed(p, s, s->renew_gen);
-      }
-    }
+    rc = renew_command(p, server, argc, argv, argvlen, reply);
     ccache__unlock(&s->renew_mu);
   } else {
     redisContext *c = NULL;
     uint64_t gen = 0;
-    rc = take_conn(p, s, &c, &gen);
+    int reused = 0, broken = 0;
+    rc = take_conn(p, s, &c, &gen, &reused);
     if (rc == CCACHE_OK) {
-      rc = run(p, server, c, gen, argc, argv, argvlen, reply, &broken);
-      give_conn(p, s, c, gen, broken);
+      rc = run_fresh(p, server, &c, gen, reused, argc, argv, argvlen, reply, &broken);
+      if (c) give_conn(p, s, c, gen, broken);
     }
   }
   if (ccache__rguard_end(&g)) COUNT(p, sigpipes);

@@ -172,8 +172,15 @@ static int wait_failed(int w, char *why, size_t why_len) {
 int ccache__rexec(redisContext *c, int argc, const char **argv, const size_t *argvlen,
                   uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
   if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return CCACHE__RX_NOMEM;
-  for (int done = 0;;) {
-    if (redisBufferWrite(c, &done) != REDIS_OK) goto broken;
+  for (int done = 0, first = 1;; first = 0) {
+    if (redisBufferWrite(c, &done) != REDIS_OK) {
+      /* The first write refused with EPIPE / ECONNRESET: the peer had
+       * closed (or reset) the connection, and not one byte of the request
+       * left: it cannot have reached the server. */
+      int e = errno;
+      snprintf(why, why_len, "%s", c->errstr[0] ? c->errstr : "connection error");
+      return first && (e == EPIPE || e == ECONNRESET) ? CCACHE__RX_UNSENT : CCACHE__RX_BROKEN;
+    }
     if (done) break;
     int w = wait_fd(c->fd, POLLOUT, deadline_ms);
     if (w <= 0) return wait_failed(w, why, why_len);
@@ -192,6 +199,17 @@ int ccache__rexec(redisContext *c, int argc, const char **argv, const size_t *ar
 broken:
   snprintf(why, why_len, "%s", c->errstr[0] ? c->errstr : "connection error");
   return CCACHE__RX_BROKEN;
+}
+
+int ccache__rconn_closed(redisContext *c) {
+  struct pollfd pf = {.fd = c->fd, .events = POLLIN, .revents = 0};
+  int n;
+  do n = poll(&pf, 1, 0);
+  while (n < 0 && errno == EINTR);
+  /* Between commands an idle connection has nothing to read: readable
+   * means EOF (the server's idle timeout, a proxy's) or bytes nobody asked
+   * for; POLLHUP / POLLERR, a reset.  Either way it cannot be used. */
+  return n != 0;
 }
 
 /* Connect to host:port (or path) and AUTH [user] password (password
