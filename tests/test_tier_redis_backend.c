@@ -468,11 +468,11 @@ static void redis_auth_acl_user(void **state) {
   s->admin_pass = "wonderland";
   /* Each word a separate argument: redis-server joins them into the
    * config line "user alice on >wonderland ~* +@all". */
-  static const char *const args[] = {"--user", "alice", "on", ">wonderland", "~*", "+@all",
-                                     "--user", "default", "off",
-                                     /* the least a tier needs, as documented */
-                                     "--user", "ccache", "on", ">tier-pw", "~ccache:*", "+get",
-                                     "+set", "+del", "+eval", "+pexpire", "+strlen", NULL};
+  static const char *const args[] = {
+      "--user", "alice", "on", ">wonderland", "~*", "+@all", "--user", "default", "off",
+      /* the least a tier needs, as documented */
+      "--user", "ccache", "on", ">tier-pw", "~ccache:*", "+get", "+set", "+del", "+eval",
+      "+pexpire", "+strlen", "+getrange", NULL};
   t_must_start(s, args);
   ccache_redis_options o;
   t_opts(&o, s->addr);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -82,7 +83,7 @@ static void redis_idle_closed_connection_is_not_a_failure(void **state) {
   assert_int_equal(c.connect_failures, 0);
   assert_int_equal(c.refused_backoff, 0);
   assert_int_equal(c.connects - c0.connects, 2); /* one pooled, one renewal */
-  assert_int_equal(c.idle_closed - c0.idle_closed, 2);
+  assert_int_equal(c.idle_closed - c0.idle_closed, 2); /* i33-only */
   assert_int_equal(h.errors, 0);
   assert_int_equal(h.backoff_ms, 0);
   assert_int_equal(h.leases_lost, 0);
@@ -92,13 +93,107 @@ static void redis_idle_closed_connection_is_not_a_failure(void **state) {
   t_redis_stop(s);
 }
 
+/* ------------------------------------------- item 2: renewals that fail */
+/* A signed lease's renewal replaces the stored value; if its reply is lost
+ * (timed out after sending), the server may hold the new value while the
+ * client still has the old one.  Planted here as the server would leave it:
+ * the next renewal and the release must still find the lease ours. */
+static void redis_renew_after_unknown_outcome_keeps_the_lease(void **state) {
+  (void)state;
+  t_need_redis();
+  t_redis_server *s = &t_servers[0];
+  t_must_start(s, NULL);
+  t_be b;
+  t_be_open_simple(&b, s->addr);
+  void *l = NULL;
+  assert_int_equal(b.ops.lock_value(b.r, PK(7), "value-1", 7, &l), CCACHE_OK);
+  char key[256];
+  assert_true(ccache__redis_key(b.r, PK(7), 1, key, sizeof key) > 0);
+  /* What an executed renew_value("value-2") whose reply was lost leaves. */
+  char planted[64];
+  snprintf(planted, sizeof planted, "%svalue-2", ccache__redis_lock_token(l));
+  redisReply *r = t_redis_cmd(s, "SET %s %s PX 60000", key, planted);
+  assert_non_null(r);
+  freeReplyObject(r);
+  int renewed = b.ops.renew_value(b.r, l, "value-3", 7);
+  char *now = t_reply_str(s, "GET %s", key);
+  b.ops.unlock(b.r, l);
+  long long left = t_redis_int(s, "EXISTS %s", key);
+  print_message("renew after an unknown outcome: %d; stored \"%s\"; after release: exists %lld\n",
+                renewed, now ? now + 32 : "(none)", left);
+  assert_int_equal(renewed, CCACHE_OK);
+  assert_non_null(now);
+  assert_string_equal(now + 32, "value-3");
+  assert_int_equal(left, 0); /* the release found it ours too */
+  free(now);
+  t_be_close(&b);
+  t_redis_stop(s);
+}
+
+/* The server stalls 1.4 s (SIGSTOP) while a renewal is due (lease_ms 3000,
+ * command_timeout_ms 1000): that renewal times out in the client and the
+ * server executes it on waking.  The lease, still valid by the lock, is
+ * renewed again and never lapses during the 6.5 s compile; nothing lost. */
+#define STALL2_LEASE_MS 3000
+static char stall2_lease[256];
+static int stall2_lapsed, stall2_checks;
+
+static int stall2_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                          uint64_t *cost_out) {
+  (void)ud, (void)c;
+  unsigned long long t0 = t_redis_now_ms();
+  t_sleep_ms(700); /* the first renewal is due at +1000 ms */
+  t_redis_pause(&t_servers[0]);
+  t_sleep_ms(1400);
+  t_redis_resume(&t_servers[0]);
+  while (t_redis_now_ms() < t0 + 6500) { /* past the lapse of the woken renewal (+5100) */
+    if (t_redis_int(&t_servers[0], "EXISTS %s", stall2_lease) != 1) stall2_lapsed++;
+    stall2_checks++;
+    t_sleep_ms(100);
+  }
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static void redis_e2e_renewal_survives_a_short_stall(void **state) {
+  (void)state;
+  t_need_redis();
+  t_must_start(&t_servers[0], NULL);
+  ccache_redis_options o;
+  t_opts(&o, t_servers[0].addr);
+  o.lease_ms = STALL2_LEASE_MS;
+  o.command_timeout_ms = 1000;
+  t_e2e_entry_key(stall2_lease, sizeof stall2_lease, T_E2E_TAG, 9);
+  strcat(stall2_lease, ":lease");
+  stall2_lapsed = stall2_checks = 0;
+  t_ctx ctx = {0};
+  ccache *c = t_e2e_open(&ctx, &o, T_E2E_TAG);
+  ccache_program *p = NULL;
+  int rc = ccache_program_get_or_compile(c, PK(9), stall2_compile, NULL, &p);
+  if (rc == CCACHE_OK) ccache_program_release(c, p);
+  ccache_stats cs = t_stats(c);
+  print_message(
+      "after a 1.4 s stall: lease missing in %d of %d checks; leases lost %llu, tier "
+      "errors %llu\n",
+      stall2_lapsed, stall2_checks, (unsigned long long)cs.tier_leases_lost,
+      (unsigned long long)cs.tier_errors);
+  assert_int_equal(rc, CCACHE_OK);
+  assert_true(stall2_checks > 30);
+  assert_int_equal(stall2_lapsed, 0);
+  assert_int_equal(cs.tier_leases_lost, 0);
+  t_close(c);
+  t_redis_stop(&t_servers[0]);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(redis_idle_closed_connection_is_not_a_failure, t_stop_all),
+      cmocka_unit_test_teardown(redis_renew_after_unknown_outcome_keeps_the_lease, t_stop_all),
   };
   const struct CMUnitTest realtime[] = {
-      cmocka_unit_test_teardown(redis_idle_closed_connection_is_not_a_failure, t_stop_all),
+      cmocka_unit_test_teardown(redis_e2e_renewal_survives_a_short_stall, t_stop_all),
   };
   if (argc > 1 && strcmp(argv[1], "realtime") == 0)
     return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);

@@ -14,15 +14,21 @@
 
 #include "tier/redis/tier_redis.h"
 
+/* Each script acts only while the lease's first 32 bytes are our token
+ * (ARGV[1]).  The token alone, not the whole value: a signed lease's value
+ * changes at each renewal, and a renewal whose reply was lost (timed out
+ * after sending) may have changed it without our knowing; the token stays
+ * for the lease's life.  GETRANGE reads those 32 bytes only, whatever size
+ * a planted value has. */
 static const char RENEW_SCRIPT[] =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "if redis.call('getrange', KEYS[1], 0, 31) == ARGV[1] then "
     "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0";
 static const char RELEASE_SCRIPT[] =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "if redis.call('getrange', KEYS[1], 0, 31) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) end return 0";
 /* A signed lease's renewal replaces its value (a fresh token). */
 static const char RENEW_VALUE_SCRIPT[] =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "if redis.call('getrange', KEYS[1], 0, 31) == ARGV[1] then "
     "redis.call('set', KEYS[1], ARGV[3], 'PX', ARGV[2]) return 1 end return 0";
 
 /* The core's part of a lease value (a signed token), at most. */
@@ -35,6 +41,7 @@ typedef struct rlock {
    * value (lock_value, renew_value), if any. */
   size_t vlen;
   unsigned char val[32 + LEASE_VALUE_MAX];
+  bool renew_failed; /* the last renewal failed (no answer): lost if unlocked so */
   size_t klen;
   char key[];
 } rlock;
@@ -76,6 +83,7 @@ static int op_lock_value(void *state, ccache_key pkey, const void *value, size_t
   memcpy(l->val, l->token, 32);
   if (vlen) memcpy(l->val + 32, value, vlen);
   l->vlen = 32 + vlen;
+  l->renew_failed = false;
   l->klen = klen;
   memcpy(l->key, key, klen + 1);
   const char *argv[6] = {"SET", l->key, (const char *)l->val, "NX", "PX", px};
@@ -125,16 +133,12 @@ static int renew_with(ccache__redis *r, rlock *l, const void *value, size_t vlen
     memcpy(nv, l->token, 32);
     memcpy(nv + 32, value, vlen);
   }
-  const char *argv[7] = {"EVAL",
-                         value ? RENEW_VALUE_SCRIPT : RENEW_SCRIPT,
-                         "1",
-                         l->key,
-                         (const char *)l->val,
-                         px,
-                         (const char *)nv};
+  const char *argv[7] = {
+      "EVAL",          value ? RENEW_VALUE_SCRIPT : RENEW_SCRIPT, "1", l->key, l->token, px,
+      (const char *)nv};
   const size_t lens[7] = {4,        value ? sizeof RENEW_VALUE_SCRIPT - 1 : sizeof RENEW_SCRIPT - 1,
                           1,        l->klen,
-                          l->vlen,  ccache__redis_udec(px, sizeof px, r->lease_ms),
+                          32,       ccache__redis_udec(px, sizeof px, r->lease_ms),
                           32 + vlen};
   redisReply *rep = NULL;
   int rc = ccache__rpool_command(&r->pool, l->server, 1, value ? 7 : 6, argv, lens, &rep);
@@ -150,7 +154,11 @@ static int renew_with(ccache__redis *r, rlock *l, const void *value, size_t vlen
       ccache__rreply_free(rep);
     }
   }
-  if (rc != CCACHE_OK)
+  /* No answer: the core retries while the lease has time left, and an
+   * unlock with this still set counts the lease lost; "no longer ours" is
+   * final. */
+  l->renew_failed = rc != CCACHE_OK && rc != CCACHE_EBUSY;
+  if (rc == CCACHE_EBUSY)
     atomic_fetch_add_explicit(&r->pool.servers[l->server].leases_lost, 1, memory_order_relaxed);
   return rc;
 }
@@ -205,8 +213,11 @@ static void op_unlock(void *state, void *lock) {
   ccache__redis *r = state;
   rlock *l = lock;
   if (!l) return;
-  const char *argv[5] = {"EVAL", RELEASE_SCRIPT, "1", l->key, (const char *)l->val};
-  const size_t lens[5] = {4, sizeof RELEASE_SCRIPT - 1, 1, l->klen, l->vlen};
+  const char *argv[5] = {"EVAL", RELEASE_SCRIPT, "1", l->key, l->token};
+  const size_t lens[5] = {4, sizeof RELEASE_SCRIPT - 1, 1, l->klen, 32};
+  /* The core gave up on it after failed renewals: count it lost here. */
+  if (l->renew_failed)
+    atomic_fetch_add_explicit(&r->pool.servers[l->server].leases_lost, 1, memory_order_relaxed);
   redisReply *rep = NULL;
   /* A failure leaves the lease to expire by itself (lease_ms). */
   if (ccache__rpool_command(&r->pool, l->server, 0, 5, argv, lens, &rep) == CCACHE_OK)
