@@ -20,6 +20,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redis_tier_support.h"
+#include "tier/tier.h"
 
 /* Sleep ms milliseconds. */
 static void t_sleep_ms(unsigned ms) {
@@ -82,7 +83,7 @@ static void redis_idle_closed_connection_is_not_a_failure(void **state) {
   assert_int_equal(c.io_errors, 0);
   assert_int_equal(c.connect_failures, 0);
   assert_int_equal(c.refused_backoff, 0);
-  assert_int_equal(c.connects - c0.connects, 2); /* one pooled, one renewal */
+  assert_int_equal(c.connects - c0.connects, 2);       /* one pooled, one renewal */
   assert_int_equal(c.idle_closed - c0.idle_closed, 2); /* i33-only */
   assert_int_equal(h.errors, 0);
   assert_int_equal(h.backoff_ms, 0);
@@ -186,11 +187,78 @@ static void redis_e2e_renewal_survives_a_short_stall(void **state) {
   t_redis_stop(&t_servers[0]);
 }
 
+/* ---------------------------------- items 7 and 8: bounded reads of values */
+/* Bytes the server has sent to its clients (INFO stats). */
+static long long t_net_out(t_redis_server *s) {
+  redisReply *r = t_redis_cmd(s, "INFO stats");
+  long long v = -1;
+  const char *p =
+      r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "total_net_output_bytes:") : NULL;
+  if (p) v = strtoll(p + 23, NULL, 10);
+  if (r) freeReplyObject(r);
+  return v;
+}
+
+/* A squatter plants a 32 MiB value under a lease name: a peek at it costs a
+ * bounded read (a few hundred bytes), and reads as a holder with no value. */
+static void redis_lease_peek_reads_a_bounded_prefix(void **state) {
+  (void)state;
+  t_need_redis();
+  t_redis_server *s = &t_servers[0];
+  t_must_start(s, NULL);
+  t_be b;
+  t_be_open_simple(&b, s->addr);
+  char key[256];
+  assert_true(ccache__redis_key(b.r, PK(11), 1, key, sizeof key) > 0);
+  assert_int_equal(t_redis_int(s, "SETRANGE %s %d x", key, (32 << 20) - 1), 32 << 20);
+  long long before = t_net_out(s);
+  unsigned char buf[256];
+  size_t len = 99;
+  int rc = b.ops.lease_peek(b.r, PK(11), buf, sizeof buf, &len);
+  long long sent = t_net_out(s) - before;
+  print_message("lease peek of a 32 MiB planted value: rc %d, value length %zu, %lld bytes sent\n",
+                rc, len, sent);
+  assert_int_equal(rc, CCACHE_OK);
+  assert_int_equal(len, 0);
+  assert_true(sent < 16384); /* 193 bytes of value, and INFO's own reply */
+  t_be_close(&b);
+  t_redis_stop(s);
+}
+
+/* An entry over the reader's bound: the lookup says so (oversize) with at
+ * most a prefix of it sent, and the connection stays pooled. */
+static void redis_oversize_entry_costs_a_prefix(void **state) {
+  (void)state;
+  t_need_redis();
+  t_redis_server *s = &t_servers[0];
+  t_must_start(s, NULL);
+  ccache_redis_options o;
+  t_opts(&o, s->addr);
+  ccache_tier *t = NULL;
+  assert_int_equal(ccache_tier_redis(&o, &t), CCACHE_OK);
+  assert_int_equal(t->ops.attach(t->state, T_NS), CCACHE_OK);
+  char key[256];
+  t_entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", 12); /* T_NS, / as : */
+  assert_int_equal(t_redis_int(s, "SETRANGE %s %d x", key, (32 << 20) - 1), 32 << 20);
+  void *blob = NULL;
+  size_t len = 0;
+  long long before = t_net_out(s);
+  int rc = t->get_bounded(t->state, PK(12), 16 << 20, &blob, &len);
+  long long sent = t_net_out(s) - before;
+  print_message("lookup of a 32 MiB entry, bound 16 MiB: rc %d, %lld bytes sent\n", rc, sent);
+  assert_int_equal(rc, CCACHE__TIER_OVERSIZE);
+  assert_true(sent < (1 << 20));
+  ccache_tier_free(t);
+  t_redis_stop(s);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(redis_idle_closed_connection_is_not_a_failure, t_stop_all),
       cmocka_unit_test_teardown(redis_renew_after_unknown_outcome_keeps_the_lease, t_stop_all),
+      cmocka_unit_test_teardown(redis_lease_peek_reads_a_bounded_prefix, t_stop_all),
+      cmocka_unit_test_teardown(redis_oversize_entry_costs_a_prefix, t_stop_all),
   };
   const struct CMUnitTest realtime[] = {
       cmocka_unit_test_teardown(redis_e2e_renewal_survives_a_short_stall, t_stop_all),

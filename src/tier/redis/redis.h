@@ -38,6 +38,9 @@ struct redisReply;
 #define CCACHE__REDIS_MAX_SERVERS 64  /* entries in one server list */
 #define CCACHE__REDIS_IDLE_MAX    8   /* idle connections kept per server */
 #define CCACHE__REDIS_MAX_PREFIX  256 /* bytes of key prefix (and of namespace) */
+/* Bytes of an entry the lookup's first round trip reads (with its STRLEN):
+ * entries up to this size cost one round trip, longer ones two. */
+#define CCACHE__REDIS_PREFIX_READ ((uint64_t)128 << 10)
 
 /* One server of the list. */
 typedef struct ccache__rserver {
@@ -162,7 +165,7 @@ typedef struct ccache__rpipe_guard {
 void ccache__rguard_begin(ccache__rpipe_guard *g);
 int ccache__rguard_end(ccache__rpipe_guard *g);
 /* The outcome of one command on a connection. */
-enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM, CCACHE__RX_UNSENT };
+enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM, CCACHE__RX_UNSENT, CCACHE__RX_OVER };
 /* Send argv on c and read its reply, all by deadline_ms (monotonic):
  * CCACHE__RX_REPLY with *reply; CCACHE__RX_BROKEN (I/O error, EOF, protocol
  * error or timeout: why set, the connection is unusable); CCACHE__RX_UNSENT
@@ -171,6 +174,16 @@ enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM, CCACHE__RX_UNSENT 
  * CCACHE__RX_NOMEM. */
 int ccache__rexec(struct redisContext *c, int argc, const char **argv, const size_t *argvlen,
                   uint64_t deadline_ms, struct redisReply **reply, char *why, size_t why_len);
+/* The bounded lookup: STRLEN key and GETRANGE key 0 P (P = the smaller of
+ * max and CCACHE__REDIS_PREFIX_READ), pipelined; a value longer than P and
+ * not over max is then read whole with GETRANGE key 0 max (a second round
+ * trip).  CCACHE__RX_OVER if STRLEN says more than max bytes (the server
+ * built at most P + 1 of them) or the value grew over max in between; else
+ * as ccache__rexec, the reply being the value (a nil reply for no key), or
+ * STRLEN's error reply. */
+int ccache__rexec_get_bounded(struct redisContext *c, const char *key, size_t klen, uint64_t max,
+                              uint64_t deadline_ms, struct redisReply **reply, char *why,
+                              size_t why_len);
 /* Whether an idle connection is shown closed (EOF, reset, or unexpected
  * bytes) by a zero-timeout poll: 1 closed, 0 usable. */
 int ccache__rconn_closed(struct redisContext *c);
@@ -208,6 +221,12 @@ int ccache__rpool_set_sentinels(ccache__rpool *p, ccache__rserver *sentinels, si
  * CCACHE_ENOMEM / CCACHE_EFORKED. */
 int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
                           const size_t *argvlen, struct redisReply **reply);
+/* The bounded lookup of key on server i's pool (STRLEN + GETRANGE,
+ * pipelined: ccache__rexec_get_bounded): as ccache__rpool_command, with
+ * *reply the value (string, or nil), or CCACHE__TIER_OVERSIZE when the value is over max
+ * bytes (not read past a prefix; the server is not failed). */
+int ccache__rpool_get_bounded(ccache__rpool *p, size_t server, const char *key, size_t klen,
+                              uint64_t max, struct redisReply **reply);
 void ccache__rreply_free(struct redisReply *r);
 void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out);
 /* Copies the last error line into buf (NUL-terminated; "" if none). */

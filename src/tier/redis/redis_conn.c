@@ -243,7 +243,7 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
     redisFree(c);
     if (broken == 2)
       server_moved(s, gen);
-    else
+    else if (broken == 1)
       server_failed(p, s, gen);
     return;
   }
@@ -275,17 +275,26 @@ static const char *cmd_label(int argc, const char **argv, const size_t *argvlen,
 
 #define UNSENT 1001 /* run: c was closed and the request never left */
 
-static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, int reused, int argc,
-               const char **argv, const size_t *argvlen, redisReply **reply, int *broken) {
+/* bound: 0, or the bounded lookup (argv: "GET" key) of at most bound bytes:
+ * CCACHE__TIER_OVERSIZE if over it. */
+static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, int reused,
+               uint64_t bound, int argc, const char **argv, const size_t *argvlen,
+               redisReply **reply, int *broken) {
   ccache__rserver *s = &p->servers[server];
   char lbuf[16];
   const char *name = cmd_label(argc, argv, argvlen, lbuf, sizeof lbuf);
   if (p->hook) p->hook(p->hook_arg, server, name);
   redisReply *r = NULL;
   char why[160];
-  int x = ccache__rexec(c, argc, argv, argvlen, ccache__rmono_ms() + p->command_timeout_ms, &r, why,
-                        sizeof why);
+  uint64_t deadline = ccache__rmono_ms() + p->command_timeout_ms;
+  int x = bound ? ccache__rexec_get_bounded(c, argv[1], argvlen[1], bound, deadline, &r, why,
+                                            sizeof why)
+                : ccache__rexec(c, argc, argv, argvlen, deadline, &r, why, sizeof why);
   if (x == CCACHE__RX_UNSENT && reused) return UNSENT;
+  if (x == CCACHE__RX_OVER) { /* every reply was read: the connection is reusable */
+    server_ok(s, gen);
+    return CCACHE__TIER_OVERSIZE;
+  }
   if (x != CCACHE__RX_REPLY) {
     FAIL(p, s, io_errors);
     set_error(p, s, "redis %s: %s: %s", s->name, name,
@@ -311,16 +320,16 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
  * failure is recorded).  Only an unsent request is sent again: one that may
  * have reached the server is never repeated here. */
 static int run_fresh(ccache__rpool *p, size_t server, redisContext **c, uint64_t gen, int reused,
-                     int argc, const char **argv, const size_t *argvlen, redisReply **reply,
-                     int *broken) {
-  int rc = run(p, server, *c, gen, reused, argc, argv, argvlen, reply, broken);
+                     uint64_t bound, int argc, const char **argv, const size_t *argvlen,
+                     redisReply **reply, int *broken) {
+  int rc = run(p, server, *c, gen, reused, bound, argc, argv, argvlen, reply, broken);
   if (rc != UNSENT) return rc;
   redisFree(*c);
   *c = NULL;
   COUNT(p, idle_closed);
   rc = open_conn(p, &p->servers[server], gen, c);
   if (rc != CCACHE_OK) return rc;
-  return run(p, server, *c, gen, 0, argc, argv, argvlen, reply, broken);
+  return run(p, server, *c, gen, 0, bound, argc, argv, argvlen, reply, broken);
 }
 
 /* The command on s's renewal connection (renew_mu held): made on first use,
@@ -342,20 +351,20 @@ static int renew_command(ccache__rpool *p, size_t server, int argc, const char *
     if (rc != CCACHE_OK) return rc;
   }
   s->renew_gen = gen;
-  int rc = run_fresh(p, server, &s->renew_ctx, gen, reused, argc, argv, argvlen, reply, &broken);
+  int rc = run_fresh(p, server, &s->renew_ctx, gen, reused, 0, argc, argv, argvlen, reply, &broken);
   if (broken && s->renew_ctx) {
     redisFree(s->renew_ctx);
     s->renew_ctx = NULL;
     if (broken == 2)
       server_moved(s, gen);
-    else
+    else if (broken == 1)
       server_failed(p, s, gen);
   }
   return rc;
 }
 
-int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
-                          const size_t *argvlen, redisReply **reply) {
+static int command(ccache__rpool *p, size_t server, int renew, uint64_t bound, int argc,
+                   const char **argv, const size_t *argvlen, redisReply **reply) {
   if (getpid() != p->pid) return CCACHE_EFORKED;
   ccache__rserver *s = &p->servers[server];
   int rc;
@@ -371,12 +380,25 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, 
     int reused = 0, broken = 0;
     rc = take_conn(p, s, &c, &gen, &reused);
     if (rc == CCACHE_OK) {
-      rc = run_fresh(p, server, &c, gen, reused, argc, argv, argvlen, reply, &broken);
+      rc = run_fresh(p, server, &c, gen, reused, bound, argc, argv, argvlen, reply, &broken);
       if (c) give_conn(p, s, c, gen, broken);
     }
   }
   if (ccache__rguard_end(&g)) COUNT(p, sigpipes);
   return rc;
+}
+
+int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
+                          const size_t *argvlen, redisReply **reply) {
+  return command(p, server, renew, 0, argc, argv, argvlen, reply);
+}
+
+int ccache__rpool_get_bounded(ccache__rpool *p, size_t server, const char *key, size_t klen,
+                              uint64_t max, redisReply **reply) {
+  /* "GET": the lookup's name for the hook and error lines. */
+  const char *argv[2] = {"GET", key};
+  const size_t lens[2] = {3, klen};
+  return command(p, server, 0, max ? max : 1, 2, argv, lens, reply);
 }
 
 void ccache__rreply_free(redisReply *r) {

@@ -166,12 +166,9 @@ static int wait_failed(int w, char *why, size_t why_len) {
   return CCACHE__RX_BROKEN;
 }
 
-/* Send argv on c and read its reply, all by deadline_ms.  CCACHE__RX_REPLY with
- * *reply; CCACHE__RX_BROKEN (I/O error, EOF, protocol error or timeout: why set, the
- * connection is unusable); CCACHE__RX_NOMEM. */
-int ccache__rexec(redisContext *c, int argc, const char **argv, const size_t *argvlen,
-                  uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
-  if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return CCACHE__RX_NOMEM;
+/* Write what is appended to c by deadline_ms: CCACHE__RX_REPLY when all is
+ * sent, else as ccache__rexec. */
+static int send_all(redisContext *c, uint64_t deadline_ms, char *why, size_t why_len) {
   for (int done = 0, first = 1;; first = 0) {
     if (redisBufferWrite(c, &done) != REDIS_OK) {
       /* The first write refused with EPIPE / ECONNRESET: the peer had
@@ -181,24 +178,108 @@ int ccache__rexec(redisContext *c, int argc, const char **argv, const size_t *ar
       snprintf(why, why_len, "%s", c->errstr[0] ? c->errstr : "connection error");
       return first && (e == EPIPE || e == ECONNRESET) ? CCACHE__RX_UNSENT : CCACHE__RX_BROKEN;
     }
-    if (done) break;
+    if (done) return CCACHE__RX_REPLY;
     int w = wait_fd(c->fd, POLLOUT, deadline_ms);
     if (w <= 0) return wait_failed(w, why, why_len);
   }
+}
+
+/* Read one reply by deadline_ms.  With limit > 0, more than limit bytes
+ * buffered and not yet a reply is CCACHE__RX_OVER (the rest is left unread:
+ * the caller drops the connection). */
+static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t limit, redisReply **reply,
+                      char *why, size_t why_len) {
   for (;;) {
     void *r = NULL;
-    if (redisGetReplyFromReader(c, &r) != REDIS_OK) goto broken;
+    if (redisGetReplyFromReader(c, &r) != REDIS_OK) break;
     if (r) {
       *reply = r;
       return CCACHE__RX_REPLY;
     }
+    if (limit && c->reader->len - c->reader->pos > limit) return CCACHE__RX_OVER;
     int w = wait_fd(c->fd, POLLIN, deadline_ms);
     if (w <= 0) return wait_failed(w, why, why_len);
-    if (redisBufferRead(c) != REDIS_OK) goto broken;
+    if (redisBufferRead(c) != REDIS_OK) break;
   }
-broken:
   snprintf(why, why_len, "%s", c->errstr[0] ? c->errstr : "connection error");
   return CCACHE__RX_BROKEN;
+}
+
+int ccache__rexec(redisContext *c, int argc, const char **argv, const size_t *argvlen,
+                  uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
+  if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return CCACHE__RX_NOMEM;
+  int x = send_all(c, deadline_ms, why, why_len);
+  return x != CCACHE__RX_REPLY ? x : read_reply(c, deadline_ms, 0, reply, why, why_len);
+}
+
+/* Append GETRANGE key 0 end. */
+static int append_range(redisContext *c, const char *key, size_t klen, uint64_t end) {
+  char e[24];
+  const char *argv[4] = {"GETRANGE", key, "0", e};
+  size_t lens[4] = {8, klen, 1, (size_t)snprintf(e, sizeof e, "%llu", (unsigned long long)end)};
+  return redisAppendCommandArgv(c, 4, argv, lens) == REDIS_OK ? 0 : -1;
+}
+
+/* Read one reply, then a second whose length is bounded: the pair's
+ * outcome; *first and *second are set (the caller frees them) on
+ * CCACHE__RX_REPLY. */
+static int read_pair(redisContext *c, uint64_t deadline_ms, redisReply **first, redisReply **second,
+                     char *why, size_t why_len) {
+  int x = read_reply(c, deadline_ms, 0, first, why, why_len);
+  if (x != CCACHE__RX_REPLY) return x;
+  x = read_reply(c, deadline_ms, 0, second, why, why_len);
+  if (x != CCACHE__RX_REPLY) freeReplyObject(*first);
+  return x;
+}
+
+int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uint64_t max,
+                              uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
+  /* Round one: STRLEN and the first CCACHE__REDIS_PREFIX_READ bytes,
+   * pipelined.  Most entries fit, and an entry over max costs the server no
+   * more than that prefix. */
+  uint64_t head = max < CCACHE__REDIS_PREFIX_READ ? max : CCACHE__REDIS_PREFIX_READ;
+  const char *argv[2] = {"STRLEN", key};
+  size_t lens[2] = {6, klen};
+  if (redisAppendCommandArgv(c, 2, argv, lens) != REDIS_OK || append_range(c, key, klen, head))
+    return CCACHE__RX_NOMEM;
+  int x = send_all(c, deadline_ms, why, why_len);
+  redisReply *n = NULL, *g = NULL;
+  if (x == CCACHE__RX_REPLY) x = read_pair(c, deadline_ms, &n, &g, why, why_len);
+  if (x != CCACHE__RX_REPLY) return x;
+  if (n->type == REDIS_REPLY_ERROR || g->type != REDIS_REPLY_STRING) {
+    freeReplyObject(n->type == REDIS_REPLY_ERROR ? g : n); /* e.g. WRONGTYPE: the answer */
+    *reply = n->type == REDIS_REPLY_ERROR ? n : g;
+    return CCACHE__RX_REPLY;
+  }
+  unsigned long long len = n->type == REDIS_REPLY_INTEGER && n->integer > 0 ? n->integer : 0;
+  freeReplyObject(n);
+  if (len > max) {
+    freeReplyObject(g);
+    return CCACHE__RX_OVER;
+  }
+  if (g->len <= head) { /* the whole value (GETRANGE stops at its end) */
+    if (g->len == 0 && len == 0) g->type = REDIS_REPLY_NIL; /* no such key */
+    if (g->len > max) {
+      freeReplyObject(g);
+      return CCACHE__RX_OVER;
+    }
+    *reply = g;
+    return CCACHE__RX_REPLY;
+  }
+  /* Round two, for a value longer than the prefix: all of it, at most
+   * max + 1 bytes (it may have grown since). */
+  freeReplyObject(g);
+  if (append_range(c, key, klen, max)) return CCACHE__RX_NOMEM;
+  x = send_all(c, deadline_ms, why, why_len);
+  if (x == CCACHE__RX_UNSENT) x = CCACHE__RX_BROKEN; /* the first round was sent */
+  if (x == CCACHE__RX_REPLY) x = read_reply(c, deadline_ms, 0, &g, why, why_len);
+  if (x != CCACHE__RX_REPLY) return x;
+  if (g->type == REDIS_REPLY_STRING && g->len > max) {
+    freeReplyObject(g);
+    return CCACHE__RX_OVER;
+  }
+  *reply = g;
+  return CCACHE__RX_REPLY;
 }
 
 int ccache__rconn_closed(redisContext *c) {

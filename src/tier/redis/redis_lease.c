@@ -169,14 +169,18 @@ static int op_renew_value(void *state, void *lock, const void *value, size_t vle
   return renew_with(state, lock, value, vlen);
 }
 
-/* The core's part of whoever holds pkey's lease: GET on the key's first
+/* The core's part of whoever holds pkey's lease: GETRANGE on the key's first
  * live server (where a holder that agrees which servers are down put it). */
 static int op_lease_peek(void *state, ccache_key pkey, void *buf, size_t cap, size_t *len) {
   ccache__redis *r = state;
   char key[CCACHE__REDIS_KEY_MAX];
   size_t klen = ccache__redis_key(r, pkey, 1, key, sizeof key);
-  const char *argv[2] = {"GET", key};
-  const size_t lens[2] = {3, klen};
+  /* Untrusted: at most the token and the largest value a holder stores,
+   * plus one byte to know it is longer (a planted 512 MiB value costs the
+   * same 193 bytes). */
+  char end[24];
+  const char *argv[4] = {"GETRANGE", key, "0", end};
+  const size_t lens[4] = {8, klen, 1, ccache__redis_udec(end, sizeof end, 32 + LEASE_VALUE_MAX)};
   uint8_t order[CCACHE__REDIS_MAX_SERVERS];
   ccache__rendezvous_order(r->pool.servers, r->pool.n, pkey, order);
   redisReply *rep = NULL;
@@ -184,21 +188,21 @@ static int op_lease_peek(void *state, ccache_key pkey, void *buf, size_t cap, si
   size_t at = 0;
   for (size_t k = 0; k < r->pool.n; k++) {
     at = order[k];
-    rc = ccache__redis_try_server(r, at, 2, argv, lens, &rep);
+    rc = ccache__redis_try_server(r, at, 4, argv, lens, &rep);
     if (rc != CCACHE__REDIS_SKIPPED) break;
     rc = CCACHE_EIO;
   }
   if (rc != CCACHE_OK) return rc;
-  if (rep->type == REDIS_REPLY_NIL) {
+  if (rep->type == REDIS_REPLY_STRING && rep->len == 0) { /* no lease ("" for no key) */
     rc = CCACHE_MISS;
   } else if (rep->type == REDIS_REPLY_STRING) {
-    /* Not ours to judge: anything but 32 digits and a value is a holder
-     * with no value (length 0). */
-    size_t n = rep->len > 32 ? (size_t)rep->len - 32 : 0;
+    /* Not ours to judge: anything but 32 digits and a value of at most
+     * LEASE_VALUE_MAX bytes is a holder with no value (length 0). */
+    size_t n = rep->len > 32 && rep->len <= 32 + LEASE_VALUE_MAX ? (size_t)rep->len - 32 : 0;
     if (n) memcpy(buf, rep->str + 32, n < cap ? n : cap);
     *len = n;
   } else {
-    return ccache__redis_unexpected(r, at, "GET lease", rep);
+    return ccache__redis_unexpected(r, at, "GETRANGE lease", rep);
   }
   ccache__rreply_free(rep);
   return rc;
