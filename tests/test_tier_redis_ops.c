@@ -10,10 +10,14 @@
  * The real-time cases (SIGSTOP, wall-clock bounds) run with the argument
  * `realtime` (ctest tier_redis_ops_realtime, label realtime).
  */
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -252,6 +256,170 @@ static void redis_oversize_entry_costs_a_prefix(void **state) {
   t_redis_stop(s);
 }
 
+/* ------------------------------------ items 4 and 5: Sentinels and ROLE */
+#ifndef CCACHE_TIER_DEGRADED
+#define CCACHE_TIER_DEGRADED 3u /* (main has no such status: the test fails there) */
+#endif
+
+/* A fake Sentinel: answers every request on 127.0.0.1:port with the
+ * address 127.0.0.1:answer_port, then closes (what a stale Sentinel says). */
+typedef struct fake_sentinel {
+  int fd, port, answer_port;
+  _Atomic int stop;
+  pthread_t th;
+} fake_sentinel;
+
+static void *fake_sentinel_main(void *arg) {
+  fake_sentinel *f = arg;
+  while (!atomic_load(&f->stop)) {
+    struct pollfd pf = {.fd = f->fd, .events = POLLIN, .revents = 0};
+    if (poll(&pf, 1, 20) <= 0) continue;
+    int c = accept(f->fd, NULL, NULL);
+    if (c < 0) continue;
+    char buf[512], out[96];
+    struct pollfd pc = {.fd = c, .events = POLLIN, .revents = 0};
+    if (poll(&pc, 1, 2000) > 0 && read(c, buf, sizeof buf) > 0) {
+      char port[8];
+      int pl = snprintf(port, sizeof port, "%d", f->answer_port);
+      int n = snprintf(out, sizeof out, "*2\r\n$9\r\n127.0.0.1\r\n$%d\r\n%s\r\n", pl, port);
+      if (write(c, out, (size_t)n) != n) {
+      }
+    }
+    close(c);
+  }
+  return NULL;
+}
+
+static void fake_sentinel_start(fake_sentinel *f, int answer_port) {
+  memset(f, 0, sizeof *f);
+  f->answer_port = answer_port;
+  f->fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(f->fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(f->fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(f->fd, 16), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(f->fd, (struct sockaddr *)&a, &al), 0);
+  f->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&f->th, NULL, fake_sentinel_main, f), 0);
+}
+
+static void fake_sentinel_stop(fake_sentinel *f) {
+  if (f->fd <= 0) return;
+  atomic_store(&f->stop, 1);
+  pthread_join(f->th, NULL);
+  close(f->fd);
+  f->fd = 0;
+}
+
+/* Primary t_servers[0] and its replica t_servers[1]. */
+static void primary_and_replica(void) {
+  t_must_start(&t_servers[0], NULL);
+  static char port_arg[16];
+  snprintf(port_arg, sizeof port_arg, "%d", t_servers[0].port);
+  const char *const repl[] = {"--replicaof", "127.0.0.1", port_arg, NULL};
+  t_must_start(&t_servers[1], repl);
+}
+
+/* Item 4: the first Sentinel is stale (it names the replica), the second
+ * names the primary.  ROLE passes over the first: every write reaches the
+ * primary; the health is UP. */
+static void redis_stale_sentinel_is_passed_over(void **state) {
+  (void)state;
+  t_need_redis();
+  primary_and_replica();
+  fake_sentinel stale, good;
+  fake_sentinel_start(&stale, t_servers[1].port);
+  fake_sentinel_start(&good, t_servers[0].port);
+  char spec[128];
+  snprintf(spec, sizeof spec, "sentinel:127.0.0.1:%d,127.0.0.1:%d/mym", stale.port, good.port);
+  t_be b;
+  t_be_open_simple(&b, spec);
+  int ok = 0;
+  for (uint64_t n = 1; n <= 5; n++) ok += t_put_n(&b, n, 100) == CCACHE_OK;
+  char key[256];
+  t_entry_key(key, sizeof key, "ccache", "v1:0123456789abcdef", 3);
+  long long on_primary = t_redis_int(&t_servers[0], "EXISTS %s", key);
+  ccache_tier_health h = {.size = sizeof h};
+  assert_int_equal(b.ops.health(b.r, 0, &h), CCACHE_OK);
+  print_message(
+      "stale Sentinel first: %d of 5 puts ok, on the primary: %lld, status %u, where "
+      "\"%s\", last error \"%s\"\n",
+      ok, on_primary, h.status, h.where, h.last_error);
+  assert_int_equal(ok, 5);
+  assert_int_equal(on_primary, 1);
+  assert_int_equal(h.status, CCACHE_TIER_UP);
+  t_be_close(&b);
+  fake_sentinel_stop(&stale);
+  fake_sentinel_stop(&good);
+  t_redis_stop(&t_servers[1]);
+  t_redis_stop(&t_servers[0]);
+}
+
+/* Item 5: once resolved, every Sentinel goes away and the primary stalls
+ * once (a timeout: the tier asks the Sentinels again).  No Sentinel
+ * answers: the tier goes on with the primary it knew (ROLE: master). */
+static void redis_no_sentinel_keeps_the_last_primary(void **state) {
+  (void)state;
+  t_need_redis();
+  t_must_start(&t_servers[0], NULL);
+  fake_sentinel good;
+  fake_sentinel_start(&good, t_servers[0].port);
+  char spec[128];
+  snprintf(spec, sizeof spec, "sentinel:127.0.0.1:%d/mym", good.port);
+  ccache_redis_options o;
+  t_opts(&o, spec);
+  o.command_timeout_ms = 300;
+  t_be b;
+  t_be_open(&b, &o, T_NS);
+  assert_int_equal(t_put_n(&b, 1, 100), CCACHE_OK);
+  fake_sentinel_stop(&good); /* no Sentinel answers from here on */
+  t_redis_pause(&t_servers[0]);
+  int stalled = t_get_check(&b, 1, 100); /* times out: the server failed */
+  t_redis_resume(&t_servers[0]);
+  int got = t_get_until_reachable(&b, 1, 100);
+  int put = t_put_n(&b, 2, 100);
+  print_message(
+      "every Sentinel gone: during the stall %d, then get %d, put %d, last error "
+      "\"%s\"\n",
+      stalled, got, put, t_last_error(&b));
+  assert_int_equal(stalled, CCACHE_EIO);
+  assert_int_equal(got, CCACHE_OK);
+  assert_int_equal(put, CCACHE_OK);
+  t_be_close(&b);
+  t_redis_stop(&t_servers[0]);
+}
+
+/* Item 4: writes refused (OOM under maxmemory): the tier is up but writes
+ * nowhere, and its health says so (DEGRADED); an accepted write ends it. */
+static void redis_refused_writes_report_degraded(void **state) {
+  (void)state;
+  t_need_redis();
+  t_redis_server *s = &t_servers[0];
+  t_must_start(s, NULL);
+  t_be b;
+  t_be_open_simple(&b, s->addr);
+  redisReply *r = t_redis_cmd(s, "CONFIG SET maxmemory 1");
+  assert_non_null(r);
+  freeReplyObject(r);
+  int put = t_put_n(&b, 1, 100);
+  ccache_tier_health h = {.size = sizeof h};
+  assert_int_equal(b.ops.health(b.r, 0, &h), CCACHE_OK);
+  print_message("writes refused: put %d, status %u, last error \"%s\"\n", put, h.status,
+                h.last_error);
+  assert_int_equal(put, CCACHE_EIO);
+  assert_int_equal(h.status, CCACHE_TIER_DEGRADED);
+  r = t_redis_cmd(s, "CONFIG SET maxmemory 0");
+  assert_non_null(r);
+  freeReplyObject(r);
+  assert_int_equal(t_put_n(&b, 1, 100), CCACHE_OK);
+  assert_int_equal(b.ops.health(b.r, 0, &h), CCACHE_OK);
+  assert_int_equal(h.status, CCACHE_TIER_UP);
+  t_be_close(&b);
+  t_redis_stop(s);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
@@ -259,9 +427,12 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_renew_after_unknown_outcome_keeps_the_lease, t_stop_all),
       cmocka_unit_test_teardown(redis_lease_peek_reads_a_bounded_prefix, t_stop_all),
       cmocka_unit_test_teardown(redis_oversize_entry_costs_a_prefix, t_stop_all),
+      cmocka_unit_test_teardown(redis_stale_sentinel_is_passed_over, t_stop_all),
+      cmocka_unit_test_teardown(redis_refused_writes_report_degraded, t_stop_all),
   };
   const struct CMUnitTest realtime[] = {
       cmocka_unit_test_teardown(redis_e2e_renewal_survives_a_short_stall, t_stop_all),
+      cmocka_unit_test_teardown(redis_no_sentinel_keeps_the_last_primary, t_stop_all),
   };
   if (argc > 1 && strcmp(argv[1], "realtime") == 0)
     return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);

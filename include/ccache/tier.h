@@ -301,6 +301,11 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
 #define CCACHE_TIER_UP       0u /**< in use, and its most recent op succeeded (or none failed) */
 #define CCACHE_TIER_DOWN     1u /**< its most recent op failed (a server: in backoff) */
 #define CCACHE_TIER_DISABLED 2u /**< not used: its attach failed, or no codec */
+/** In use and answering, but refusing writes: a Redis server whose last
+ *  write was answered READONLY (a replica: a stale Sentinel), NOPERM (the
+ *  ACL) or OOM (maxmemory), with no write accepted since.  Reads may still
+ *  hit; entries are not shared meanwhile.  Since 0.2. */
+#define CCACHE_TIER_DEGRADED 3u
 
 /** One part of a tier, as ccache_tier_health_get() fills it. */
 typedef struct ccache_tier_health {
@@ -309,7 +314,8 @@ typedef struct ccache_tier_health {
   const char *kind;         /**< the backend's name ("disk", "redis", "custom"): static */
   char where[256];          /**< "host:port", "unix:/path", "NAME (host:port)" of a
                              Sentinel primary, a disk tier's directory, or "" */
-  uint32_t status;          /**< CCACHE_TIER_UP, CCACHE_TIER_DOWN or CCACHE_TIER_DISABLED */
+  uint32_t status;          /**< CCACHE_TIER_UP, CCACHE_TIER_DOWN, CCACHE_TIER_DISABLED or
+                                 CCACHE_TIER_DEGRADED */
   uint64_t backoff_ms;      /**< a server's current reconnect backoff step, ms (0: healthy) */
   uint64_t backoff_left_ms; /**< ms until it may be connected again (0: now) */
   uint64_t errors;          /**< failed ops on this part (its share of tier_errors) */

@@ -65,6 +65,8 @@ typedef struct ccache__rserver {
                              (or ever): the server is known up */
   char last_error[256];   /* under mu: this server's most recent failure */
   bool need_resolve;      /* under mu (Sentinel): ask the Sentinels before the next connect */
+  bool write_denied;      /* under mu: the last write was answered READONLY, NOPERM or OOM
+                             (health: CCACHE_TIER_DEGRADED) */
   char at_host[256];      /* under mu (Sentinel): the primary's address last answered */
   int at_port;            /* under mu (Sentinel): 0 until one was answered */
 
@@ -100,6 +102,7 @@ typedef struct ccache__rcounters {
 /* A server's health, as ccache__rpool_server_state reads it. */
 typedef struct ccache__rserver_state {
   bool answered;            /* a command was answered since the last failure */
+  bool write_denied;        /* writes answered READONLY / NOPERM / OOM, none accepted since */
   bool failing;             /* in backoff (backoff_ms > 0) */
   uint64_t backoff_ms;      /* the current backoff step, 0 when healthy */
   uint64_t backoff_left_ms; /* until the next connect may be tried */
@@ -194,7 +197,10 @@ struct redisContext *ccache__rconnect(ccache__rpool *p, const char *host, int po
                                       char *why, size_t why_len);
 
 /* ------------------------------------------------------ redis_sentinel.c */
-/* Ask the Sentinels, in list order, for s's primary: 0 with host/port set,
+/* Ask the Sentinels, in list order, for s's primary, each answer checked
+ * with ROLE (a stale Sentinel's replica is passed over); if none answers
+ * with a primary, the one in host/port on entry (the last resolved; port
+ * 0: none) is kept while ROLE shows it a primary.  0 with host/port set,
  * or -1 with why set. */
 int ccache__rsentinel_ask(ccache__rpool *p, ccache__rserver *s, char *host, size_t hlen, int *port,
                           char *why, size_t why_len);
@@ -234,6 +240,8 @@ void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len);
 /* Records a failure of server's that the tier found in a reply (counted as
  * a reply error). */
 void ccache__rpool_note_error(ccache__rpool *p, size_t server, const char *line);
+/* A write (SET) on server was accepted: it is no longer write_denied. */
+void ccache__rpool_note_write_ok(ccache__rpool *p, size_t server);
 /* Whether server is inside its backoff window now (an op on it would be
  * refused at once). */
 int ccache__rpool_refusing(ccache__rpool *p, size_t server);

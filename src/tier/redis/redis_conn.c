@@ -307,6 +307,13 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
     FAIL(p, s, reply_errors);
     set_error(p, s, "redis %s: %s: %.*s", s->name, name, (int)r->len, r->str);
     if (s->sentinel && r->len >= 8 && memcmp(r->str, "READONLY", 8) == 0) *broken = 2;
+    if ((r->len >= 8 && memcmp(r->str, "READONLY", 8) == 0) ||
+        (r->len >= 6 && memcmp(r->str, "NOPERM", 6) == 0) ||
+        (r->len >= 3 && memcmp(r->str, "OOM", 3) == 0)) {
+      ccache__lock(&s->mu);
+      s->write_denied = true; /* up, but writing nowhere: health says DEGRADED */
+      ccache__unlock(&s->mu);
+    }
     freeReplyObject(r);
     return CCACHE_EIO;
   }
@@ -405,6 +412,13 @@ void ccache__rreply_free(redisReply *r) {
   if (r) freeReplyObject(r);
 }
 
+void ccache__rpool_note_write_ok(ccache__rpool *p, size_t server) {
+  ccache__rserver *s = &p->servers[server];
+  ccache__lock(&s->mu);
+  s->write_denied = false;
+  ccache__unlock(&s->mu);
+}
+
 int ccache__rpool_refusing(ccache__rpool *p, size_t server) {
   ccache__rserver *s = &p->servers[server];
   ccache__lock(&s->mu);
@@ -429,6 +443,7 @@ void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver
   out->backoff_ms = s->backoff_ms;
   out->backoff_left_ms = s->down_until_ms > now ? s->down_until_ms - now : 0;
   out->failing = s->backoff_ms != 0;
+  out->write_denied = s->write_denied;
   snprintf(out->last_error, sizeof out->last_error, "%s", s->last_error);
   ccache__unlock(&s->mu);
   out->errors = atomic_load(&s->errors);

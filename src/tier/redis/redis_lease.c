@@ -103,6 +103,7 @@ static int op_lock_value(void *state, ccache_key pkey, const void *value, size_t
     ccache__rserver *s = &r->pool.servers[l->server];
     if (rep->type == REDIS_REPLY_STATUS) {
       ccache__rreply_free(rep);
+      ccache__rpool_note_write_ok(&r->pool, l->server);
       atomic_fetch_add_explicit(&s->leases_held, 1, memory_order_relaxed);
       if (l->server != order[0]) ccache__redis_note(&s->fallback_writes);
       *lock = l;

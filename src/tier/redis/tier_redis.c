@@ -131,6 +131,7 @@ static int put_at(ccache__redis *r, const uint8_t *order, size_t n, const char *
     if (rc != CCACHE_OK) return rc;
     *at = i;
     if (rep->type != REDIS_REPLY_STATUS) return ccache__redis_unexpected(r, i, "SET", rep);
+    ccache__rpool_note_write_ok(&r->pool, i);
     ccache__rreply_free(rep);
     return CCACHE_OK;
   }

@@ -32,7 +32,9 @@ static int op_health(void *state, uint32_t part, ccache_tier_health *out) {
     snprintf(out->where, sizeof out->where, "%s", s->name);
   }
   if (out->status != CCACHE_TIER_DISABLED)
-    out->status = st.failing ? CCACHE_TIER_DOWN : CCACHE_TIER_UP;
+    out->status = st.failing        ? CCACHE_TIER_DOWN
+                  : st.write_denied ? CCACHE_TIER_DEGRADED
+                                    : CCACHE_TIER_UP;
   out->backoff_ms = st.backoff_ms;
   out->backoff_left_ms = st.backoff_left_ms;
   out->errors = st.errors;
