@@ -176,7 +176,11 @@ typedef struct ccache_tier_ops {
    * unlock() on it.  Required when lease_ms > 0.
    * @param state the backend's state.
    * @param lock the handle lock() set.
-   * @return CCACHE_OK, or anything else (lease lost: tier_errors +1).
+   * @return CCACHE_OK; CCACHE_EBUSY (the lease is no longer this lock's:
+   *         lost, tier_leases_lost +1); anything else (no answer: retried
+   *         every lease_ms/10 while the lease holds by the last renewal that
+   *         returned OK, counting from when it was called, lease_ms on; then
+   *         lost).  Each failure is tier_errors +1.
    */
   int (*renew)(void *state, void *lock);
   /**
@@ -408,6 +412,20 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *  - Sockets are close-on-exec from their creation; SIGPIPE is blocked in
  *    the calling thread around each command and a raised one consumed: the
  *    process's signal disposition is never changed.
+ *  - A pooled connection the server closed while idle (its `timeout`, a
+ *    proxy's idle limit) is dropped before use and the command sent on a
+ *    fresh one: no error.  A renewal that gets no answer is retried while
+ *    the lease holds (ccache_tier_ops::renew); the lease's scripts compare
+ *    its token alone, so a renewal whose reply was lost leaves it ours.
+ *  - Lease values read from Redis are bounded (193 bytes), and so is every
+ *    lookup (STRLEN + GETRANGE, the reader's tier_max_entry_bytes).
+ *  - Fallback: a hit found past the key's first live server is copied to
+ *    that server by the lookup itself, before the core has verified it
+ *    (issue 33 item 6, open).
+ *  - Sentinel: each address a Sentinel answers is checked with ROLE (a
+ *    stale Sentinel is passed over); with no Sentinel answering, the last
+ *    primary is kept while ROLE says master.  A server whose writes are
+ *    refused (READONLY, NOPERM, OOM) reports CCACHE_TIER_DEGRADED.
  *  - A tier made before fork() returns CCACHE_EFORKED in the child.
  *  - A shared Redis is trusted; hiredis 0.14 has no TLS (passwords travel
  *    as plain text): use loopback, a unix socket, a private network or a
