@@ -187,6 +187,10 @@ int ccache__rexec(struct redisContext *c, int argc, const char **argv, const siz
 int ccache__rexec_get_bounded(struct redisContext *c, const char *key, size_t klen, uint64_t max,
                               uint64_t deadline_ms, struct redisReply **reply, char *why,
                               size_t why_len);
+/* The command's name for the hook and error lines: argv[0], or for a
+ * script that opens with a comment "-- NAME ...", that NAME. */
+const char *ccache__rcmd_label(int argc, const char **argv, const size_t *argvlen, char *buf,
+                               size_t len);
 /* Whether an idle connection is shown closed (EOF, reset, or unexpected
  * bytes) by a zero-timeout poll: 1 closed, 0 usable. */
 int ccache__rconn_closed(struct redisContext *c);

@@ -257,22 +257,6 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
 }
 
 /* ------------------------------------------------------------- commands */
-/* The command's name for the hook and error lines: argv[0], or for a
- * script that opens with a comment "-- NAME ..." (tier_redis.c's lookup,
- * "-- GET"), that NAME: what the script does, not "EVAL". */
-static const char *cmd_label(int argc, const char **argv, const size_t *argvlen, char *buf,
-                             size_t len) {
-  if (argc < 2 || strcmp(argv[0], "EVAL") != 0 || argvlen[1] < 4 || memcmp(argv[1], "-- ", 3))
-    return argv[0];
-  size_t n = 0;
-  while (n + 1 < len && 3 + n < argvlen[1] && argv[1][3 + n] > ' ') {
-    buf[n] = argv[1][3 + n];
-    n++;
-  }
-  buf[n] = '\0';
-  return n ? buf : argv[0];
-}
-
 #define UNSENT 1001 /* run: c was closed and the request never left */
 
 /* bound: 0, or the bounded lookup (argv: "GET" key) of at most bound bytes:
@@ -282,7 +266,7 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
                redisReply **reply, int *broken) {
   ccache__rserver *s = &p->servers[server];
   char lbuf[16];
-  const char *name = cmd_label(argc, argv, argvlen, lbuf, sizeof lbuf);
+  const char *name = ccache__rcmd_label(argc, argv, argvlen, lbuf, sizeof lbuf);
   if (p->hook) p->hook(p->hook_arg, server, name);
   redisReply *r = NULL;
   char why[160];
@@ -473,22 +457,6 @@ int ccache__rpool_init(ccache__rpool *p, ccache__rserver *servers, size_t n, con
     free(p->password);
   }
   return rc;
-}
-
-void ccache__rservers_free(ccache__rserver *s, size_t n) {
-  if (!s) return;
-  for (size_t i = 0; i < n; i++) {
-    for (int j = 0; j < s[i].n_idle; j++) redisFree(s[i].idle[j]);
-    if (s[i].renew_ctx) redisFree(s[i].renew_ctx);
-    free(s[i].name);
-    free(s[i].host);
-    free(s[i].path);
-    if (s[i].locks_made) {
-      ccache__mutex_destroy(&s[i].mu);
-      ccache__mutex_destroy(&s[i].renew_mu);
-    }
-  }
-  free(s);
 }
 
 int ccache__rpool_set_sentinels(ccache__rpool *p, ccache__rserver *sentinels, size_t n,

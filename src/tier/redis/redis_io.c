@@ -282,6 +282,22 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
   return CCACHE__RX_REPLY;
 }
 
+/* The command's name for the hook and error lines: argv[0], or for a
+ * script that opens with a comment "-- NAME ..." (tier_redis.c's lookup,
+ * "-- GET"), that NAME: what the script does, not "EVAL". */
+const char *ccache__rcmd_label(int argc, const char **argv, const size_t *argvlen, char *buf,
+                               size_t len) {
+  if (argc < 2 || strcmp(argv[0], "EVAL") != 0 || argvlen[1] < 4 || memcmp(argv[1], "-- ", 3))
+    return argv[0];
+  size_t n = 0;
+  while (n + 1 < len && 3 + n < argvlen[1] && argv[1][3 + n] > ' ') {
+    buf[n] = argv[1][3 + n];
+    n++;
+  }
+  buf[n] = '\0';
+  return n ? buf : argv[0];
+}
+
 int ccache__rconn_closed(redisContext *c) {
   struct pollfd pf = {.fd = c->fd, .events = POLLIN, .revents = 0};
   int n;
