@@ -25,20 +25,23 @@ checked against a measured fleet on this machine (issue 24).
 
 What the model counts comes from the tier's code (src/tier/tier.c,
 src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
-  lookup    EVAL <bounded-get script> 1 <k> <max bytes> on the key's first
-            live server (inside: STRLEN, GET); on a miss the lookup reads on
-            past it, one such EVAL per live server (tier_redis.c get_from);
+  lookup    STRLEN <k> and GETRANGE <k> 0 131072, pipelined (one round
+            trip; an entry over 128 KiB and within the bound: a second
+            GETRANGE <k> 0 <max bytes>) on the key's first live server; on a
+            miss the lookup reads on past it, one such pair per live server
+            (tier_redis.c get_from, redis_io.c ccache__rexec_get_bounded);
   lease     SET <k>:lease <token> NX PX lease_ms on the first live server;
   waiting   while the lease is held: sleep poll_ms doubling to poll_max_ms,
-            then a poll: the same EVAL on the key's first live server only
+            then a poll: the same lookup on the key's first live server only
             (tier.c poll_load, tier_redis.c op_get_poll: the holder publishes
             nowhere else), then SET NX again (tier.c lock_one);
   taken     after SET NX succeeds, one more lookup (the holder before may
             have published), then the compile;
   publish   SET <k> <entry> on the first live server; then
-  release   EVAL <release script> 1 <k>:lease <token> (inside: GET, DEL);
+  release   EVAL <release script> 1 <k>:lease <token> (inside: GETRANGE
+            0 31, DEL);
   renewal   every lease_ms/3 while the compile runs: EVAL <renew script>
-            (inside: GET, PEXPIRE) on the server's renewal connection, one
+            (inside: GETRANGE 0 31, PEXPIRE) on the server's renewal connection, one
             per (process, server) from its first renewal on (tier_renew.c);
   connect   nothing is sent (no AUTH without a password, no HELLO, no PING);
             a process keeps one pooled connection per server per concurrent
@@ -59,10 +62,10 @@ import time
 KEY_LEN = len("ccache:v1:") + 16 + 1 + 32  # <prefix>:v1:<tag hash>:<program key>
 LEASE_KEY_LEN = KEY_LEN + len(":lease")
 TOKEN_LEN = 32
-RENEW_SCRIPT_LEN = 105  # tier_redis.c RENEW_SCRIPT
-RELEASE_SCRIPT_LEN = 92  # tier_redis.c RELEASE_SCRIPT
-GET_SCRIPT_LEN = 131  # tier_redis.c GET_BOUNDED_SCRIPT
-MAX_ARG_LEN = len(str(64 << 20))  # its ARGV[1]: tier_max_entry_bytes (default 64 MiB)
+RENEW_SCRIPT_LEN = 117  # redis_lease.c RENEW_SCRIPT
+RELEASE_SCRIPT_LEN = 104  # redis_lease.c RELEASE_SCRIPT
+PREFIX_READ = 128 << 10  # redis.h CCACHE__REDIS_PREFIX_READ: the lookup's first GETRANGE end
+MAX_ARG_LEN = len(str(64 << 20))  # the second GETRANGE's end: tier_max_entry_bytes (64 MiB)
 OK_REPLY = len("+OK\r\n")
 NIL_REPLY = len("$-1\r\n")  # RESP2 (hiredis 0.14)
 INT_REPLY = len(":1\r\n")
@@ -77,12 +80,28 @@ def bulk(n):
     return len("$%d\r\n" % n) + n + 2
 
 
+def lookup_req():
+    return req(6, KEY_LEN) + req(8, KEY_LEN, 1, len(str(PREFIX_READ)))
+
+
+def lookup_reply(e):
+    """Reply bytes of a lookup of an e-byte entry (0: none): STRLEN's
+    integer, the first GETRANGE (at most PREFIX_READ + 1 bytes), and the
+    whole entry again when it is longer."""
+    first = len(":%d\r\n" % e) + bulk(min(e, PREFIX_READ + 1))
+    return first + (bulk(e) if e > PREFIX_READ else 0)
+
+
+def lookup_req_bytes(e):
+    return lookup_req() + (req(8, KEY_LEN, 1, MAX_ARG_LEN) if e > PREFIX_READ else 0)
+
+
 def op_bytes(lease_ms):
     """(request, reply) bytes of each operation; entry-sized ones take E."""
     px = len(str(lease_ms))
     return {
-        "get_miss": (req(4, GET_SCRIPT_LEN, 1, KEY_LEN, MAX_ARG_LEN), NIL_REPLY),
-        "get_hit": (lambda e: req(4, GET_SCRIPT_LEN, 1, KEY_LEN, MAX_ARG_LEN), lambda e: bulk(e)),
+        "get_miss": (lookup_req(), lookup_reply(0)),
+        "get_hit": (lookup_req_bytes, lookup_reply),
         "setnx_ok": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), OK_REPLY),
         "setnx_busy": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), NIL_REPLY),
         "store": (lambda e: req(3, KEY_LEN, e), lambda e: OK_REPLY),
@@ -284,7 +303,7 @@ def per_server(counts, homes, sizes, live_sets, settings):
     out = {}
 
     def srv(s):
-        return out.setdefault(s, {"get": 0.0, "set": 0.0, "eval": 0.0, "del": 0.0,
+        return out.setdefault(s, {"getrange": 0.0, "set": 0.0, "eval": 0.0, "del": 0.0,
                                   "strlen": 0.0, "pexpire": 0.0, "net_in": 0.0, "net_out": 0.0})
 
     for k, h in enumerate(homes):
@@ -294,18 +313,18 @@ def per_server(counts, homes, sizes, live_sets, settings):
             x = srv(s)
             # a waiter's polls read the key's home alone (op_get_poll)
             n = counts["miss"][k] - (polled if s != h else 0)
-            x["get"] += n  # each lookup one EVAL, inside it STRLEN and GET
+            x["getrange"] += n  # each lookup STRLEN and GETRANGE
             x["strlen"] += n
-            x["eval"] += n
             x["net_in"] += n * ob["get_miss"][0]
             x["net_out"] += n * ob["get_miss"][1]
         x = srv(h)
         hits, ok, busy = counts["hit"][k], counts["setnx_ok"][k], counts["setnx_busy"][k]
         rel, ren, st = counts["releases"][k], counts["renewals"][k], counts["compiles"][k]
-        x["get"] += hits + rel + ren  # the scripts' own GET
+        # the scripts' own GETRANGE; a hit over PREFIX_READ reads twice
+        x["getrange"] += hits * (2 if e > PREFIX_READ else 1) + rel + ren
         x["strlen"] += hits
         x["set"] += ok + busy + st
-        x["eval"] += hits + rel + ren
+        x["eval"] += rel + ren
         x["del"] += rel
         x["pexpire"] += ren
         x["net_in"] += (hits * ob["get_hit"][0](e) + ok * ob["setnx_ok"][0] +
@@ -349,8 +368,8 @@ def connections(procs, servers_touched, threads=1, renew_servers=0, idle_max=8):
 # own core; see docs/fleet.md): measure your own with redis-benchmark.
 CMD_LIMIT = 100_000  # simple commands per second
 # What counts against it: INFO commandstats' calls, a script's own calls
-# included (a lookup is 3: EVAL, STRLEN, GET).
-CMDS = ("get", "set", "eval", "del", "strlen", "pexpire")
+# included (a lookup is 2: STRLEN, GETRANGE).
+CMDS = ("getrange", "set", "eval", "del", "strlen", "pexpire")
 NET_LIMIT = 1.25e9  # bytes per second out (10 Gbit/s)
 MAXCLIENTS = 10_000  # Redis's default maxclients
 
@@ -399,13 +418,13 @@ def fleet_row(f, s, settings, compile_ms=2000.0, wave_programs=100, lookups_per_
         per = {k: lam * (1 - new_frac) * h[k] + lam * new_frac * n[k] for k in h}
         out["steady_out_%d" % e] = per["net_out"]
         out["steady_cmds"] = sum(per[c] for c in CMDS)
-        out["steady_get"] = per["get"]
+        out["steady_get"] = per["getrange"]
         w = spread(program_counts(f, compile_ms, settings), s, e, settings)
         dur = compile_ms / 1000.0  # one program per thread at a time, each lasting a compile
         rate = threads / dur
         out["wave_out_%d" % e] = w["net_out"] * rate
         out["wave_cmds"] = sum(w[c] for c in CMDS) * rate
-        out["wave_get"] = w["get"] * rate
+        out["wave_get"] = w["getrange"] * rate
     out["polls_per_wait"] = settings.polls(compile_ms)
     out["wave_seconds"] = wave_programs * compile_ms / 1000.0 / threads
     ren = 1 if settings.renewals(compile_ms) else 0
@@ -456,7 +475,7 @@ def table_md():
         lines.append("Settings: %s; compile 2 s; steady state 1 tier lookup per process per "
                      "second, 0.1 %% of them new programs; wave: every process needs the same "
                      "100 new programs, one thread each.\n" % title)
-        lines.append("| fleet | per server: steady commands/s | wave commands/s (of which GET) "
+        lines.append("| fleet | per server: steady commands/s | wave commands/s (of which GETRANGE) "
                      "| polls per wait | steady bytes out/s, 15 KB / 1 MiB entries | wave bytes "
                      "out/s, 15 KB / 1 MiB | connections | processes at which a server reaches: "
                      "%s commands/s (wave) / %sB/s out (1 MiB entries) / maxclients %s |"
@@ -655,7 +674,7 @@ def compare(run, args):
                              costs=costs)
     meas = {}
     for s in servers:
-        m = meas.setdefault(s, {"get": 0, "set": 0, "eval": 0, "del": 0, "strlen": 0,
+        m = meas.setdefault(s, {"getrange": 0, "set": 0, "eval": 0, "del": 0, "strlen": 0,
                                 "pexpire": 0, "net_in": 0, "net_out": 0})
         for ph in ("phase1", "phase2"):
             d = run["per_server"][s].get(ph)
@@ -679,7 +698,7 @@ def compare(run, args):
         target="exactly", exact=True, note="one per kernel: %d kernels" % kernels)
     row("lookups that waited for another's lease (kernel_jit lock_waits)", tot["waits"],
         sum(r["lock_waits"] for r in reports), note="%d lookups in all" % (procs * kernels))
-    for cmd in ("get", "set", "eval", "del", "strlen"):
+    for cmd in ("getrange", "set", "eval", "del", "strlen"):
         p = sum(pred[s].get(cmd, 0) for s in servers)
         m = sum(meas[s].get(cmd, 0) for s in servers)
         worst = max(abs(pct(pred[s].get(cmd, 0), meas[s].get(cmd, 0))) for s in meas
@@ -748,7 +767,7 @@ def compare(run, args):
 
 
 # The per-server figures checked (INFO commandstats names; bytes).
-PER_SERVER = ("get", "set", "eval", "del", "strlen", "net_in", "net_out")
+PER_SERVER = ("getrange", "set", "eval", "del", "strlen", "net_in", "net_out")
 
 
 def fmt(v):
@@ -774,15 +793,17 @@ def selftest():
     check("polls(1000 ms)", st.polls(1000), 10)  # 5+10+20+40+80+160+200+200+200+200
     check("renewals(9999 ms, lease 10 s)", st.renewals(9999), 2)
     check("renewals(3334 ms)", st.renewals(3334), 1)
-    # *5 $4 EVAL $131 <script> $1 1 $59 <key> $8 67108864: 4+10+139+7+66+14
-    check("request bytes of a lookup of a 59-byte key", req(4, GET_SCRIPT_LEN, 1, KEY_LEN,
-                                                            MAX_ARG_LEN), 240)
+    # *2 $6 STRLEN $59 <key>: 4+12+66; *4 $8 GETRANGE $59 <key> $1 0 $6 131072: 4+14+66+7+12
+    check("request bytes of a lookup of a 59-byte key", lookup_req(), 82 + 103)
+    # :0 and an empty bulk for no key; a hit of 1000 bytes: :1000 and the entry
+    check("reply bytes of a missing lookup", lookup_reply(0), 4 + 6)
+    check("reply bytes of a 1000-byte hit", lookup_reply(1000), 7 + 1009)
     check("reply bytes of a 15424-byte entry", bulk(15424), 15434)
     # Two processes, one kernel, one server, compile 50 ms, no jitter: one
     # compiles (lookup miss, SET NX, lookup miss, SET, EVAL release), the
     # other waits: lookup miss, SET NX busy, polls at 5, 15, 35 ms miss (3
-    # lookups, 3 SET NX busy), at 75 ms hits: 1 lookup.  Each lookup is one
-    # EVAL, inside it STRLEN and GET.
+    # lookups, 3 SET NX busy), at 75 ms hits: 1 lookup.  Each lookup is
+    # STRLEN and GETRANGE.
     t = Timing(50.0, compile_cv=1e-9, load_ms=0.0, work_ms=0.0, rtt_ms=0.0, start_spread_ms=0.0)
     c = simulate_wave(2, 1, 1, t, st, random.Random(1))
     check("two processes: compiles", sum(c["compiles"]), 1)
@@ -791,21 +812,23 @@ def selftest():
     check("two processes: SET NX busy", sum(c["setnx_busy"]), 4)
     check("two processes: hits", sum(c["hit"]), 1)
     fig = per_server(c, ["s"], [1000], [["s"]], st)["s"]
-    check("two processes: GET commands", fig["get"], 6 + 1 + 1)  # + the release script's GET
+    # + the release script's GETRANGE
+    check("two processes: GETRANGE commands", fig["getrange"], 6 + 1 + 1)
     check("two processes: STRLEN commands", fig["strlen"], 6 + 1)
-    check("two processes: EVAL commands", fig["eval"], 6 + 1 + 1)  # + the release
+    check("two processes: EVAL commands", fig["eval"], 1)  # the release
     check("two processes: SET commands", fig["set"], 1 + 4 + 1)
     # The same on three live servers, the key on "a": a lookup that misses
     # reads all three, but a waiter's 3 polls read "a" alone (op_get_poll),
     # so "b" and "c" see the 3 other missing lookups (2 of the compiler, the
     # waiter's first); the rest goes to "a" alone.
     three = per_server(c, ["a"], [1000], [["a", "b", "c"]], st)
-    check("three servers: GET on the key's server", three["a"]["get"], 6 + 1 + 1)
-    check("three servers: GET on another", three["b"]["get"], 6 - 3)
-    check("three servers: EVAL on another", three["c"]["eval"], 6 - 3)
+    check("three servers: GETRANGE on the key's server", three["a"]["getrange"], 6 + 1 + 1)
+    check("three servers: GETRANGE on another", three["b"]["getrange"], 6 - 3)
+    check("three servers: STRLEN on another", three["c"]["strlen"], 6 - 3)
+    check("three servers: EVAL on another", three["c"]["eval"], 0)
     check("three servers: SET on another", three["b"]["set"], 0)
-    check("three servers: bytes in on another", three["c"]["net_in"], 3 * 240)
-    check("three servers: bytes out on another", three["c"]["net_out"], 3 * NIL_REPLY)
+    check("three servers: bytes in on another", three["c"]["net_in"], 3 * (82 + 103))
+    check("three servers: bytes out on another", three["c"]["net_out"], 3 * (4 + 6))
     # The fleet table's wave: 1,000 processes, a 2 s compile, default polls:
     # 15 polls per wait (5+10+...+160 = 315 ms, then 200 ms each to 2115).
     check("wave polls per wait, 2 s compile", st.polls(2000), 15)
@@ -814,7 +837,7 @@ def selftest():
     # per server of 10: the 2 + 999 lookups that read every server, and the
     # 999 x 14 polls that miss on the home, 1/10 of the programs' homes
     wave = spread(program_counts(1000, 2000.0, st), 10, 1000, st)
-    check("wave EVALs of one program per server, 1,000 x 10", round(wave["eval"], 6),
+    check("wave lookups of one program per server, 1,000 x 10", round(wave["getrange"], 6),
           round(2 + 999 + (999 * 14 + 999 + 1) / 10, 6))
     for f in fails:
         print("selftest: " + f, file=sys.stderr)

@@ -842,7 +842,9 @@ static void lost_lease_is_counted_and_the_compile_goes_on(void **state) {
   rig r;
   ccache_tier_ops o = mem_ops(true, 3); /* both renewed every 1 ms */
   rig_open_ops(&r, 2, &o, "rt-1", 0);
-  r.m[0]->renew_rc = CCACHE_EIO; /* tier 0's lease is lost at its first renewal */
+  /* Tier 0's lease is lost at its first renewal: "no longer yours" (a
+   * renewal that got no answer would be retried while the lease holds). */
+  r.m[0]->renew_rc = CCACHE_EBUSY;
   /* The compile runs until tier 1's healthy lease was renewed 5 times: time
    * for tier 0's to be renewed about as often, were a lost lease renewed. */
   r.comp.during = wait_for_renewals;

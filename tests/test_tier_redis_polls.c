@@ -30,7 +30,7 @@
 
 /* One server's lookups and sets, from INFO commandstats. */
 typedef struct cmd_counts {
-  long long eval, get, strlen_, set;
+  long long eval, getrange, strlen_, set; /* a lookup: STRLEN + GETRANGE (issue 33) */
 } cmd_counts;
 
 /* calls=N of cmdstat_<name> in an INFO commandstats text (0: never called). */
@@ -45,7 +45,7 @@ static cmd_counts counts_of(t_redis_server *s) {
   redisReply *rep = t_redis_cmd(s, "INFO commandstats");
   assert_non_null(rep);
   assert_int_equal(rep->type, REDIS_REPLY_STRING);
-  cmd_counts c = {stat_calls(rep->str, "eval"), stat_calls(rep->str, "get"),
+  cmd_counts c = {stat_calls(rep->str, "eval"), stat_calls(rep->str, "getrange"),
                   stat_calls(rep->str, "strlen"), stat_calls(rep->str, "set")};
   freeReplyObject(rep);
   return c;
@@ -106,8 +106,8 @@ static void *waiter_main(void *arg) {
 
 /* B misses PK(K) while its lease is held on K's home server, and polls
  * until the holder publishes (publish) or lets the lease go unpublished.
- * B's first lookup reads each of the three servers once (EVAL, inside it
- * STRLEN and GET); then every lock attempt (SET NX, busy) and every poll go
+ * B's first lookup reads each of the three servers once (STRLEN and
+ * GETRANGE, pipelined); then every lock attempt (SET NX, busy) and every poll go
  * to the home server alone, one poll after each busy attempt.  Returns the
  * per-server counts in rendezvous order, the polls, and the compiles B ran
  * (its id checked: loaded when published, compiled otherwise). */
@@ -140,7 +140,7 @@ static long long wait_case(int publish, cmd_counts c[3], uint64_t *compiled) {
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
   unsigned long long until = t_redis_now_ms() + T_WAIT_MS;
-  while (counts_of(home).eval < 1 + MIN_POLLS && t_redis_now_ms() < until) t_redis_poll_pause();
+  while (counts_of(home).getrange < 1 + MIN_POLLS && t_redis_now_ms() < until) t_redis_poll_pause();
   if (publish) /* the holder publishes (its lease expires later) */
     rep = t_redis_cmd(home, "SET %s %b", key, bytes, len);
   else /* the holder gives up: its lease is gone, nothing published */
@@ -154,8 +154,8 @@ static long long wait_case(int publish, cmd_counts c[3], uint64_t *compiled) {
 
   for (int k = 0; k < 3; k++) c[k] = counts_of(&s[order[k]]);
   for (int k = 0; k < 3; k++)
-    print_message("server %d of the key's order: EVAL %lld GET %lld STRLEN %lld SET %lld\n", k,
-                  c[k].eval, c[k].get, c[k].strlen_, c[k].set);
+    print_message("server %d of the key's order: EVAL %lld GETRANGE %lld STRLEN %lld SET %lld\n", k,
+                  c[k].eval, c[k].getrange, c[k].strlen_, c[k].set);
   ccache_stats st;
   ccache_stats_init(&st);
   assert_int_equal(ccache_stats_get(w.c, &st), CCACHE_OK);
@@ -169,8 +169,8 @@ static long long wait_case(int publish, cmd_counts c[3], uint64_t *compiled) {
   return c[0].set - (publish ? 1 : 2);
 }
 
-/* Published: the two other servers see exactly B's first lookup (1 EVAL,
- * 1 GET, 1 STRLEN, no SET) however long B waits, the home server that
+/* Published: the two other servers see exactly B's first lookup (1
+ * GETRANGE, 1 STRLEN, no SET) however long B waits, the home server that
  * lookup plus one per poll, and B loads the entry with no compile. */
 static void redis_wait_polls_only_the_home_server(void **state) {
   (void)state;
@@ -179,12 +179,12 @@ static void redis_wait_polls_only_the_home_server(void **state) {
   long long polls = wait_case(1, c, &compiled);
   assert_int_equal(compiled, 0);
   assert_true(polls >= MIN_POLLS);
-  assert_int_equal(c[0].eval, 1 + polls);
-  assert_int_equal(c[0].get, 1 + polls);
+  assert_int_equal(c[0].eval, 0);
+  assert_int_equal(c[0].getrange, 1 + polls);
   assert_int_equal(c[0].strlen_, 1 + polls);
   for (int k = 1; k < 3; k++) {
-    assert_int_equal(c[k].eval, 1);
-    assert_int_equal(c[k].get, 1);
+    assert_int_equal(c[k].eval, 0);
+    assert_int_equal(c[k].getrange, 1);
     assert_int_equal(c[k].strlen_, 1);
     assert_int_equal(c[k].set, 0);
   }
@@ -192,8 +192,9 @@ static void redis_wait_polls_only_the_home_server(void **state) {
 
 /* Unpublished: once B holds the lease, its lookup is a lookup again (a
  * copy written while the home server was down would be found): the two
- * other servers see 2 EVALs each, the first lookup and that one; B
- * compiles once.  Home: 1 + polls + 1 lookups, and B's lease release. */
+ * other servers see 2 lookups each, the first lookup and that one; B
+ * compiles once.  Home: 1 + polls + 1 lookups, and B's lease release (an
+ * EVAL whose script reads the token with GETRANGE). */
 static void redis_lookup_after_the_lock_reads_every_server(void **state) {
   (void)state;
   cmd_counts c[3];
@@ -201,11 +202,12 @@ static void redis_lookup_after_the_lock_reads_every_server(void **state) {
   long long polls = wait_case(0, c, &compiled);
   assert_int_equal(compiled, 1);
   assert_true(polls >= MIN_POLLS);
-  assert_int_equal(c[0].eval, 1 + polls + 1 + 1);
+  assert_int_equal(c[0].eval, 1);
+  assert_int_equal(c[0].getrange, 1 + polls + 1 + 1);
   assert_int_equal(c[0].strlen_, 1 + polls + 1);
   for (int k = 1; k < 3; k++) {
-    assert_int_equal(c[k].eval, 2);
-    assert_int_equal(c[k].get, 2);
+    assert_int_equal(c[k].eval, 0);
+    assert_int_equal(c[k].getrange, 2);
     assert_int_equal(c[k].strlen_, 2);
     assert_int_equal(c[k].set, 0);
   }
@@ -239,11 +241,11 @@ static void redis_first_lookup_still_finds_a_fallback_copy(void **state) {
   assert_int_equal(atomic_load(&t_e2e_compiles), compiles);
   cmd_counts c[3];
   for (int k = 0; k < 3; k++) c[k] = counts_of(&s[order[k]]);
-  assert_int_equal(c[0].eval, 1); /* the miss */
-  assert_int_equal(c[0].set, 1);  /* the copy back */
-  assert_int_equal(c[1].eval, 1); /* the hit */
+  assert_int_equal(c[0].getrange, 1); /* the miss */
+  assert_int_equal(c[0].set, 1);      /* the copy back */
+  assert_int_equal(c[1].getrange, 1); /* the hit */
   assert_int_equal(c[1].set, 0);
-  assert_int_equal(c[2].eval, 0);
+  assert_int_equal(c[2].getrange, 0);
   assert_int_equal(t_redis_int(&s[order[0]], "EXISTS %s", key), 1);
   t_close(b);
   free(bytes);

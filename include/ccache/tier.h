@@ -176,7 +176,11 @@ typedef struct ccache_tier_ops {
    * unlock() on it.  Required when lease_ms > 0.
    * @param state the backend's state.
    * @param lock the handle lock() set.
-   * @return CCACHE_OK, or anything else (lease lost: tier_errors +1).
+   * @return CCACHE_OK; CCACHE_EBUSY (the lease is no longer this lock's:
+   *         lost, tier_leases_lost +1); anything else (no answer: retried
+   *         every lease_ms/10 while the lease holds by the last renewal that
+   *         returned OK, counting from when it was called, lease_ms on; then
+   *         lost).  Each failure is tier_errors +1.
    */
   int (*renew)(void *state, void *lock);
   /**
@@ -301,6 +305,11 @@ CCACHE_API void ccache_tier_free(ccache_tier *t);
 #define CCACHE_TIER_UP       0u /**< in use, and its most recent op succeeded (or none failed) */
 #define CCACHE_TIER_DOWN     1u /**< its most recent op failed (a server: in backoff) */
 #define CCACHE_TIER_DISABLED 2u /**< not used: its attach failed, or no codec */
+/** In use and answering, but refusing writes: a Redis server whose last
+ *  write was answered READONLY (a replica: a stale Sentinel), NOPERM (the
+ *  ACL) or OOM (maxmemory), with no write accepted since.  Reads may still
+ *  hit; entries are not shared meanwhile.  Since 0.2. */
+#define CCACHE_TIER_DEGRADED 3u
 
 /** One part of a tier, as ccache_tier_health_get() fills it. */
 typedef struct ccache_tier_health {
@@ -309,7 +318,8 @@ typedef struct ccache_tier_health {
   const char *kind;         /**< the backend's name ("disk", "redis", "custom"): static */
   char where[256];          /**< "host:port", "unix:/path", "NAME (host:port)" of a
                              Sentinel primary, a disk tier's directory, or "" */
-  uint32_t status;          /**< CCACHE_TIER_UP, CCACHE_TIER_DOWN or CCACHE_TIER_DISABLED */
+  uint32_t status;          /**< CCACHE_TIER_UP, CCACHE_TIER_DOWN, CCACHE_TIER_DISABLED or
+                                 CCACHE_TIER_DEGRADED */
   uint64_t backoff_ms;      /**< a server's current reconnect backoff step, ms (0: healthy) */
   uint64_t backoff_left_ms; /**< ms until it may be connected again (0: now) */
   uint64_t errors;          /**< failed ops on this part (its share of tier_errors) */
@@ -410,6 +420,20 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *  - Sockets are close-on-exec from their creation; SIGPIPE is blocked in
  *    the calling thread around each command and a raised one consumed: the
  *    process's signal disposition is never changed.
+ *  - A pooled connection the server closed while idle (its `timeout`, a
+ *    proxy's idle limit) is dropped before use and the command sent on a
+ *    fresh one: no error.  A renewal that gets no answer is retried while
+ *    the lease holds (ccache_tier_ops::renew); the lease's scripts compare
+ *    its token alone, so a renewal whose reply was lost leaves it ours.
+ *  - Lease values read from Redis are bounded (193 bytes), and so is every
+ *    lookup (STRLEN + GETRANGE, the reader's tier_max_entry_bytes).
+ *  - Fallback: a hit found past the key's first live server is copied to
+ *    that server by the lookup itself, before the core has verified it
+ *    (issue 33 item 6, open).
+ *  - Sentinel: each address a Sentinel answers is checked with ROLE (a
+ *    stale Sentinel is passed over); with no Sentinel answering, the last
+ *    primary is kept while ROLE says master.  A server whose writes are
+ *    refused (READONLY, NOPERM, OOM) reports CCACHE_TIER_DEGRADED.
  *  - A tier made before fork() returns CCACHE_EFORKED in the child.
  *  - A shared Redis is trusted; hiredis 0.14 has no TLS (passwords travel
  *    as plain text): use loopback, a unix socket, a private network or a

@@ -122,6 +122,8 @@ typedef struct ccache__lease_rec {
   void *lock;
   ccache_key key;  /* for the event of a failed renew */
   uint64_t due_ns; /* next renewal, CLOCK_MONOTONIC */
+  uint64_t ok_ns;  /* when the last confirmed renewal (or the lock) was sent:
+                      the lease holds until ok_ns + lease_ms */
   int busy;        /* renew() is running on it (r_mu released) */
   int lost;        /* a renew failed: no more renewals */
   int token;       /* taken by lock_value: renew_value, a fresh token each time */

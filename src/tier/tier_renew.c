@@ -19,8 +19,17 @@
  * first.  The compiling thread registers each lease (a record on its own
  * stack) and unregisters it before unlocking; a record being renewed is
  * marked busy, and unregistering waits for that renewal to end, so renew
- * and unlock never run at the same time on one lock.  A failed renewal
- * loses the lease: counted (tier_leases_lost, tier_errors), never retried.
+ * and unlock never run at the same time on one lock.
+ *
+ * A renewal that fails without an answer (timed out, connection lost, the
+ * server in backoff: anything but CCACHE_EBUSY, "no longer yours") is
+ * retried every lease_ms/10 (at least 1 ms) for as long as the lease still
+ * holds by the last *confirmed* renewal: while now + lease_ms/10 is before
+ * sent + lease_ms, where sent is when that renewal (or the lock) was sent.
+ * A short stall of the server (shorter than lease_ms minus the renewal
+ * period) so costs a tier error per failed try but not the lease.  The
+ * lease is lost (counted: tier_leases_lost, tier_errors) on CCACHE_EBUSY or
+ * when that time has run out.
  *
  * Locks: r_mu guards the lanes, their lists and r_stop; a leaf, never held
  * across an op or callback (docs/design.md's lock tree).
@@ -33,6 +42,12 @@
 /* ------------------------------------------------------- the renewal threads */
 
 static uint64_t renew_period_ns(const ccache_tier *t) { return t->ops.lease_ms / 3 * 1000000u; }
+
+/* The spacing of retries after a renewal that failed without an answer. */
+static uint64_t retry_ns(const ccache_tier *t) {
+  uint64_t ms = t->ops.lease_ms / 10;
+  return (ms ? ms : 1) * 1000000u;
+}
 
 /* The earliest lease of the lane due that is neither lost nor being renewed. */
 static ccache__lease_rec *next_due(ccache__renew_lane *ln) {
@@ -62,6 +77,7 @@ static void *renewal_main(void *arg) {
      * keeps unlock() from running while renew() does. */
     r->busy = 1;
     ccache__unlock(&ts->r_mu);
+    uint64_t sent = ccache__mono_ns();
     int rc = CCACHE_OK;
     if (r->token) { /* a fresh token at each renewal */
       unsigned char tok[CCACHE__LEASE_TOKEN];
@@ -70,17 +86,26 @@ static void *renewal_main(void *arg) {
     } else {
       CCACHE__IN_FRAME(ts, rc = r->t->ops.renew(r->t->state, r->lock));
     }
+    uint64_t end = ccache__mono_ns();
+    /* Retry while the lease holds by the last confirmed renewal. */
+    int retry = rc != CCACHE_OK && rc != CCACHE_EBUSY &&
+                end + retry_ns(r->t) < r->ok_ns + r->t->ops.lease_ms * 1000000u;
     if (rc != CCACHE_OK) {
-      ccache__tier_fail(ts, r->tier, r->key, "renew", rc, 0, "the compile lease was lost");
-      atomic_fetch_add(&ts->leases_lost, 1);
-      atomic_fetch_add(&ts->per[r->tier].leases_lost, 1);
+      ccache__tier_fail(
+          ts, r->tier, r->key, "renew", rc, 0,
+          retry ? "a renewal failed: retried while the lease holds" : "the compile lease was lost");
+      if (!retry) {
+        atomic_fetch_add(&ts->leases_lost, 1);
+        atomic_fetch_add(&ts->per[r->tier].leases_lost, 1);
+      }
     } else {
       ccache__tier_ok(ts, r->tier);
     }
     ccache__lock(&ts->r_mu);
     r->busy = 0;
-    if (rc != CCACHE_OK) r->lost = 1;
-    r->due_ns = ccache__mono_ns() + renew_period_ns(r->t);
+    if (rc == CCACHE_OK) r->ok_ns = sent;
+    if (rc != CCACHE_OK && !retry) r->lost = 1;
+    r->due_ns = end + (retry ? retry_ns(r->t) : renew_period_ns(r->t));
     ccache__worker_wake_locked(&ln->w);
   }
   ccache__unlock(&ts->r_mu);
@@ -132,7 +157,10 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint
   r->lock = lock;
   r->key = key;
   r->token = ts->trust && t->ops.lock_value && t->ops.renew_value;
-  r->due_ns = ccache__mono_ns() + renew_period_ns(t);
+  /* The lock was sent a little earlier, so the lease ends a little before
+   * ok_ns + lease_ms: a retry sent past its end finds it gone (EBUSY). */
+  r->ok_ns = ccache__mono_ns();
+  r->due_ns = r->ok_ns + renew_period_ns(t);
   uint32_t g = 0;
   CCACHE__IN_FRAME(ts, g = group_of(t, lock));
   ccache__lock(&ts->r_mu);

@@ -4,11 +4,14 @@
  * struct pointers, so including this header does not need hiredis.
  *
  *   redis_servers.c  the server list: parsing, rendezvous hashing
- *   redis_conn.c     connections: per-server pools, close-on-exec sockets,
- *                    connect + AUTH, whole-command timeouts, reconnect
- *                    backoff, the SIGPIPE guard
- *   tier_redis.c     the tier backend: keys, get/put/remove, the compile
- *                    lease (lock/renew/unlock), the options
+ *   redis_io.c       one connection: close-on-exec sockets, connect + AUTH,
+ *                    whole-command timeouts, the SIGPIPE guard
+ *   redis_sentinel.c Sentinel mode: asking the Sentinels for a primary
+ *   redis_conn.c     connections: per-server pools, reconnect backoff,
+ *                    running a command on a server
+ *   tier_redis.c     the tier backend: keys, get/put/remove (tier_redis.h)
+ *   redis_lease.c    the compile lease (lock/renew/unlock, lease peek)
+ *   tier_redis_open.c  the options, creation, health and close
  *
  * Locking: a server's mu guards its idle pool, backoff state and last error
  * and is never held across network I/O; renew_mu serialises the renewal connection (held
@@ -23,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #include "base/sync.h"
@@ -34,6 +38,9 @@ struct redisReply;
 #define CCACHE__REDIS_MAX_SERVERS 64  /* entries in one server list */
 #define CCACHE__REDIS_IDLE_MAX    8   /* idle connections kept per server */
 #define CCACHE__REDIS_MAX_PREFIX  256 /* bytes of key prefix (and of namespace) */
+/* Bytes of an entry the lookup's first round trip reads (with its STRLEN):
+ * entries up to this size cost one round trip, longer ones two. */
+#define CCACHE__REDIS_PREFIX_READ ((uint64_t)128 << 10)
 
 /* One server of the list. */
 typedef struct ccache__rserver {
@@ -58,6 +65,8 @@ typedef struct ccache__rserver {
                              (or ever): the server is known up */
   char last_error[256];   /* under mu: this server's most recent failure */
   bool need_resolve;      /* under mu (Sentinel): ask the Sentinels before the next connect */
+  bool write_denied;      /* under mu: the last write was answered READONLY, NOPERM or OOM
+                             (health: CCACHE_TIER_DEGRADED) */
   char at_host[256];      /* under mu (Sentinel): the primary's address last answered */
   int at_port;            /* under mu (Sentinel): 0 until one was answered */
 
@@ -86,11 +95,14 @@ typedef struct ccache__rcounters {
   uint64_t reply_errors;     /* commands the server answered with an error */
   uint64_t refused_backoff;  /* operations refused at once: server in backoff */
   uint64_t sigpipes;         /* SIGPIPEs raised by our I/O and drained */
+  uint64_t idle_closed;      /* idle connections found closed by the server (its
+                                idle timeout) before a command: dropped, no failure */
 } ccache__rcounters;
 
 /* A server's health, as ccache__rpool_server_state reads it. */
 typedef struct ccache__rserver_state {
   bool answered;            /* a command was answered since the last failure */
+  bool write_denied;        /* writes answered READONLY / NOPERM / OOM, none accepted since */
   bool failing;             /* in backoff (backoff_ms > 0) */
   uint64_t backoff_ms;      /* the current backoff step, 0 when healthy */
   uint64_t backoff_left_ms; /* until the next connect may be tried */
@@ -113,7 +125,8 @@ typedef struct ccache__rpool {
   uint64_t reconnect_min_ms, reconnect_max_ms;
   pid_t pid; /* the creating process: a fork child never uses the connections */
 
-  _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes;
+  _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes,
+      idle_closed;
 
   ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */
@@ -143,6 +156,59 @@ size_t ccache__rendezvous(const ccache__rserver *s, size_t n, ccache_key pkey);
  * decreasing weight (order[0] is ccache__rendezvous()). */
 void ccache__rendezvous_order(const ccache__rserver *s, size_t n, ccache_key pkey, uint8_t *order);
 
+/* ------------------------------------------------------------ redis_io.c */
+/* Milliseconds of CLOCK_MONOTONIC. */
+uint64_t ccache__rmono_ms(void);
+/* SIGPIPE blocked in the calling thread for the I/O in between; _end
+ * returns 1 if a SIGPIPE raised meanwhile was consumed. */
+typedef struct ccache__rpipe_guard {
+  sigset_t old;
+  int was_pending;
+} ccache__rpipe_guard;
+void ccache__rguard_begin(ccache__rpipe_guard *g);
+int ccache__rguard_end(ccache__rpipe_guard *g);
+/* The outcome of one command on a connection. */
+enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM, CCACHE__RX_UNSENT, CCACHE__RX_OVER };
+/* Send argv on c and read its reply, all by deadline_ms (monotonic):
+ * CCACHE__RX_REPLY with *reply; CCACHE__RX_BROKEN (I/O error, EOF, protocol
+ * error or timeout: why set, the connection is unusable); CCACHE__RX_UNSENT
+ * (the first write failed with EPIPE or ECONNRESET: the connection is
+ * unusable but the request never left, so it may be sent again);
+ * CCACHE__RX_NOMEM. */
+int ccache__rexec(struct redisContext *c, int argc, const char **argv, const size_t *argvlen,
+                  uint64_t deadline_ms, struct redisReply **reply, char *why, size_t why_len);
+/* The bounded lookup: STRLEN key and GETRANGE key 0 P (P = the smaller of
+ * max and CCACHE__REDIS_PREFIX_READ), pipelined; a value longer than P and
+ * not over max is then read whole with GETRANGE key 0 max (a second round
+ * trip).  CCACHE__RX_OVER if STRLEN says more than max bytes (the server
+ * built at most P + 1 of them) or the value grew over max in between; else
+ * as ccache__rexec, the reply being the value (a nil reply for no key), or
+ * STRLEN's error reply. */
+int ccache__rexec_get_bounded(struct redisContext *c, const char *key, size_t klen, uint64_t max,
+                              uint64_t deadline_ms, struct redisReply **reply, char *why,
+                              size_t why_len);
+/* The command's name for the hook and error lines: argv[0], or for a
+ * script that opens with a comment "-- NAME ...", that NAME. */
+const char *ccache__rcmd_label(int argc, const char **argv, const size_t *argvlen, char *buf,
+                               size_t len);
+/* Whether an idle connection is shown closed (EOF, reset, or unexpected
+ * bytes) by a zero-timeout poll: 1 closed, 0 usable. */
+int ccache__rconn_closed(struct redisContext *c);
+/* Connect to host:port (or path) within p's connect timeout and AUTH
+ * [user] password (password NULL: none).  NULL on failure, why set. */
+struct redisContext *ccache__rconnect(ccache__rpool *p, const char *host, int port,
+                                      const char *path, const char *user, const char *password,
+                                      char *why, size_t why_len);
+
+/* ------------------------------------------------------ redis_sentinel.c */
+/* Ask the Sentinels, in list order, for s's primary, each answer checked
+ * with ROLE (a stale Sentinel's replica is passed over); if none answers
+ * with a primary, the one in host/port on entry (the last resolved; port
+ * 0: none) is kept while ROLE shows it a primary.  0 with host/port set,
+ * or -1 with why set. */
+int ccache__rsentinel_ask(ccache__rpool *p, ccache__rserver *s, char *host, size_t hlen, int *port,
+                          char *why, size_t why_len);
+
 /* ---------------------------------------------------------- redis_conn.c */
 /* Takes ownership of servers (freed by ccache__rpool_destroy, or by the
  * caller on error). */
@@ -165,6 +231,12 @@ int ccache__rpool_set_sentinels(ccache__rpool *p, ccache__rserver *sentinels, si
  * CCACHE_ENOMEM / CCACHE_EFORKED. */
 int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
                           const size_t *argvlen, struct redisReply **reply);
+/* The bounded lookup of key on server i's pool (STRLEN + GETRANGE,
+ * pipelined: ccache__rexec_get_bounded): as ccache__rpool_command, with
+ * *reply the value (string, or nil), or CCACHE__TIER_OVERSIZE when the value is over max
+ * bytes (not read past a prefix; the server is not failed). */
+int ccache__rpool_get_bounded(ccache__rpool *p, size_t server, const char *key, size_t klen,
+                              uint64_t max, struct redisReply **reply);
 void ccache__rreply_free(struct redisReply *r);
 void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out);
 /* Copies the last error line into buf (NUL-terminated; "" if none). */
@@ -172,6 +244,8 @@ void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len);
 /* Records a failure of server's that the tier found in a reply (counted as
  * a reply error). */
 void ccache__rpool_note_error(ccache__rpool *p, size_t server, const char *line);
+/* A write (SET) on server was accepted: it is no longer write_denied. */
+void ccache__rpool_note_write_ok(ccache__rpool *p, size_t server);
 /* Whether server is inside its backoff window now (an op on it would be
  * refused at once). */
 int ccache__rpool_refusing(ccache__rpool *p, size_t server);

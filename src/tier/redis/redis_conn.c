@@ -22,89 +22,18 @@
  * error *reply* (OOM under maxmemory, NOPERM, ...) is an answer: the
  * connection goes back to the pool, with no backoff.
  *
- * Sockets.  Each connection's socket is made here, SOCK_CLOEXEC from the
- * start (so an exec in another thread never inherits it: there is no window
- * between socket() and an fcntl()) and SOCK_NONBLOCK, connected with a
- * poll() bounded by connect_timeout_ms, then handed to redisConnectFd().
- * The context's REDIS_BLOCK flag is cleared (as hiredis' own non-blocking
- * connects do), and commands are driven here: redisAppendCommandArgv, then
- * redisBufferWrite / redisBufferRead, each after a poll() bounded by what
- * is left of one deadline, now + command_timeout_ms.  So the timeout bounds
- * a whole command, however its bytes trickle in (SO_RCVTIMEO, the hiredis
- * blocking timeout, bounds each read alone: a server sending a byte just
- * inside it could hold a command forever).
- *
- * SIGPIPE.  hiredis writes with write(2), so a write to a connection the
- * server has reset raises SIGPIPE, which by default kills the process.  The
- * library never changes the disposition; instead every call that does socket
- * I/O runs with SIGPIPE blocked in the calling thread (pthread_sigmask).  A
- * SIGPIPE raised meanwhile stays pending on the thread; if none was pending
- * before, it is consumed with a zero-timeout sigtimedwait() before the old
- * mask comes back, so it is never delivered.  (A SIGPIPE that was already
- * pending when the call began is left alone.)
+ * One connection's I/O (dial, AUTH, a command under one deadline, the
+ * SIGPIPE guard) is redis_io.c; asking the Sentinels is redis_sentinel.c.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "tier/redis/redis.h"
-
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* ------------------------------------------------------------ SIGPIPE */
-typedef struct pipe_guard {
-  sigset_t old;
-  int was_pending;
-} pipe_guard;
-
-static void guard_begin(pipe_guard *g) {
-  sigset_t pipe_set, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old);
-  sigemptyset(&pending);
-  sigpending(&pending);
-  g->was_pending = sigismember(&pending, SIGPIPE) == 1;
-}
-
-/* Returns 1 if a SIGPIPE raised inside the guard was consumed. */
-static int guard_end(pipe_guard *g) {
-  int drained = 0;
-  if (!g->was_pending) {
-    sigset_t pipe_set, pending;
-    sigemptyset(&pending);
-    sigpending(&pending);
-    if (sigismember(&pending, SIGPIPE) == 1) {
-      sigemptyset(&pipe_set);
-      sigaddset(&pipe_set, SIGPIPE);
-      const struct timespec zero = {0, 0};
-      int sig;
-      do sig = sigtimedwait(&pipe_set, NULL, &zero);
-      while (sig < 0 && errno == EINTR);
-      drained = sig == SIGPIPE;
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-  return drained;
-}
 
 /* -------------------------------------------------------------- errors */
 /* Record a failure line for the pool and for server s (NULL: the pool
@@ -160,6 +89,7 @@ void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out) {
   out->reply_errors = atomic_load(&p->reply_errors);
   out->refused_backoff = atomic_load(&p->refused_backoff);
   out->sigpipes = atomic_load(&p->sigpipes);
+  out->idle_closed = atomic_load(&p->idle_closed);
 }
 
 /* ------------------------------------------------------ server state */
@@ -174,7 +104,7 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
     s->need_resolve = true; /* Sentinel: the primary may have moved */
     s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : p->reconnect_min_ms;
     if (s->backoff_ms > p->reconnect_max_ms) s->backoff_ms = p->reconnect_max_ms;
-    s->down_until_ms = mono_ms() + s->backoff_ms;
+    s->down_until_ms = ccache__rmono_ms() + s->backoff_ms;
     ndrop = s->n_idle;
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
@@ -212,214 +142,6 @@ static void server_ok(ccache__rserver *s, uint64_t gen) {
   ccache__unlock(&s->mu);
 }
 
-/* --------------------------------------------------------- socket I/O */
-/* Wait until fd is ready for ev or the deadline (monotonic ms) passes:
- * 1 ready, 0 timed out, -1 poll failed (errno). */
-static int wait_fd(int fd, short ev, uint64_t deadline_ms) {
-  for (;;) {
-    uint64_t now = mono_ms();
-    if (now >= deadline_ms) return 0;
-    uint64_t left = deadline_ms - now;
-    struct pollfd pf = {.fd = fd, .events = ev, .revents = 0};
-    int n = poll(&pf, 1, left > INT32_MAX ? INT32_MAX : (int)left);
-    if (n > 0) return 1; /* readable, writable, or an error/hangup the I/O will report */
-    if (n < 0 && errno != EINTR) return -1;
-  }
-}
-
-/* Connect a new non-blocking, close-on-exec socket to addr by the
- * deadline: the descriptor, or -1 with why set. */
-static int dial_one(const struct sockaddr *addr, socklen_t alen, uint64_t deadline_ms, char *why,
-                    size_t why_len) {
-  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(why, why_len, "socket: %s", strerror(errno));
-    return -1;
-  }
-  int rc;
-  do rc = connect(fd, addr, alen);
-  while (rc != 0 && errno == EINTR);
-  if (rc != 0 && errno == EINPROGRESS) {
-    int w = wait_fd(fd, POLLOUT, deadline_ms);
-    int err = 0;
-    socklen_t elen = sizeof err;
-    if (w == 0) {
-      err = ETIMEDOUT;
-    } else if (w < 0) {
-      err = errno;
-    } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) {
-      err = errno;
-    }
-    rc = err ? -1 : 0;
-    errno = err;
-  }
-  if (rc != 0) {
-    /* A unix socket whose backlog is full answers EAGAIN at once. */
-    snprintf(why, why_len, "%s", errno == ETIMEDOUT ? "Connection timed out" : strerror(errno));
-    close(fd);
-    return -1;
-  }
-  if (addr->sa_family != AF_UNIX) { /* as hiredis does: no Nagle delay on a request */
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  return fd;
-}
-
-/* A connected socket to host:port, or to the unix socket path, by the
- * deadline, or -1 with why set. */
-static int dial_addr(const char *host, int port_no, const char *path, uint64_t deadline_ms,
-                     char *why, size_t why_len) {
-  if (path) {
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", path); /* length checked at parse */
-    return dial_one((const struct sockaddr *)&a, sizeof a, deadline_ms, why, why_len);
-  }
-  char port[8];
-  snprintf(port, sizeof port, "%d", port_no);
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  int gai = getaddrinfo(host, port, &hints, &res);
-  if (gai != 0) {
-    snprintf(why, why_len, "resolving %s: %s", host, gai_strerror(gai));
-    return -1;
-  }
-  int fd = -1;
-  for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
-    fd = dial_one(ai->ai_addr, ai->ai_addrlen, deadline_ms, why, why_len);
-  freeaddrinfo(res);
-  return fd;
-}
-
-/* The outcome of one command on a connection. */
-enum { X_REPLY, X_BROKEN, X_NOMEM };
-
-static int wait_failed(int w, char *why, size_t why_len) {
-  snprintf(why, why_len, "%s", w == 0 ? "timed out (command_timeout_ms)" : strerror(errno));
-  return X_BROKEN;
-}
-
-/* Send argv on c and read its reply, all by deadline_ms.  X_REPLY with
- * *reply; X_BROKEN (I/O error, EOF, protocol error or timeout: why set, the
- * connection is unusable); X_NOMEM. */
-static int exec_cmd(redisContext *c, int argc, const char **argv, const size_t *argvlen,
-                    uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
-  if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return X_NOMEM;
-  for (int done = 0;;) {
-    if (redisBufferWrite(c, &done) != REDIS_OK) goto broken;
-    if (done) break;
-    int w = wait_fd(c->fd, POLLOUT, deadline_ms);
-    if (w <= 0) return wait_failed(w, why, why_len);
-  }
-  for (;;) {
-    void *r = NULL;
-    if (redisGetReplyFromReader(c, &r) != REDIS_OK) goto broken;
-    if (r) {
-      *reply = r;
-      return X_REPLY;
-    }
-    int w = wait_fd(c->fd, POLLIN, deadline_ms);
-    if (w <= 0) return wait_failed(w, why, why_len);
-    if (redisBufferRead(c) != REDIS_OK) goto broken;
-  }
-broken:
-  snprintf(why, why_len, "%s", c->errstr[0] ? c->errstr : "connection error");
-  return X_BROKEN;
-}
-
-/* Connect to host:port (or path) and AUTH [user] password (password
- * NULL: none).  NULL on failure, why set. */
-static redisContext *connect_auth(ccache__rpool *p, const char *host, int port, const char *path,
-                                  const char *user, const char *password, char *why,
-                                  size_t why_len) {
-  int fd = dial_addr(host, port, path, mono_ms() + p->connect_timeout_ms, why, why_len);
-  if (fd < 0) return NULL;
-  redisContext *c = redisConnectFd(fd);
-  if (!c) {
-    close(fd);
-    snprintf(why, why_len, "out of memory");
-    return NULL;
-  }
-  c->flags &= ~REDIS_BLOCK; /* we poll: EAGAIN means "wait", not an error */
-  if (password) {
-    const char *argv[3];
-    size_t lens[3];
-    int argc = 0;
-    argv[argc] = "AUTH", lens[argc++] = 4;
-    if (user) argv[argc] = user, lens[argc++] = strlen(user);
-    argv[argc] = password, lens[argc++] = strlen(password);
-    redisReply *r = NULL;
-    char w[160];
-    int x = exec_cmd(c, argc, argv, lens, mono_ms() + p->command_timeout_ms, &r, w, sizeof w);
-    if (x != X_REPLY || r->type == REDIS_REPLY_ERROR) {
-      snprintf(why, why_len, "AUTH: %s",
-               x == X_REPLY   ? r->str
-               : x == X_NOMEM ? "out of memory"
-                              : w);
-      if (r) freeReplyObject(r);
-      redisFree(c);
-      return NULL;
-    }
-    freeReplyObject(r);
-  }
-  return c;
-}
-
-/* Sentinel mode: ask the Sentinels, in list order, for s's primary
- * (SENTINEL get-master-addr-by-name); the first address answered wins.
- * 0 with host/port set, or -1 with why set. */
-static int ask_sentinels(ccache__rpool *p, ccache__rserver *s, char *host, size_t hlen, int *port,
-                         char *why, size_t why_len) {
-  snprintf(why, why_len, "no Sentinel");
-  for (size_t i = 0; i < p->n_sentinels; i++) {
-    ccache__rserver *t = &p->sentinels[i];
-    char w[200];
-    redisContext *c =
-        connect_auth(p, t->host, t->port, t->path, p->s_user, p->s_password, w, sizeof w);
-    if (!c) {
-      snprintf(why, why_len, "Sentinel %.60s: %.120s", t->name, w);
-      continue;
-    }
-    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", s->name};
-    const size_t lens[3] = {8, 23, strlen(s->name)};
-    redisReply *r = NULL;
-    int x = exec_cmd(c, 3, argv, lens, mono_ms() + p->command_timeout_ms, &r, w, sizeof w);
-    redisFree(c);
-    if (x != X_REPLY) {
-      snprintf(why, why_len, "Sentinel %.60s: %.120s", t->name, x == X_NOMEM ? "out of memory" : w);
-      continue;
-    }
-    /* Untrusted: an array of exactly two short strings, the port 1..65535. */
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-             r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len > 0 &&
-             r->element[0]->len < hlen && r->element[1]->type == REDIS_REPLY_STRING &&
-             r->element[1]->len > 0 && r->element[1]->len <= 5;
-    long v = 0;
-    for (size_t j = 0; ok && j < r->element[1]->len; j++) {
-      char d = r->element[1]->str[j];
-      ok = d >= '0' && d <= '9';
-      v = v * 10 + (d - '0');
-    }
-    if (ok && v >= 1 && v <= 65535) {
-      memcpy(host, r->element[0]->str, r->element[0]->len);
-      host[r->element[0]->len] = '\0';
-      *port = (int)v;
-      freeReplyObject(r);
-      return 0;
-    }
-    snprintf(why, why_len, "Sentinel %.60s: %.120s", t->name,
-             r->type == REDIS_REPLY_NIL     ? "no primary of that name"
-             : r->type == REDIS_REPLY_ERROR ? r->str
-                                            : "unexpected reply");
-    freeReplyObject(r);
-  }
-  return -1;
-}
-
 /* Connect and AUTH.  NULL on failure (recorded). */
 static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
   char why[200], host[256];
@@ -432,7 +154,7 @@ static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
     port = s->at_port;
     ccache__unlock(&s->mu);
     if (ask) {
-      if (ask_sentinels(p, s, host, sizeof host, &port, why, sizeof why) != 0) {
+      if (ccache__rsentinel_ask(p, s, host, sizeof host, &port, why, sizeof why) != 0) {
         set_error(p, s, "redis %s: %s", s->name, why);
         return NULL;
       }
@@ -446,7 +168,7 @@ static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
     }
     h = host;
   }
-  redisContext *c = connect_auth(p, h, port, s->path, p->user, p->password, why, sizeof why);
+  redisContext *c = ccache__rconnect(p, h, port, s->path, p->user, p->password, why, sizeof why);
   if (!c) {
     if (s->sentinel)
       set_error(p, s, "redis %.60s (%.60s:%d): connect: %.120s", s->name, h, port, why);
@@ -459,7 +181,7 @@ static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
 /* A new connection for s, unless s is in backoff. */
 static int open_conn(ccache__rpool *p, ccache__rserver *s, uint64_t gen, redisContext **out) {
   ccache__lock(&s->mu);
-  int refuse = s->down_until_ms && mono_ms() < s->down_until_ms;
+  int refuse = s->down_until_ms && ccache__rmono_ms() < s->down_until_ms;
   ccache__unlock(&s->mu);
   if (refuse) {
     FAIL(p, s, refused_backoff);
@@ -483,17 +205,33 @@ static uint64_t server_gen(ccache__rserver *s) {
   return g;
 }
 
-/* A pooled connection (idle, or new).  *gen: the generation it belongs to. */
-static int take_conn(ccache__rpool *p, ccache__rserver *s, redisContext **out, uint64_t *gen) {
-  redisContext *c = NULL;
-  ccache__lock(&s->mu);
-  if (s->n_idle) c = s->idle[--s->n_idle];
-  *gen = s->gen;
-  ccache__unlock(&s->mu);
-  if (c) {
+/* An idle connection the server closed meanwhile (its `timeout`, a proxy's
+ * or NAT's idle limit) says nothing about the server: dropped, counted
+ * apart, and never a failure.  1 if c was closed (and is freed). */
+static int drop_if_closed(ccache__rpool *p, redisContext *c) {
+  if (!ccache__rconn_closed(c)) return 0;
+  redisFree(c);
+  COUNT(p, idle_closed);
+  return 1;
+}
+
+/* A pooled connection (idle and still open, or new).  *gen: the generation
+ * it belongs to; *reused: it was idle (it may yet turn out closed). */
+static int take_conn(ccache__rpool *p, ccache__rserver *s, redisContext **out, uint64_t *gen,
+                     int *reused) {
+  for (;;) {
+    redisContext *c = NULL;
+    ccache__lock(&s->mu);
+    if (s->n_idle) c = s->idle[--s->n_idle];
+    *gen = s->gen;
+    ccache__unlock(&s->mu);
+    if (!c) break;
+    if (drop_if_closed(p, c)) continue;
     *out = c;
+    *reused = 1;
     return CCACHE_OK;
   }
+  *reused = 0;
   return open_conn(p, s, *gen, out);
 }
 
@@ -505,7 +243,7 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
     redisFree(c);
     if (broken == 2)
       server_moved(s, gen);
-    else
+    else if (broken == 1)
       server_failed(p, s, gen);
     return;
   }
@@ -519,34 +257,32 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
 }
 
 /* ------------------------------------------------------------- commands */
-/* The command's name for the hook and error lines: argv[0], or for a
- * script that opens with a comment "-- NAME ..." (tier_redis.c's lookup,
- * "-- GET"), that NAME: what the script does, not "EVAL". */
-static const char *cmd_label(int argc, const char **argv, const size_t *argvlen, char *buf,
-                             size_t len) {
-  if (argc < 2 || strcmp(argv[0], "EVAL") != 0 || argvlen[1] < 4 || memcmp(argv[1], "-- ", 3))
-    return argv[0];
-  size_t n = 0;
-  while (n + 1 < len && 3 + n < argvlen[1] && argv[1][3 + n] > ' ') {
-    buf[n] = argv[1][3 + n];
-    n++;
-  }
-  buf[n] = '\0';
-  return n ? buf : argv[0];
-}
+#define UNSENT 1001 /* run: c was closed and the request never left */
 
-static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, int argc,
-               const char **argv, const size_t *argvlen, redisReply **reply, int *broken) {
+/* bound: 0, or the bounded lookup (argv: "GET" key) of at most bound bytes:
+ * CCACHE__TIER_OVERSIZE if over it. */
+static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, int reused,
+               uint64_t bound, int argc, const char **argv, const size_t *argvlen,
+               redisReply **reply, int *broken) {
   ccache__rserver *s = &p->servers[server];
   char lbuf[16];
-  const char *name = cmd_label(argc, argv, argvlen, lbuf, sizeof lbuf);
+  const char *name = ccache__rcmd_label(argc, argv, argvlen, lbuf, sizeof lbuf);
   if (p->hook) p->hook(p->hook_arg, server, name);
   redisReply *r = NULL;
   char why[160];
-  int x = exec_cmd(c, argc, argv, argvlen, mono_ms() + p->command_timeout_ms, &r, why, sizeof why);
-  if (x != X_REPLY) {
+  uint64_t deadline = ccache__rmono_ms() + p->command_timeout_ms;
+  int x = bound ? ccache__rexec_get_bounded(c, argv[1], argvlen[1], bound, deadline, &r, why,
+                                            sizeof why)
+                : ccache__rexec(c, argc, argv, argvlen, deadline, &r, why, sizeof why);
+  if (x == CCACHE__RX_UNSENT && reused) return UNSENT;
+  if (x == CCACHE__RX_OVER) { /* every reply was read: the connection is reusable */
+    server_ok(s, gen);
+    return CCACHE__TIER_OVERSIZE;
+  }
+  if (x != CCACHE__RX_REPLY) {
     FAIL(p, s, io_errors);
-    set_error(p, s, "redis %s: %s: %s", s->name, name, x == X_NOMEM ? "out of memory" : why);
+    set_error(p, s, "redis %s: %s: %s", s->name, name,
+              x == CCACHE__RX_NOMEM ? "out of memory" : why);
     *broken = 1; /* a half-sent command or half-read reply: the stream is lost */
     return CCACHE_EIO;
   }
@@ -555,6 +291,13 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
     FAIL(p, s, reply_errors);
     set_error(p, s, "redis %s: %s: %.*s", s->name, name, (int)r->len, r->str);
     if (s->sentinel && r->len >= 8 && memcmp(r->str, "READONLY", 8) == 0) *broken = 2;
+    if ((r->len >= 8 && memcmp(r->str, "READONLY", 8) == 0) ||
+        (r->len >= 6 && memcmp(r->str, "NOPERM", 6) == 0) ||
+        (r->len >= 3 && memcmp(r->str, "OOM", 3) == 0)) {
+      ccache__lock(&s->mu);
+      s->write_denied = true; /* up, but writing nowhere: health says DEGRADED */
+      ccache__unlock(&s->mu);
+    }
     freeReplyObject(r);
     return CCACHE_EIO;
   }
@@ -562,59 +305,108 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
   return CCACHE_OK;
 }
 
-int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
-                          const size_t *argvlen, redisReply **reply) {
+/* run on *c; if *c was reused and the request never left (the server had
+ * closed it: the first write failed with EPIPE/ECONNRESET), once more on a
+ * fresh connection, which replaces *c (NULL if none could be made: that
+ * failure is recorded).  Only an unsent request is sent again: one that may
+ * have reached the server is never repeated here. */
+static int run_fresh(ccache__rpool *p, size_t server, redisContext **c, uint64_t gen, int reused,
+                     uint64_t bound, int argc, const char **argv, const size_t *argvlen,
+                     redisReply **reply, int *broken) {
+  int rc = run(p, server, *c, gen, reused, bound, argc, argv, argvlen, reply, broken);
+  if (rc != UNSENT) return rc;
+  redisFree(*c);
+  *c = NULL;
+  COUNT(p, idle_closed);
+  rc = open_conn(p, &p->servers[server], gen, c);
+  if (rc != CCACHE_OK) return rc;
+  return run(p, server, *c, gen, 0, bound, argc, argv, argvlen, reply, broken);
+}
+
+/* The command on s's renewal connection (renew_mu held): made on first use,
+ * and again after a failure, a generation change, or an idle close. */
+static int renew_command(ccache__rpool *p, size_t server, int argc, const char **argv,
+                         const size_t *argvlen, redisReply **reply) {
+  ccache__rserver *s = &p->servers[server];
+  uint64_t gen = server_gen(s);
+  if (s->renew_ctx && s->renew_gen != gen) {
+    redisFree(s->renew_ctx);
+    s->renew_ctx = NULL;
+  }
+  /* Idle for lease_ms/3 between renewals: the server's idle timeout may
+   * have closed it. */
+  if (s->renew_ctx && drop_if_closed(p, s->renew_ctx)) s->renew_ctx = NULL;
+  int reused = s->renew_ctx != NULL, broken = 0;
+  if (!s->renew_ctx) {
+    int rc = open_conn(p, s, gen, &s->renew_ctx);
+    if (rc != CCACHE_OK) return rc;
+  }
+  s->renew_gen = gen;
+  int rc = run_fresh(p, server, &s->renew_ctx, gen, reused, 0, argc, argv, argvlen, reply, &broken);
+  if (broken && s->renew_ctx) {
+    redisFree(s->renew_ctx);
+    s->renew_ctx = NULL;
+    if (broken == 2)
+      server_moved(s, gen);
+    else if (broken == 1)
+      server_failed(p, s, gen);
+  }
+  return rc;
+}
+
+static int command(ccache__rpool *p, size_t server, int renew, uint64_t bound, int argc,
+                   const char **argv, const size_t *argvlen, redisReply **reply) {
   if (getpid() != p->pid) return CCACHE_EFORKED;
   ccache__rserver *s = &p->servers[server];
-  int broken = 0, rc;
-  pipe_guard g;
-  guard_begin(&g);
+  int rc;
+  ccache__rpipe_guard g;
+  ccache__rguard_begin(&g);
   if (renew) {
     ccache__lock(&s->renew_mu);
-    /* The renewal connection follows the server's generation like the pool. */
-    uint64_t gen = server_gen(s);
-    if (s->renew_ctx && s->renew_gen != gen) {
-      redisFree(s->renew_ctx);
-      s->renew_ctx = NULL;
-    }
-    rc = CCACHE_OK;
-    if (!s->renew_ctx) {
-      rc = open_conn(p, s, gen, &s->renew_ctx);
-      s->renew_gen = gen;
-    }
-    if (rc == CCACHE_OK) {
-      rc = run(p, server, s->renew_ctx, s->renew_gen, argc, argv, argvlen, reply, &broken);
-      if (broken) {
-        redisFree(s->renew_ctx);
-        s->renew_ctx = NULL;
-        if (broken == 2)
-          server_moved(s, s->renew_gen);
-        else
-          server_failed(p, s, s->renew_gen);
-      }
-    }
+    rc = renew_command(p, server, argc, argv, argvlen, reply);
     ccache__unlock(&s->renew_mu);
   } else {
     redisContext *c = NULL;
     uint64_t gen = 0;
-    rc = take_conn(p, s, &c, &gen);
+    int reused = 0, broken = 0;
+    rc = take_conn(p, s, &c, &gen, &reused);
     if (rc == CCACHE_OK) {
-      rc = run(p, server, c, gen, argc, argv, argvlen, reply, &broken);
-      give_conn(p, s, c, gen, broken);
+      rc = run_fresh(p, server, &c, gen, reused, bound, argc, argv, argvlen, reply, &broken);
+      if (c) give_conn(p, s, c, gen, broken);
     }
   }
-  if (guard_end(&g)) COUNT(p, sigpipes);
+  if (ccache__rguard_end(&g)) COUNT(p, sigpipes);
   return rc;
+}
+
+int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, const char **argv,
+                          const size_t *argvlen, redisReply **reply) {
+  return command(p, server, renew, 0, argc, argv, argvlen, reply);
+}
+
+int ccache__rpool_get_bounded(ccache__rpool *p, size_t server, const char *key, size_t klen,
+                              uint64_t max, redisReply **reply) {
+  /* "GET": the lookup's name for the hook and error lines. */
+  const char *argv[2] = {"GET", key};
+  const size_t lens[2] = {3, klen};
+  return command(p, server, 0, max ? max : 1, 2, argv, lens, reply);
 }
 
 void ccache__rreply_free(redisReply *r) {
   if (r) freeReplyObject(r);
 }
 
+void ccache__rpool_note_write_ok(ccache__rpool *p, size_t server) {
+  ccache__rserver *s = &p->servers[server];
+  ccache__lock(&s->mu);
+  s->write_denied = false;
+  ccache__unlock(&s->mu);
+}
+
 int ccache__rpool_refusing(ccache__rpool *p, size_t server) {
   ccache__rserver *s = &p->servers[server];
   ccache__lock(&s->mu);
-  int refuse = s->down_until_ms && mono_ms() < s->down_until_ms;
+  int refuse = s->down_until_ms && ccache__rmono_ms() < s->down_until_ms;
   ccache__unlock(&s->mu);
   return refuse;
 }
@@ -630,11 +422,12 @@ int ccache__rpool_down(ccache__rpool *p, size_t server) {
 void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver_state *out) {
   ccache__rserver *s = &p->servers[server];
   ccache__lock(&s->mu);
-  uint64_t now = mono_ms();
+  uint64_t now = ccache__rmono_ms();
   out->answered = s->answered;
   out->backoff_ms = s->backoff_ms;
   out->backoff_left_ms = s->down_until_ms > now ? s->down_until_ms - now : 0;
   out->failing = s->backoff_ms != 0;
+  out->write_denied = s->write_denied;
   snprintf(out->last_error, sizeof out->last_error, "%s", s->last_error);
   ccache__unlock(&s->mu);
   out->errors = atomic_load(&s->errors);
@@ -664,22 +457,6 @@ int ccache__rpool_init(ccache__rpool *p, ccache__rserver *servers, size_t n, con
     free(p->password);
   }
   return rc;
-}
-
-void ccache__rservers_free(ccache__rserver *s, size_t n) {
-  if (!s) return;
-  for (size_t i = 0; i < n; i++) {
-    for (int j = 0; j < s[i].n_idle; j++) redisFree(s[i].idle[j]);
-    if (s[i].renew_ctx) redisFree(s[i].renew_ctx);
-    free(s[i].name);
-    free(s[i].host);
-    free(s[i].path);
-    if (s[i].locks_made) {
-      ccache__mutex_destroy(&s[i].mu);
-      ccache__mutex_destroy(&s[i].renew_mu);
-    }
-  }
-  free(s);
 }
 
 int ccache__rpool_set_sentinels(ccache__rpool *p, ccache__rserver *sentinels, size_t n,

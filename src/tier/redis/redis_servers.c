@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/hiredis.h>
 #include <xxhash.h>
 
 #include "tier/redis/redis.h"
@@ -256,4 +257,20 @@ int ccache__rservers_parse_sentinel(const char *spec, ccache__rserver **out, siz
   *out = s;
   *n = count;
   return CCACHE_OK;
+}
+
+void ccache__rservers_free(ccache__rserver *s, size_t n) {
+  if (!s) return;
+  for (size_t i = 0; i < n; i++) {
+    for (int j = 0; j < s[i].n_idle; j++) redisFree(s[i].idle[j]);
+    if (s[i].renew_ctx) redisFree(s[i].renew_ctx);
+    free(s[i].name);
+    free(s[i].host);
+    free(s[i].path);
+    if (s[i].locks_made) {
+      ccache__mutex_destroy(&s[i].mu);
+      ccache__mutex_destroy(&s[i].renew_mu);
+    }
+  }
+  free(s);
 }
