@@ -111,6 +111,12 @@ bool ccache__trust_entry_ok(const struct ccache_trust *t, const void *blob, size
     *why = "signed by a key not trusted";
     return false;
   }
+  /* Rollback: the creation time is in the signed header, so an older
+   * validly signed entry put back cannot pass for a newer one. */
+  if (ccache__get_le64(b + 48) < t->not_before_ms) {
+    *why = "signed before the trust object's not-before time";
+    return false;
+  }
   unsigned char msg[MSG_MAX];
   size_t mlen = entry_message(msg, b, hdr, k->id, b + hdr, (size_t)plen);
   if (crypto_sign_ed25519_verify_detached(blk + 16, msg, mlen, k->pk) != 0) {
