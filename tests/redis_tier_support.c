@@ -223,6 +223,9 @@ void t_e2e_config(ccache_config *cfg, t_ctx *ctx, ccache_tier **t, const char *t
   cfg->tier_min_compile_us = 0;
   cfg->tiers = t;
   cfg->n_tiers = 1;
+  /* Unsigned by name: these tests are about the tier, not about trust
+   * (test_trust_redis and test_trust_edges test the refusal and keys). */
+  cfg->trust_flags = CCACHE_TRUST_UNSIGNED;
 }
 
 /* A cache over one Redis tier (options o) with t_e2e_config. */
@@ -327,6 +330,7 @@ static int env_child(const char *value, int use_codec, int expect_id, int expect
     setenv("CLOSURE_CACHE_REDIS", value, 1);
   else
     unsetenv("CLOSURE_CACHE_REDIS");
+  setenv("CLOSURE_CACHE_TRUST", "unsigned", 1); /* unsigned by name */
   ccache_config cfg;
   ccache_config_init(&cfg);
   cfg.sweeper_thread = 0;

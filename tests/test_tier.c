@@ -229,6 +229,7 @@ static ccache_tier_ops mem_ops(bool locks, uint64_t lease_ms) {
   memset(&o, 0, sizeof o);
   o.size = sizeof o;
   o.name = "mem";
+  o.flags = CCACHE_TIER_PRIVATE; /* this process's memory */
   o.attach = m_attach;
   o.get = m_get;
   o.free_blob = m_free_blob;
@@ -322,7 +323,7 @@ static void tier_custom_validates_ops(void **state) {
   assert_int_equal(ccache_tier_custom(NULL, m, &t), CCACHE_EINVAL);
   assert_int_equal(ccache_tier_custom(&o, m, NULL), CCACHE_EINVAL);
   ccache_tier_ops b = o;
-  b.size = sizeof b - 1;
+  b.size = CCACHE_TIER_OPS_SIZE_V1 - 1;
   assert_int_equal(ccache_tier_custom(&b, m, &t), CCACHE_EINVAL);
   b = o, b.get = NULL;
   assert_int_equal(ccache_tier_custom(&b, m, &t), CCACHE_EINVAL);
@@ -1137,6 +1138,7 @@ static ccache_tier *stall_tier_make(stall_tier *t, int groups) {
   memset(&o, 0, sizeof o);
   o.size = sizeof o;
   o.name = "stall";
+  o.flags = CCACHE_TIER_PRIVATE;
   o.get = st_get;
   o.free_blob = st_free_blob;
   o.put = st_put;

@@ -228,6 +228,9 @@ static ccache *bounded_cache(t_ctx *ctx, t_codec *tc, const char *dir, uint64_t 
   ccache_tier *t = t_disk_tier(dir, CCACHE_UNBOUNDED, 60000);
   cfg.tiers = &t;
   cfg.n_tiers = 1;
+#ifdef CCACHE_TRUST_UNSIGNED
+  cfg.trust_flags = CCACHE_TRUST_UNSIGNED; /* the Redis case: unsigned by name */
+#endif
 #ifdef CCACHE_TIER_MAX_ENTRY_DEFAULT
   cfg.tier_max_entry_bytes = max_entry;
 #else
@@ -546,6 +549,7 @@ static void custom_tier_long_blob_refused_before_verify(void **state) {
   ccache_tier_ops ops;
   memset(&ops, 0, sizeof ops);
   ops.size = sizeof ops;
+  ops.flags = CCACHE_TIER_PRIVATE;
   ops.get = lb_get;
   ops.free_blob = lb_free;
   ops.put = lb_put;
@@ -680,6 +684,9 @@ static void redis_bound_edge_exact(void **state) {
     assert_non_null(t);
     cfg.tiers = &t;
     cfg.n_tiers = 1;
+#ifdef CCACHE_TRUST_UNSIGNED
+    cfg.trust_flags = CCACHE_TRUST_UNSIGNED; /* unsigned by name */
+#endif
 #ifdef CCACHE_TIER_MAX_ENTRY_DEFAULT
     cfg.tier_max_entry_bytes = elen - (size_t)below;
 #endif

@@ -26,6 +26,13 @@ void hj_usage(FILE *f) {
           "  --cache-dir DIR    keep compiled pipelines in DIR (ccache's disk tier)\n"
           "  --redis HOST:PORT[,HOST:PORT...]  share compiled pipelines through Redis\n"
           "                     (below --cache-dir when both are given)\n"
+          "  --signing-key FILE  sign the pipelines it publishes with this secret key\n"
+          "                     (closure-cache-keys generate); it also trusts its own key\n"
+          "  --trusted-key FILE  load only pipelines a trusted key signed (repeatable, up\n"
+          "                     to 16); without --signing-key the run publishes nothing\n"
+          "  --trust-unsigned   with --redis and no keys: load unsigned pipelines (anyone\n"
+          "                     who can write the server can plant one); without it such\n"
+          "                     a run is refused\n"
           "  --runtime-tag S    appended to the runtime tag (Halide, target, cc)\n"
           "  --json             one JSON object on stdout\n"
           "  --help             this text\n"
@@ -96,6 +103,13 @@ static int valued(hj_options *o, const char *a, const char *val) {
   } else if (strcmp(a, "--runtime-tag") == 0) {
     if (!val) return -1;
     o->runtime_tag = val;
+  } else if (strcmp(a, "--signing-key") == 0) {
+    if (!val || !*val || o->signing_key) return -1;
+    o->signing_key = val;
+  } else if (strcmp(a, "--trusted-key") == 0) {
+    if (!val || !*val || o->n_trusted >= sizeof o->trusted_keys / sizeof o->trusted_keys[0])
+      return -1;
+    o->trusted_keys[o->n_trusted++] = val;
   } else {
     return 0;
   }
@@ -117,6 +131,8 @@ int hj_parse_args(int argc, char **argv, hj_options *o) {
       i++;
     } else if (strcmp(a, "--json") == 0) {
       o->json = 1;
+    } else if (strcmp(a, "--trust-unsigned") == 0) {
+      o->trust_unsigned = 1;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       hj_usage(stdout);
       return 1;

@@ -206,11 +206,41 @@ static int open_tiers(const hj_jit_options *o, ccache_tier **t, uint32_t *n, cha
   return 0;
 }
 
+/* The keys of --signing-key and --trusted-key, or *out NULL for none.
+ * 0, or HJ_JIT_EFAIL / HJ_JIT_EUSAGE with one line in err. */
+static int open_trust(const hj_jit_options *o, ccache_trust **out, char *err, size_t errlen) {
+  *out = NULL;
+  if (!o->signing_key && !o->n_trusted) return 0;
+  if (ccache_trust_new(out) != CCACHE_OK) {
+    snprintf(err, errlen, "out of memory");
+    return HJ_JIT_EFAIL;
+  }
+  int rc = 0;
+  if (o->signing_key) {
+    int st = ccache_trust_set_signing_key_file(*out, o->signing_key);
+    if (st != CCACHE_OK) rc = tier_error(st, "--signing-key", o->signing_key, err, errlen);
+  }
+  for (uint32_t i = 0; rc == 0 && i < o->n_trusted; i++) {
+    int st = ccache_trust_add_key_file(*out, o->trusted_keys[i]);
+    if (st != CCACHE_OK) rc = tier_error(st, "--trusted-key", o->trusted_keys[i], err, errlen);
+  }
+  if (rc == 0) return 0;
+  ccache_trust_free(*out);
+  *out = NULL;
+  return rc;
+}
+
 static int open_cache(hj_jit *j, const hj_jit_options *o, char *err, size_t errlen) {
   ccache_tier *tiers[2];
   uint32_t n_tiers = 0;
-  int rc = open_tiers(o, tiers, &n_tiers, err, errlen);
+  ccache_trust *trust = NULL;
+  int rc = open_trust(o, &trust, err, errlen);
   if (rc != 0) return rc;
+  rc = open_tiers(o, tiers, &n_tiers, err, errlen);
+  if (rc != 0) {
+    ccache_trust_free(trust);
+    return rc;
+  }
   ccache_config cfg;
   ccache_config_init(&cfg);
   cfg.destroy_program = destroy_native;
@@ -221,9 +251,21 @@ static int open_cache(hj_jit *j, const hj_jit_options *o, char *err, size_t errl
   cfg.tiers = tiers;
   cfg.n_tiers = n_tiers;
   if (o->max_items) cfg.max_items = o->max_items;
+  cfg.trust = trust;
+  /* Safe by default: without keys, a Redis tier opens only when the user
+   * said --trust-unsigned (the library refuses it otherwise). */
+  if (o->trust_unsigned) cfg.trust_flags = CCACHE_TRUST_UNSIGNED;
   rc = ccache_open(&cfg, &j->cache);
+  ccache_trust_free(trust); /* the cache keeps its own copy */
   if (rc == CCACHE_OK) return 0;
   free_tiers(tiers, n_tiers);
+  if (rc == CCACHE_EINVAL && o->redis && !trust) {
+    snprintf(err, errlen,
+             "--redis without keys: give --trusted-key FILE (and --signing-key FILE to "
+             "publish; closure-cache-keys generate makes them), or --trust-unsigned to load "
+             "unsigned pipelines that anyone who can write the Redis server can plant");
+    return HJ_JIT_EUSAGE;
+  }
   snprintf(err, errlen, "ccache_open: %s", ccache_strerror(rc));
   return rc == CCACHE_EINVAL ? HJ_JIT_EUSAGE : HJ_JIT_EFAIL;
 }

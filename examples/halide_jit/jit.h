@@ -14,10 +14,14 @@
 #include "spec.h"
 
 typedef struct hj_jit_options {
-  const char *cache_dir;         /* the disk tier's directory, or NULL */
-  const char *redis;             /* the Redis tier's servers, or NULL */
-  const char *runtime_tag_extra; /* appended to the runtime tag, or NULL */
-  uint64_t max_items;            /* closure entries kept (0: unbounded) */
+  const char *cache_dir;           /* the disk tier's directory, or NULL */
+  const char *redis;               /* the Redis tier's servers, or NULL */
+  const char *runtime_tag_extra;   /* appended to the runtime tag, or NULL */
+  uint64_t max_items;              /* closure entries kept (0: unbounded) */
+  const char *signing_key;         /* --signing-key FILE, or NULL */
+  const char *const *trusted_keys; /* --trusted-key FILEs */
+  uint32_t n_trusted;
+  int trust_unsigned; /* --trust-unsigned */
 } hj_jit_options;
 
 #define HJ_JIT_EFAIL  (-1) /* a run-time failure (exit 1) */

@@ -25,7 +25,8 @@ int main(int argc, char **argv) {
   hj_runtime_init();
   static hj_jit j; /* large (the samples): not on the stack */
   char err[640];
-  hj_jit_options jo = {o.cache_dir, o.redis, o.runtime_tag, o.max_items};
+  hj_jit_options jo = {o.cache_dir,   o.redis,        o.runtime_tag, o.max_items,
+                       o.signing_key, o.trusted_keys, o.n_trusted,   o.trust_unsigned};
   int opened = hj_jit_open(&j, &jo, err, sizeof err);
   if (opened != 0) {
     fprintf(stderr, "halide_jit: %s\n", err);

@@ -29,6 +29,9 @@ void kj_usage(FILE *f) {
           "                     (closure-cache-keys generate); it also trusts its own key\n"
           "  --trusted-key FILE  load only kernels a trusted key signed (repeatable, up to\n"
           "                     16); without --signing-key the run publishes nothing\n"
+          "  --trust-unsigned   with --redis and no keys: load unsigned kernels (anyone\n"
+          "                     who can write the server can plant one); without it such\n"
+          "                     a run is refused\n"
           "  --runtime-tag S    appended to the runtime tag (compiler, flags, target);\n"
           "                     a different tag never loads another tag's kernels\n"
           "  --json             one JSON object on stdout\n"
@@ -158,6 +161,8 @@ int kj_parse_args(int argc, char **argv, kj_options *o) {
       o->json = 1;
     } else if (strcmp(a, "--verbose") == 0) {
       o->verbose = 1;
+    } else if (strcmp(a, "--trust-unsigned") == 0) {
+      o->trust_unsigned = 1;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       kj_usage(stdout);
       return 1;

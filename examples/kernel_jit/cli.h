@@ -21,6 +21,7 @@ typedef struct kj_options {
   const char *signing_key; /* --signing-key FILE: sign what it publishes, or NULL */
   const char *trusted_keys[16]; /* --trusted-key FILE, repeatable: load only what they signed */
   uint32_t n_trusted;
+  int trust_unsigned; /* --trust-unsigned: Redis without keys loads unsigned kernels */
 } kj_options;
 
 /* 0: run; 1: --help was printed (exit 0); -1: one line was printed to

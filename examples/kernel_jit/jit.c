@@ -134,12 +134,21 @@ static int open_cache(kj_jit *j, const kj_jit_options *o, char *err, size_t errl
   cfg.tiers = tiers;
   cfg.n_tiers = n_tiers;
   cfg.trust = trust;
+  /* Safe by default: without keys, a Redis tier opens only when the user
+   * said --trust-unsigned (the library refuses it otherwise). */
+  if (o->trust_unsigned) cfg.trust_flags = CCACHE_TRUST_UNSIGNED;
   rc = ccache_open(&cfg, &j->cache);
   ccache_trust_free(trust); /* the cache keeps its own copy */
   if (rc == CCACHE_OK) return 0;
   free_tiers(tiers, n_tiers); /* still ours when the open fails */
-  tier_error(rc, "ccache_open", "", err, errlen);
-  return KJ_JIT_EFAIL;
+  if (rc == CCACHE_EINVAL && o->redis && !trust) {
+    snprintf(err, errlen,
+             "--redis without keys: give --trusted-key FILE (and --signing-key FILE to "
+             "publish; closure-cache-keys generate makes them), or --trust-unsigned to load "
+             "unsigned kernels that anyone who can write the Redis server can plant");
+    return KJ_JIT_EUSAGE;
+  }
+  return tier_error(rc, "ccache_open", "", err, errlen);
 }
 
 int kj_jit_open(kj_jit *j, const kj_jit_options *o, char *err, size_t errlen) {

@@ -20,6 +20,7 @@ typedef struct kj_jit_options {
   const char *signing_key;         /* --signing-key FILE, or NULL */
   const char *const *trusted_keys; /* --trusted-key FILEs */
   uint32_t n_trusted;
+  int trust_unsigned; /* --trust-unsigned: load unsigned kernels from Redis */
 } kj_jit_options;
 
 /* What kj_jit_open returns besides 0: a run-time failure (exit 1), or a

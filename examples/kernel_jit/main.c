@@ -88,7 +88,8 @@ int main(int argc, char **argv) {
                        .redis = o.redis,
                        .signing_key = o.signing_key,
                        .trusted_keys = o.trusted_keys,
-                       .n_trusted = o.n_trusted};
+                       .n_trusted = o.n_trusted,
+                       .trust_unsigned = o.trust_unsigned};
   int opened = kj_jit_open(&j, &jo, err, sizeof err);
   if (opened != 0) {
     fprintf(stderr, "kernel_jit: %s\n", err);

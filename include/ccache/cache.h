@@ -144,6 +144,13 @@ typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
 
 struct ccache_trust; /* ccache/trust.h */
 
+/** ccache_config::trust_flags: accept unsigned entries from tiers that
+ *  others can write (a Redis tier; a custom tier that does not declare
+ *  CCACHE_TIER_PRIVATE), with no trust object.  Without it, and without
+ *  ccache_config::trust, such a cache fails ccache_open() with
+ *  CCACHE_EINVAL.  Since 0.2. */
+#define CCACHE_TRUST_UNSIGNED 0x1u
+
 /**
  * Options for ccache_open() (and ccache_default_init()).  Initialise with
  * ccache_config_init(), then set the fields you need.  The cache copies the
@@ -221,6 +228,15 @@ typedef struct ccache_config {
    *  the default instance's creation after ccache_default_init()); NULL
    *  (default): tiers are trusted by declaration.  Since 0.2. */
   const struct ccache_trust *trust;
+  /** CCACHE_TRUST_* flags (0 default).  Since 0.2.  With a codec, a cache
+   *  whose tiers include one that others can write (any tier but the
+   *  directory tier and custom tiers declaring CCACHE_TIER_PRIVATE) opens
+   *  only with ccache_config::trust (entries must be signed) or with
+   *  CCACHE_TRUST_UNSIGNED here (whoever can write that tier can hand this
+   *  process a program to run).  Ignored when ccache_config::trust is set:
+   *  signatures are then checked on every tier.  A config whose size ends
+   *  before this field has 0. */
+  uint32_t trust_flags;
 } ccache_config;
 
 /** Default ccache_config::tier_max_entry_bytes: 64 MiB, room to spare over a
@@ -235,7 +251,7 @@ typedef struct ccache_config {
  * CCACHE_CONFIG_MAGIC, every bound CCACHE_UNBOUNDED, sweeper_thread 1, no
  * callbacks, no allocator hook, CLOCK_MONOTONIC, no codec, no tiers,
  * tier_min_compile_us 1000, key_mode CCACHE_KEYS_FAST, tier_max_entry_bytes
- * CCACHE_TIER_MAX_ENTRY_DEFAULT.
+ * CCACHE_TIER_MAX_ENTRY_DEFAULT, trust_flags 0.
  * @param cfg caller-owned.
  */
 CCACHE_API void ccache_config_init(ccache_config *cfg);
@@ -250,7 +266,9 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *        CCACHE_OK.  Untouched on error.
  * @return CCACHE_OK; CCACHE_EINVAL with a detail (size or magic first, then
  *         a bound of 0, one allocator hook, a bad tier array, a codec with a
- *         NULL callback or tiers without one, a trust object with no key);
+ *         NULL callback or tiers without one, a trust object with no key,
+ *         a tier others can write with neither ccache_config::trust nor
+ *         CCACHE_TRUST_UNSIGNED: the detail names the tier and both ways);
  *         CCACHE_ENOTSUP (a trust object without libsodium: fail closed);
  *         CCACHE_ENOMEM; CCACHE_ETHREAD (a thread or lock).  On every error
  *         the caller keeps its tiers and nothing is left running.
@@ -726,8 +744,16 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
  * override the bounds (a decimal >= 1, "unbounded" or "infinity");
  * CLOSURE_CACHE_REDIS adds a Redis tier below the configured ones (with a
  * codec), CLOSURE_CACHE_REDIS_USER and CLOSURE_CACHE_REDIS_PASSWORD_FILE its
- * AUTH; CLOSURE_CACHE_SIGNING_KEY_FILE and CLOSURE_CACHE_TRUSTED_KEYS make
- * the trust object.
+ * AUTH; CLOSURE_CACHE_SIGNING_KEY_FILE and CLOSURE_CACHE_TRUSTED_KEYS
+ * (comma-separated public key files) extend the program's trust object
+ * (ccache_config::trust): their trusted keys are added to the program's,
+ * and the variable's signing key replaces the program's (whose public half
+ * stays trusted).  CLOSURE_CACHE_TRUST=unsigned sets CCACHE_TRUST_UNSIGNED
+ * (any other value is refused).  Safe by default: a CLOSURE_CACHE_REDIS
+ * tier with no trusted key and no CCACHE_TRUST_UNSIGNED is kept in the
+ * cache as CCACHE_TIER_DISABLED, never used, its health's last_error
+ * saying why (ccache_tier_health_get()); a tier the program configured is
+ * checked as by ccache_open().
  * @param out receives the cache on CCACHE_OK (never close it).
  * @return CCACHE_OK; CCACHE_EINVAL (also a refused variable, with a detail
  *         naming it); CCACHE_ENOTSUP (no hiredis, or no libsodium, for them);

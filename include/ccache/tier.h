@@ -35,13 +35,16 @@ extern "C" {
  *    (docs/design.md, "Failures never fail a fetch").
  *  - Program keys must be stable across processes (never pointers or
  *    counters); what else a program depends on goes in the runtime tag.
- *  - A tier is trusted: whoever can write to it can hand every process that
- *    uses it a program to run (the checksum catches accidents, not attacks).
- *    The directory tier refuses a directory, or any level below it, that is
- *    a link or not private to the user (ccache_tier_disk()).  To load only
- *    what a known compiler published, give caches keys
- *    (ccache_config::trust, ccache/trust.h): writers sign their entries and
- *    every entry is checked before the codec sees it.
+ *  - Whoever can write to a tier can hand every process that uses it a
+ *    program to run (the checksum catches accidents, not attacks).  The
+ *    directory tier refuses a directory, or any level below it, that is a
+ *    link or not private to the user (ccache_tier_disk()), and is
+ *    *private*; so is a custom tier declaring CCACHE_TIER_PRIVATE.  Any
+ *    other tier (Redis) is *shared*: a cache with a codec opens over one
+ *    only with keys (ccache_config::trust, ccache/trust.h: writers sign
+ *    their entries and every entry is checked before the codec sees it) or
+ *    with CCACHE_TRUST_UNSIGNED in ccache_config::trust_flags; otherwise
+ *    ccache_open() is CCACHE_EINVAL.
  *  - Tier ops and codec calls run with no cache lock held and may call into
  *    the cache (except ccache_close() on it).  Compile locks are held across
  *    the compile callback, which may miss on other keys: a backend must not
@@ -114,7 +117,8 @@ struct ccache_tier_health;
  * codes; never exits on an I/O failure.
  */
 typedef struct ccache_tier_ops {
-  uint32_t size;    /**< sizeof(ccache_tier_ops); smaller is CCACHE_EINVAL */
+  uint32_t size;    /**< sizeof(ccache_tier_ops); below CCACHE_TIER_OPS_SIZE_V1 is
+                         CCACHE_EINVAL */
   const char *name; /**< "disk", "redis", ...: a static string, or NULL ("custom") */
   /**
    * Called once per cache with a codec, at ccache_open(): the namespace of
@@ -271,7 +275,23 @@ typedef struct ccache_tier_ops {
    *         +1, taken as not held.
    */
   int (*lease_peek)(void *state, ccache_key pkey, void *buf, size_t cap, size_t *len);
+  /* ---- Appended in 0.2: safe by default (ccache_config::trust_flags).  An
+   * ops struct whose size ends before flags gets 0. ---- */
+  /** CCACHE_TIER_* flags; 0: a tier others can write. */
+  uint32_t flags;
 } ccache_tier_ops;
+
+/** ccache_tier_ops::flags: only the effective user can write this
+ *  backend's store (like the directory tier, which refuses folders others
+ *  can write), so a cache over it needs neither keys nor
+ *  CCACHE_TRUST_UNSIGNED.  Declare it only if it is true: a tier without it
+ *  is taken as shared, and a cache with a codec opens over it only with
+ *  ccache_config::trust or CCACHE_TRUST_UNSIGNED. */
+#define CCACHE_TIER_PRIVATE 0x1u
+
+/** The size of ccache_tier_ops before flags: the smallest
+ *  ccache_tier_ops::size ccache_tier_custom() accepts. */
+#define CCACHE_TIER_OPS_SIZE_V1 (offsetof(ccache_tier_ops, flags))
 
 /** Most renewal groups one tier may declare (ccache_tier_ops::renew_groups). */
 #define CCACHE_MAX_RENEW_GROUPS 64u

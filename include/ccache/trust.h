@@ -20,7 +20,9 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /** @name Signed tier entries
  *
- * Without a trust object a tier is trusted by declaration (see "Trust" in
+ * Without a trust object a cache opens over a tier that others can write
+ * (Redis) only with CCACHE_TRUST_UNSIGNED (ccache_config::trust_flags):
+ * safe by default, ccache_open() is CCACHE_EINVAL otherwise (see
  * ccache/tier.h).  With one (ccache_config::trust), every entry read from
  * any tier must carry an Ed25519 signature by a trusted key before the
  * codec sees a byte of it, and before it is copied into a tier above.
@@ -49,16 +51,23 @@ extern "C" {
  * **Rotation.**  Add the new key's public file to every reader and writer,
  * then give writers the new signing key, then, once the old entries are
  * gone or re-signed, remove the old key from the trusted lists.  During a
- * rotation writers trust both keys.  Roll out signers first: a cache
- * without a trust object still loads signed entries (it does not check the
- * signature), so writers can sign before any reader verifies.
+ * rotation writers trust both keys.
+ *
+ * **Rollout.**  Signers first, then readers that require signatures: a
+ * cache with CCACHE_TRUST_UNSIGNED and no trust object still loads signed
+ * entries (it does not check the signature), so writers can sign before
+ * any reader verifies; then readers get trusted keys (and drop the flag).
  *
  * **Key files.**  One line of text, `NAME:BASE64` (standard base64 with
  * padding, then an optional newline), NAME 1..64 bytes of `[A-Za-z0-9._-]`:
  * the public key is 32 bytes, the secret key 64 (the Ed25519 seed and its
- * public half, as libsodium keeps it).  A secret key file must be a regular
- * file with no permission bits for group or others (mode 0600 or 0400),
- * or it is refused.  Make a pair with ccache_trust_generate() or the
+ * public half, as libsodium keeps it).  Key files are the roots of trust
+ * and are checked like secrets: each must be a regular file (opened
+ * non-blocking: a FIFO is refused, never waited on), owned by the
+ * effective user or root, and not writable by group or others (a
+ * root-owned 0644 public key is fine); a secret key file also has no
+ * permission bits for group or others (mode 0600 or 0400), and its public
+ * half must be the one its seed makes.  Anything else is refused.  Make a pair with ccache_trust_generate() or the
  * installed tool `closure-cache-keys generate NAME SECRET_FILE PUBLIC_FILE`.
  *
  * Built only with libsodium (Debian: libsodium-dev; CMake CCACHE_SODIUM).
@@ -104,10 +113,11 @@ CCACHE_API void ccache_trust_free(ccache_trust *t);
  * @param t the trust object.
  * @param path the secret key file, NUL-terminated; not kept.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL argument; a file that is not one
- *         `NAME:BASE64` line of a 64-byte key, or whose halves do not
- *         match; a signing key already set); CCACHE_EPERM (not a regular
- *         file, or readable or writable by group or others: the detail
- *         names the path and its mode); CCACHE_EIO (cannot be opened or
+ *         `NAME:BASE64` line of a 64-byte key, or whose stored public half
+ *         is not the one its seed makes; a signing key already set);
+ *         CCACHE_EPERM (not a regular file, owned by another user than the
+ *         effective one or root, or readable or writable by group or
+ *         others: the detail names the path, its mode and owner); CCACHE_EIO (cannot be opened or
  *         read); CCACHE_ENOTSUP (built without libsodium).  The detail is
  *         ccache_error_detail().  Not thread-safe on one @p t.
  */
@@ -130,10 +140,30 @@ CCACHE_API int ccache_trust_add_key(ccache_trust *t, const char *text);
  * @brief Trust the public key in a file (see ccache_trust_add_key()).
  * @param t the trust object.
  * @param path the public key file, NUL-terminated; not kept.
- * @return as ccache_trust_add_key(), and CCACHE_EIO (cannot be opened or
- *         read: the detail names the path).  Not thread-safe on one @p t.
+ * @return as ccache_trust_add_key(), and CCACHE_EPERM (not a regular file,
+ *         owned by another user than the effective one or root, or
+ *         writable by group or others: the detail names the path, its mode
+ *         and owner); CCACHE_EIO (cannot be opened or read: the detail names
+ *         the path).  Not thread-safe on one @p t.
  */
 CCACHE_API int ccache_trust_add_key_file(ccache_trust *t, const char *path);
+
+/**
+ * @brief Refuse entries created before a time ("nothing signed before T"):
+ * an older validly signed entry for the same key and runtime tag that
+ * someone puts back is rejected like an unsigned one (tier_rejected).
+ * Use it after a fix the runtime tag does not show (a compiler or codegen
+ * bug fixed without a new tag): set T to when the fixed writers started,
+ * so entries the broken ones signed never load again, while the fixed
+ * ones' entries do.  The creation time is the signed header's (the
+ * writer's wall clock, ms since the epoch).
+ * @param t the trust object (for every cache opened with it; per trust
+ *        object, not per key).
+ * @param unix_ms the time, ms since 1970-01-01 UTC; 0 (default): none.
+ * @return CCACHE_OK; CCACHE_EINVAL (NULL @p t); CCACHE_ENOTSUP (built
+ *         without libsodium).  Not thread-safe on one @p t.  Since 0.2.
+ */
+CCACHE_API int ccache_trust_set_not_before(ccache_trust *t, uint64_t unix_ms);
 
 /**
  * @brief Make a new key pair and write its two files.

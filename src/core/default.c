@@ -15,6 +15,7 @@
 
 #include "core/internal.h"
 #include "tier/tier.h"
+#include "tier/tier_trust.h"
 
 static ccache__mutex default_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static _Atomic(ccache *) default_cache;
@@ -120,15 +121,18 @@ static int env_fail(const char *name, const char *value, int rc) {
 }
 
 /* CLOSURE_CACHE_SIGNING_KEY_FILE and CLOSURE_CACHE_TRUSTED_KEYS (key files,
- * comma-separated): a trust object replacing the config's, in *made (freed
- * by the caller; the cache keeps its own copy).  Neither set: *made NULL. */
+ * comma-separated): a trust object in *made (freed by the caller; the cache
+ * keeps its own copy) that extends the config's: the program's trusted keys
+ * stay and the variable's are added; the variable's signing key replaces
+ * the program's (whose public half stays trusted, as in a rotation).
+ * Neither set: *made NULL and the config's object is used as it is. */
 static int env_trust(ccache_config *cfg, ccache_trust **made) {
   const char *sk = secure_getenv("CLOSURE_CACHE_SIGNING_KEY_FILE");
   const char *tk = secure_getenv("CLOSURE_CACHE_TRUSTED_KEYS");
   *made = NULL;
   if ((!sk || !*sk) && (!tk || !*tk)) return CCACHE_OK;
   ccache_trust *t = NULL;
-  int rc = ccache_trust_new(&t);
+  int rc = cfg->trust ? ccache__trust_clone(&t, cfg->trust, !(sk && *sk)) : ccache_trust_new(&t);
   if (rc == CCACHE_OK && sk && *sk) {
     rc = ccache_trust_set_signing_key_file(t, sk);
     if (rc != CCACHE_OK) rc = env_fail("CLOSURE_CACHE_SIGNING_KEY_FILE", sk, rc);
@@ -221,6 +225,29 @@ static int env_redis_tier(ccache_config *cfg, ccache_tier **tiers, ccache_tier *
   return CCACHE_OK;
 }
 
+/* CLOSURE_CACHE_TRUST=unsigned: CCACHE_TRUST_UNSIGNED (accept unsigned
+ * entries from shared tiers); unset or empty keeps the config's flags. */
+static int env_trust_flags(ccache_config *cfg) {
+  const char *v = secure_getenv("CLOSURE_CACHE_TRUST");
+  if (!v || !*v) return CCACHE_OK;
+  if (strcmp(v, "unsigned") != 0) {
+    ccache__detail("CLOSURE_CACHE_TRUST=%.200s: the one value is \"unsigned\"", v);
+    return CCACHE_EINVAL;
+  }
+  cfg->trust_flags |= CCACHE_TRUST_UNSIGNED;
+  return CCACHE_OK;
+}
+
+/* Safe by default: the Redis tier CLOSURE_CACHE_REDIS added, with neither
+ * keys nor CLOSURE_CACHE_TRUST=unsigned (nor the config's flag), is kept in
+ * the cache but disabled, its health saying why; never used unsigned. */
+static void env_redis_guard(const ccache_config *cfg, ccache_tier *redis) {
+  if (!redis || cfg->trust || (cfg->trust_flags & CCACHE_TRUST_UNSIGNED)) return;
+  redis->kept_disabled =
+      "CLOSURE_CACHE_REDIS is not used: no trusted keys (set CLOSURE_CACHE_TRUSTED_KEYS, or "
+      "CLOSURE_CACHE_TRUST=unsigned to load unsigned entries)";
+}
+
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void register_atfork(void) {
   int err = pthread_atfork(NULL, NULL, after_fork_child);
@@ -239,7 +266,9 @@ static int create_default(ccache **out) {
   if (rc == CCACHE_OK) rc = parse_bound("CLOSURE_CACHE_TTL_MS", &cfg.ttl_ms);
   if (rc == CCACHE_OK) rc = parse_bound("CLOSURE_CACHE_MAX_COST", &cfg.max_cost_bytes);
   if (rc == CCACHE_OK) rc = env_trust(&cfg, &trust);
+  if (rc == CCACHE_OK) rc = env_trust_flags(&cfg);
   if (rc == CCACHE_OK) rc = env_redis_tier(&cfg, tiers, &redis);
+  if (rc == CCACHE_OK) env_redis_guard(&cfg, redis);
   if (rc == CCACHE_OK) rc = ccache_open(&cfg, out);
   if (rc == CCACHE_OK) (*out)->is_default = 1;
   if (rc != CCACHE_OK) ccache_tier_free(redis); /* the configured tiers stay default_cfg's */

@@ -49,6 +49,10 @@ struct ccache_tier {
    * found busy), so only that server is read: no fallback read, no fill.
    * NULL (the directory tier, custom backends): a poll is a get. */
   int (*get_poll)(void *state, ccache_key pkey, uint64_t max_len, void **blob, size_t *len);
+  /* Set by the default instance (default.c) on a tier it adds but must not
+   * use: the cache keeps it CCACHE_TIER_DISABLED with this line (static) as
+   * its last error, and it does not count as a shared tier at open. */
+  const char *kept_disabled;
 };
 
 /* What get_bounded answers for an entry over the bound (not a CCACHE_*

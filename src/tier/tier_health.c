@@ -46,7 +46,7 @@ int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,
   ccache__lock(&ts->r_mu);
   memcpy(h.last_error, ts->last_error[tier], CCACHE__TIER_ERROR_LINE);
   ccache__unlock(&ts->r_mu);
-  if (t->ops.health) {
+  if (t->ops.health && !t->kept_disabled) { /* a kept-disabled tier was never used */
     int rc;
     CCACHE__IN_FRAME(ts, rc = t->ops.health(t->state, part, &h));
     if (rc != CCACHE_OK) return CCACHE_MISS;

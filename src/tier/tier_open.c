@@ -4,6 +4,7 @@
  * ownership, the codec and runtime tag, attach, close, and their counts.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,7 @@
 /* ---------------------------------------------------------- the tier objects */
 
 int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **out) {
-  if (!ops || !out || ops->size < sizeof(ccache_tier_ops)) return CCACHE_EINVAL;
+  if (!ops || !out || ops->size < CCACHE_TIER_OPS_SIZE_V1) return CCACHE_EINVAL;
   if (!ops->get || !ops->free_blob || !ops->put) return CCACHE_EINVAL;
   if (ops->lock) {
     if (!ops->unlock || ops->poll_ms < 1 || ops->poll_max_ms < ops->poll_ms) return CCACHE_EINVAL;
@@ -26,7 +27,8 @@ int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **ou
   if (ops->renew_group && ops->renew_groups > CCACHE_MAX_RENEW_GROUPS) return CCACHE_EINVAL;
   ccache_tier *t = calloc(1, sizeof *t);
   if (!t) return CCACHE_ENOMEM;
-  memcpy(&t->ops, ops, sizeof t->ops);
+  /* A struct that ends before the fields appended since keeps them 0. */
+  memcpy(&t->ops, ops, ops->size < sizeof t->ops ? ops->size : sizeof t->ops);
   t->ops.size = sizeof t->ops;
   if (!t->ops.name) t->ops.name = "custom";
   if (!t->ops.lock) t->ops.lease_ms = 0;
@@ -72,6 +74,24 @@ int ccache__tiers_check(const ccache_config *cfg) {
   return CCACHE_EINVAL;
 }
 
+/* Fail closed (ccache_config::trust_flags): with a codec, a tier others can
+ * write needs keys or the explicit CCACHE_TRUST_UNSIGNED. */
+static int shared_tiers_ok(const ccache_config *cfg) {
+  if (!cfg->codec || (CFG_HAS(cfg, trust) && cfg->trust)) return CCACHE_OK;
+  if (CFG_HAS(cfg, trust_flags) && (cfg->trust_flags & CCACHE_TRUST_UNSIGNED)) return CCACHE_OK;
+  for (uint32_t i = 0; i < cfg->n_tiers; i++) {
+    const ccache_tier *t = cfg->tiers[i];
+    if ((t->ops.flags & CCACHE_TIER_PRIVATE) || t->kept_disabled) continue;
+    ccache__detail(
+        "ccache_config: tier %u (\"%s\") can be written by others and would load unsigned "
+        "entries: give the cache trusted keys (ccache_config::trust, ccache/trust.h) or accept "
+        "unsigned entries explicitly (ccache_config::trust_flags = CCACHE_TRUST_UNSIGNED)",
+        (unsigned)i, t->ops.name);
+    return CCACHE_EINVAL;
+  }
+  return CCACHE_OK;
+}
+
 /* Claim every tier for owner, or none (another open may race for the same
  * one). */
 static bool claim(const void *owner, ccache_tier *const *tiers, uint32_t n) {
@@ -99,8 +119,13 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
     ccache__trust_release(trust, mem);
     return CCACHE_OK;
   }
+  int rc = shared_tiers_ok(cfg);
+  if (rc != CCACHE_OK) {
+    ccache__trust_release(trust, mem);
+    return rc;
+  }
   struct ccache__tiers *ts = ccache__calloc(mem, sizeof *ts);
-  int rc = ts ? ccache__tier_renewal_init(ts) : CCACHE_ENOMEM;
+  rc = ts ? ccache__tier_renewal_init(ts) : CCACHE_ENOMEM;
   if (rc != CCACHE_OK) {
     ccache__free(mem, ts);
     ccache__trust_release(trust, mem);
@@ -140,6 +165,11 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
   ccache__tier_ns_mode(ts->tag_hash, ts->strong, ns);
   for (uint32_t i = 0; i < ts->n; i++) {
     ccache_tier *t = ts->t[i];
+    if (t->kept_disabled) {
+      ts->usable[i] = false;
+      snprintf(ts->last_error[i], sizeof ts->last_error[i], "%s", t->kept_disabled);
+      continue;
+    }
     rc = CCACHE_OK;
     errno = 0;
     if (t->ops.attach) CCACHE__IN_FRAME(ts, rc = t->ops.attach(t->state, ns));

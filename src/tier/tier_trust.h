@@ -53,12 +53,18 @@ struct ccache_trust {
   unsigned char sk[CCACHE__TRUST_SK];
   uint32_t n; /* trusted keys, the signer's own included */
   ccache__trust_key keys[CCACHE_TRUST_MAX_KEYS + 1];
+  uint64_t not_before_ms; /* entries created before this are rejected (0: none) */
 };
 
 /* ----------------------------------------------------------- trust_keys.c */
 /* A key's id (BLAKE2b-256 of pk, first 8 bytes). */
 void ccache__trust_key_id(const unsigned char pk[CCACHE__TRUST_PK],
                           unsigned char id[CCACHE__TRUST_ID]);
+
+/* A copy of src for the default instance to extend (CLOSURE_CACHE_*):
+ * with keep_signer false, without src's signing key (its public half stays
+ * trusted).  CCACHE_OK or CCACHE_ENOMEM. */
+int ccache__trust_clone(ccache_trust **out, const ccache_trust *src, bool keep_signer);
 
 /* ----------------------------------------------------------- tier_trust.c */
 /* A cache's own copy of cfg's trust object (with *mem): CCACHE_OK;

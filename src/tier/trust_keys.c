@@ -32,6 +32,29 @@ int ccache_trust_new(ccache_trust **out) {
   return CCACHE_OK;
 }
 
+static void wipe(void *p, size_t n);
+static int no_sodium(const char *call);
+
+int ccache__trust_clone(ccache_trust **out, const ccache_trust *src, bool keep_signer) {
+  ccache_trust *t = NULL;
+  int rc = ccache_trust_new(&t);
+  if (rc != CCACHE_OK) return rc;
+  memcpy(t, src, sizeof *t);
+  if (!keep_signer) {
+    wipe(t->sk, sizeof t->sk);
+    t->has_signer = false;
+  }
+  *out = t;
+  return CCACHE_OK;
+}
+
+int ccache_trust_set_not_before(ccache_trust *t, uint64_t unix_ms) {
+  if (!t) return CCACHE_EINVAL;
+  if (!ccache__crypto_ready()) return no_sodium("ccache_trust_set_not_before");
+  t->not_before_ms = unix_ms;
+  return CCACHE_OK;
+}
+
 static void wipe(void *p, size_t n) {
 #ifdef CCACHE_HAVE_SODIUM
   sodium_memzero(p, n);
@@ -92,27 +115,38 @@ static bool parse_key(const char *text, size_t want, char name[CCACHE_TRUST_NAME
   return true;
 }
 
-/* The whole of a small file into buf (NUL-terminated); secret: refuse one
- * that group or others may read or write. */
+/* Why a key file's owner or mode is refused (NULL: fine).  Both kinds: a
+ * regular file owned by the effective user or root, that group and others
+ * cannot write (a root-owned 0644 public key is fine); a secret one also
+ * unreadable by them. */
+static const char *key_file_refusal(const struct stat *st, bool secret) {
+  if (!S_ISREG(st->st_mode)) return "is not a regular file";
+  if (st->st_uid != geteuid() && st->st_uid != 0)
+    return "is owned by another user (a key file must be the effective user's or root's)";
+  if (secret && (st->st_mode & 077))
+    return "must not be readable or writable by group or others (chmod 600)";
+  if (st->st_mode & 022) return "must not be writable by group or others (chmod 644)";
+  return NULL;
+}
+
+/* The whole of a small file into buf (NUL-terminated), refused unless
+ * key_file_refusal() passes.  Opened non-blocking: a FIFO at the path is
+ * refused, never waited on. */
 static int read_key_file(const char *call, const char *path, bool secret, char buf[KEY_FILE_MAX]) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     ccache__detail("%s: %s: %s", call, path, strerror(errno));
     return CCACHE_EIO;
   }
   struct stat st;
   int rc = CCACHE_OK;
+  const char *why = NULL;
   if (fstat(fd, &st) != 0) {
     ccache__detail("%s: %s: %s", call, path, strerror(errno));
     rc = CCACHE_EIO;
-  } else if (!S_ISREG(st.st_mode)) {
-    ccache__detail("%s: %s is not a regular file", call, path);
-    rc = CCACHE_EPERM;
-  } else if (secret && (st.st_mode & 077)) {
-    ccache__detail(
-        "%s: %s has mode %04o: a secret key file must not be readable or writable by "
-        "group or others (chmod 600)",
-        call, path, (unsigned)(st.st_mode & 07777));
+  } else if ((why = key_file_refusal(&st, secret)) != NULL) {
+    ccache__detail("%s: %s (mode %04o, owner %u) %s", call, path, (unsigned)(st.st_mode & 07777),
+                   (unsigned)st.st_uid, why);
     rc = CCACHE_EPERM;
   }
   size_t n = 0;
@@ -178,6 +212,18 @@ int ccache_trust_add_key_file(ccache_trust *t, const char *path) {
   return add_public(t, name, pk);
 }
 
+/* Whether sk's stored public half is the one its seed makes (into pk). */
+static bool halves_match(const unsigned char sk[CCACHE__TRUST_SK],
+                         unsigned char pk[CCACHE__TRUST_PK]) {
+  unsigned char seed[32], sk2[CCACHE__TRUST_SK];
+  bool ok = crypto_sign_ed25519_sk_to_seed(seed, sk) == 0 &&
+            crypto_sign_ed25519_seed_keypair(pk, sk2, seed) == 0 &&
+            sodium_memcmp(pk, sk + 32, CCACHE__TRUST_PK) == 0;
+  sodium_memzero(seed, sizeof seed);
+  sodium_memzero(sk2, sizeof sk2);
+  return ok;
+}
+
 int ccache_trust_set_signing_key_file(ccache_trust *t, const char *path) {
   if (!t || !path) return CCACHE_EINVAL;
   if (!ccache__crypto_ready()) return no_sodium("ccache_trust_set_signing_key_file");
@@ -196,9 +242,10 @@ int ccache_trust_set_signing_key_file(ccache_trust *t, const char *path) {
         path);
     rc = CCACHE_EINVAL;
   }
-  /* The secret key's second half is its public key: check they match. */
-  if (rc == CCACHE_OK &&
-      (crypto_sign_ed25519_sk_to_pk(pk, sk) != 0 || memcmp(pk, sk + 32, CCACHE__TRUST_PK) != 0)) {
+  /* The secret key's second half is its public key: derive the public key
+   * from the first half (the seed) and refuse a file whose halves differ
+   * (every signature it made would be rejected, its own included). */
+  if (rc == CCACHE_OK && !halves_match(sk, pk)) {
     ccache__detail("ccache_trust_set_signing_key_file: %s: the key's halves do not match", path);
     rc = CCACHE_EINVAL;
   }

@@ -41,7 +41,7 @@ static int teardown(void **state) {
 
 static void open_jit(fixture *fx, int disk, uint64_t max_items) {
   char err[640] = "";
-  hj_jit_options o = {disk ? fx->cache : NULL, NULL, NULL, max_items};
+  hj_jit_options o = {.cache_dir = disk ? fx->cache : NULL, .max_items = max_items};
   int rc = hj_jit_open(&fx->jit, &o, err, sizeof err);
   if (rc != 0) fprintf(stderr, "hj_jit_open: %s\n", err);
   assert_int_equal(rc, 0);

@@ -40,7 +40,9 @@ static void parse(const kj_child *c, out *r) {
 }
 
 static void argv_for(char **argv, const char *a1, const char *a2, const char *a3, const char *a4) {
-  const char *v[] = {EXE, "--json", "--layers", "2", "--tokens", "8", a1, a2, a3, a4, NULL};
+  /* Unsigned by name (redis_without_keys_refused tests the refusal). */
+  const char *v[] = {EXE, "--json", "--layers", "2", "--tokens", "8", "--trust-unsigned",
+                     a1,  a2,       a3,         a4,  NULL};
   size_t n = 0;
   for (size_t i = 0; i < sizeof v / sizeof v[0] && v[i]; i++) argv[n++] = (char *)v[i];
   argv[n] = NULL;
@@ -258,8 +260,26 @@ static void redis_fills_disk_tier_above(void **state) {
   assert_warm(&r, ref.checksum);
 }
 
-#define REDIS_TESTS                                                                  \
-  cmocka_unit_test_setup_teardown(redis_fleet_compiles_once, redis_setup, teardown), \
+/* Safe by default (issue 35): --redis with neither keys nor --trust-unsigned
+ * is refused before anything runs: exit 2, one line naming the ways out. */
+static void redis_without_keys_refused(void **state) {
+  (void)state;
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", kj_free_port());
+  char *plain[] = {EXE, "--layers", "1", "--tokens", "1", "--redis", addr, NULL};
+  kj_child c;
+  int status = kj_run(&c, plain);
+  if (status != 2) fprintf(stderr, "exit %d, stdout '%s', stderr '%s'\n", status, c.out, c.err);
+  assert_int_equal(status, 2);
+  assert_int_equal(c.out_len, 0);
+  assert_true(strncmp(c.err, "halide_jit: --redis without keys", 32) == 0);
+  assert_non_null(strstr(c.err, "--trust-unsigned"));
+  kj_child_free(&c);
+}
+
+#define REDIS_TESTS                                                                      \
+  cmocka_unit_test(redis_without_keys_refused),                                          \
+      cmocka_unit_test_setup_teardown(redis_fleet_compiles_once, redis_setup, teardown), \
       cmocka_unit_test_setup_teardown(redis_fills_disk_tier_above, redis_setup, teardown),
 #else
 #define REDIS_TESTS

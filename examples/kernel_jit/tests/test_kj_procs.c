@@ -52,7 +52,9 @@ static void parse(const kj_child *c, jit_out *r) {
 
 /* kernel_jit --json --kernels K, then up to 6 more arguments. */
 static void argv_for(char **argv, const char *a1, const char *a2, const char *a3, const char *a4) {
-  const char *v[] = {EXE, "--json", "--kernels", K_STR, a1, a2, a3, a4, NULL};
+  /* Unsigned by name (these runs test the tiers; redis_without_keys_refused
+   * tests the refusal): harmless without --redis. */
+  const char *v[] = {EXE, "--json", "--kernels", K_STR, "--trust-unsigned", a1, a2, a3, a4, NULL};
   size_t n = 0;
   for (size_t i = 0; i < sizeof v / sizeof v[0] && v[i]; i++) argv[n++] = (char *)v[i];
   argv[n] = NULL;
@@ -398,6 +400,31 @@ static int redis_setup(void **state) {
   return 0;
 }
 
+/* Safe by default (issue 35): --redis with neither keys nor --trust-unsigned
+ * is refused before anything runs (exit 2, one line naming the ways out),
+ * with or without a disk tier above it; the same with --trust-unsigned
+ * runs (nothing listens there: every kernel compiles). */
+static void redis_without_keys_refused(void **state) {
+  (void)state;
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", kj_free_port());
+  char *plain[] = {EXE, "--kernels", "2", "--redis", addr, NULL};
+  kj_child c;
+  int status = kj_run(&c, plain);
+  if (status != 2) fprintf(stderr, "exit %d, stdout '%s', stderr '%s'\n", status, c.out, c.err);
+  assert_int_equal(status, 2);
+  assert_non_null(strstr(c.err, "--trusted-key"));
+  assert_non_null(strstr(c.err, "--trust-unsigned"));
+  kj_child_free(&c);
+  assert_usage_error(plain);
+  char *opted[] = {EXE, "--json", "--kernels", "2", "--redis", addr, "--trust-unsigned", NULL};
+  jit_out r;
+  kj_run(&c, opted);
+  parse(&c, &r);
+  kj_child_free(&c);
+  assert_int_equal(r.compiles, 2);
+}
+
 /* 4 processes released together against one Redis, no disk tier: each
  * kernel compiled exactly once in the fleet; a fifth process compiles 0. */
 static void redis_four_processes_then_fifth(void **state) {
@@ -530,7 +557,8 @@ static void redis_one_of_three_dead_compiles_once(void **state) {
   jit_out ref;
   parse(&c[0], &ref);
   kj_child_free(&c[0]);
-  char *argv[] = {(char *)EXE, "--json", "--kernels", FB_K_STR, "--redis", list, NULL};
+  char *argv[] = {(char *)EXE, "--json", "--kernels",        FB_K_STR,
+                  "--redis",   list,     "--trust-unsigned", NULL};
   assert_int_equal(kj_run_together(c, 4, argv), 0);
   uint64_t compiles = 0;
   for (int i = 0; i < 4; i++) {
@@ -553,12 +581,13 @@ static void redis_one_of_three_dead_compiles_once(void **state) {
   }
 }
 
-#define REDIS_TESTS                                                                        \
-  cmocka_unit_test_setup_teardown(redis_four_processes_then_fifth, redis_setup, teardown), \
-      cmocka_unit_test_setup_teardown(redis_killed_mid_run, redis_setup, teardown),        \
-      cmocka_unit_test_setup_teardown(redis_absent_at_start, dir_setup, teardown),         \
-      cmocka_unit_test_setup_teardown(redis_fills_disk_tier_above, redis_setup, teardown), \
-      cmocka_unit_test_setup_teardown(redis_one_of_three_dead_compiles_once, redis_setup,  \
+#define REDIS_TESTS                                                                            \
+  cmocka_unit_test(redis_without_keys_refused),                                                \
+      cmocka_unit_test_setup_teardown(redis_four_processes_then_fifth, redis_setup, teardown), \
+      cmocka_unit_test_setup_teardown(redis_killed_mid_run, redis_setup, teardown),            \
+      cmocka_unit_test_setup_teardown(redis_absent_at_start, dir_setup, teardown),             \
+      cmocka_unit_test_setup_teardown(redis_fills_disk_tier_above, redis_setup, teardown),     \
+      cmocka_unit_test_setup_teardown(redis_one_of_three_dead_compiles_once, redis_setup,      \
                                       teardown),
 #else
 #define REDIS_TESTS

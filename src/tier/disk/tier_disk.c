@@ -317,6 +317,7 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
       .wait_ms = o->lock_wait_ms,
       .remove_if = ccache__disk_remove_if,
       .health = disk_health,
+      .flags = CCACHE_TIER_PRIVATE, /* it refuses folders others can write */
   };
   int rc = ccache_tier_custom(&ops, d, out);
   if (rc != CCACHE_OK) {
