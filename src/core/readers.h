@@ -13,10 +13,11 @@
 
 #include "core/internal.h"
 
-/* Store 1 to *flag, then a StoreLoad fence; and the load that follows it on
- * the other side of the pairing.  ThreadSanitizer does not model fences, so
- * its builds use sequentially consistent accesses instead: the same
- * ordering, which it understands. */
+/* Store 1 to *flag, then a StoreLoad fence (a writer's, and a reader's in
+ * the fenced mode); and the load that follows it on the other side of the
+ * pairing.  ThreadSanitizer does not model fences, so its builds use
+ * sequentially consistent accesses instead: the same ordering, which it
+ * understands. */
 static inline void ccache__store_fence(_Atomic uint32_t *flag) {
 #if defined(__SANITIZE_THREAD__)
   atomic_store_explicit(flag, 1, memory_order_seq_cst);
@@ -30,6 +31,25 @@ static inline uint32_t ccache__load_fenced(_Atomic uint32_t *flag) {
   return atomic_load_explicit(flag, memory_order_seq_cst);
 #else
   return atomic_load_explicit(flag, memory_order_acquire);
+#endif
+}
+
+/* A reader's half: store 1 to *flag, ordered before the load that follows.
+ * In membarrier mode (ccache__asym) only the compiler is held back: the
+ * processor may still let the load pass the store, and the writer's heavy
+ * barrier (membarrier.c) is what orders them when it matters.  Otherwise
+ * (the fallback) a StoreLoad fence, as a writer's.  ThreadSanitizer builds:
+ * sequentially consistent accesses in both modes (see ccache__store_fence;
+ * it does not see membarrier either, docs/design.md). */
+static inline void ccache__reader_announce(_Atomic uint32_t *flag) {
+#if defined(__SANITIZE_THREAD__)
+  atomic_store_explicit(flag, 1, memory_order_seq_cst);
+#else
+  atomic_store_explicit(flag, 1, memory_order_relaxed);
+  if (CCACHE__LIKELY(ccache__asym))
+    atomic_signal_fence(memory_order_seq_cst);
+  else
+    atomic_thread_fence(memory_order_seq_cst);
 #endif
 }
 
@@ -127,12 +147,13 @@ static inline ccache__reader *ccache__reader_get(ccache *c) {
   ccache__reader *r = ccache__reader_peek(c);
   return CCACHE__LIKELY(r != NULL) ? r : ccache__reader_find(c);
 }
-/* A read-side section: the table's structure does not change inside one.
- * The one StoreLoad fence pairs with the writer's (Dekker): either the
+/* A read-side section: inside one, entries are not freed, and the table
+ * changes only as readers may see it change (docs/design.md, "The writer's
+ * rule").  The store and load pair with the writer's (Dekker): either the
  * writer sees this reader active and waits, or the reader sees the writer
  * and takes the slow path (false: not entered; use wlock instead). */
 static inline bool ccache__reader_enter(ccache *c, ccache__reader *r) {
-  ccache__store_fence(&r->active);
+  ccache__reader_announce(&r->active);
   if (CCACHE__LIKELY(!ccache__load_fenced(&c->writer_waiting))) return true;
   atomic_store_explicit(&r->active, 0, memory_order_release);
   return false;
@@ -158,9 +179,15 @@ static inline void ccache__free_slot(ccache__reader *r, unsigned i) {
  * reader, or under wlock when it has none.  The _locked ones need wlock. */
 void ccache__reader_count(ccache *c, bool hit);
 void ccache__reader_leases_locked(ccache *c, int64_t n);
-/* Writers (wlock held): block / unblock every read-side section. */
+/* Writers (wlock held): block / unblock every read-side section.  Blocking
+ * counts in c->reader_blocks; in membarrier mode it issues the heavy
+ * barrier (counted in c->heavy_barriers) unless no other thread has a
+ * reader of c. */
 void ccache__readers_block(ccache *c);
 void ccache__readers_unblock(ccache *c);
+/* Whether a thread other than the caller has a reader of c (wlock held: no
+ * thread can make one meanwhile). */
+bool ccache__readers_others(ccache *c);
 /* Readers blocked: the leases in slots on entries that have left the table
  * (E_DETACHED) move into those entries' refs. */
 void ccache__readers_fold_locked(ccache *c);
