@@ -18,11 +18,11 @@
  * pairing.  ThreadSanitizer does not model fences, so its builds use
  * sequentially consistent accesses instead: the same ordering, which it
  * understands. */
-static inline void ccache__store_fence(_Atomic uint32_t *flag) {
+static inline void ccache__store_fence(_Atomic uint32_t *flag, uint32_t v) {
 #if defined(__SANITIZE_THREAD__)
-  atomic_store_explicit(flag, 1, memory_order_seq_cst);
+  atomic_store_explicit(flag, v, memory_order_seq_cst);
 #else
-  atomic_store_explicit(flag, 1, memory_order_relaxed);
+  atomic_store_explicit(flag, v, memory_order_relaxed);
   atomic_thread_fence(memory_order_seq_cst);
 #endif
 }
@@ -34,22 +34,30 @@ static inline uint32_t ccache__load_fenced(_Atomic uint32_t *flag) {
 #endif
 }
 
-/* A reader's half: store 1 to *flag, ordered before the load that follows.
- * In membarrier mode (ccache__asym) only the compiler is held back: the
- * processor may still let the load pass the store, and the writer's heavy
- * barrier (membarrier.c) is what orders them when it matters.  Otherwise
- * (the fallback) a StoreLoad fence, as a writer's.  ThreadSanitizer builds:
- * sequentially consistent accesses in both modes (see ccache__store_fence;
- * it does not see membarrier either, docs/design.md). */
+/* A cache's writer_waiting: bit 0, a writer blocks the read side; bit 1,
+ * the fenced mode (membarrier refused: set at open for the cache's life).
+ * So in membarrier mode a section's one test of the word for 0 is all it
+ * pays, and the fenced mode costs no instruction there: its bit sends every
+ * section to the fence in ccache__reader_enter_fenced(). */
+#define CCACHE__WW_WRITER 1u
+#define CCACHE__WW_FENCED 2u
+
+/* Whether c's read side uses fences (the fallback); fixed at open. */
+static inline bool ccache__fenced(ccache *c) {
+  return atomic_load_explicit(&c->writer_waiting, memory_order_relaxed) & CCACHE__WW_FENCED;
+}
+
+/* A reader's half: store 1 to *flag, ordered before the load that follows
+ * only by the compiler: the processor may still let the load pass the
+ * store, and the writer's heavy barrier (membarrier.c) is what orders them
+ * when it matters.  ThreadSanitizer builds: a sequentially consistent
+ * store, in both modes (it does not see membarrier; docs/design.md). */
 static inline void ccache__reader_announce(_Atomic uint32_t *flag) {
 #if defined(__SANITIZE_THREAD__)
   atomic_store_explicit(flag, 1, memory_order_seq_cst);
 #else
   atomic_store_explicit(flag, 1, memory_order_relaxed);
-  if (CCACHE__LIKELY(ccache__asym))
-    atomic_signal_fence(memory_order_seq_cst);
-  else
-    atomic_thread_fence(memory_order_seq_cst);
+  atomic_signal_fence(memory_order_seq_cst);
 #endif
 }
 
@@ -152,11 +160,19 @@ static inline ccache__reader *ccache__reader_get(ccache *c) {
  * rule").  The store and load pair with the writer's (Dekker): either the
  * writer sees this reader active and waits, or the reader sees the writer
  * and takes the slow path (false: not entered; use wlock instead). */
-static inline bool ccache__reader_enter(ccache *c, ccache__reader *r) {
-  ccache__reader_announce(&r->active);
-  if (CCACHE__LIKELY(!ccache__load_fenced(&c->writer_waiting))) return true;
+static inline bool ccache__reader_enter_fenced(ccache *c, ccache__reader *r, uint32_t ww) {
+  if (ww == CCACHE__WW_FENCED) { /* the fallback, and no writer seen yet: fence, look again */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!(ccache__load_fenced(&c->writer_waiting) & CCACHE__WW_WRITER)) return true;
+  }
   atomic_store_explicit(&r->active, 0, memory_order_release);
   return false;
+}
+static inline bool ccache__reader_enter(ccache *c, ccache__reader *r) {
+  ccache__reader_announce(&r->active);
+  uint32_t ww = ccache__load_fenced(&c->writer_waiting);
+  if (CCACHE__LIKELY(ww == 0)) return true;
+  return ccache__reader_enter_fenced(c, r, ww);
 }
 static inline void ccache__reader_exit(ccache__reader *r) {
   atomic_store_explicit(&r->active, 0, memory_order_release);

@@ -40,7 +40,7 @@ static void snapshot(ccache *c, ccache_stats *s) {
   s->waits = atomic_load(&c->waits);
   s->compile_ns = atomic_load(&c->compile_ns);
   ccache__readers_sum(c, &s->hits, &s->misses, &s->leases_out);
-  s->read_side = ccache__asym ? CCACHE_READ_SIDE_MEMBARRIER : CCACHE_READ_SIDE_FENCED;
+  s->read_side = ccache__fenced(c) ? CCACHE_READ_SIDE_FENCED : CCACHE_READ_SIDE_MEMBARRIER;
   s->reader_blocks = c->reader_blocks;
   s->heavy_barriers = c->heavy_barriers;
   /* A gauge never wraps: a caller who released a lease twice (a caller

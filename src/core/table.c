@@ -115,11 +115,12 @@ void ccache__wsec_begin_(ccache *c, ccache__wsec *w, const char *api) {
  * builds, which cannot know that readers meet only whole entries and would
  * report uthash's unblocked add and delete as races (docs/design.md, "The
  * writer's rule").  In membarrier mode, only what uthash reallocates. */
-static bool blocks_always(void) {
+static bool blocks_always(ccache *c) {
 #if defined(__SANITIZE_THREAD__)
+  (void)c;
   return true;
 #else
-  return !ccache__asym;
+  return ccache__fenced(c);
 #endif
 }
 
@@ -183,8 +184,8 @@ static void reclaim_locked(ccache *c, ccache__wsec *w) {
  * membarrier mode, while another thread has a reader, the reader side is
  * not blocked anyway, and the batch is not full. */
 static bool defer_reclaim(ccache *c, const ccache__wsec *w) {
-  return w->defer && ccache__asym && !w->readers_blocked && c->npending < CCACHE__RECLAIM_BATCH &&
-         ccache__readers_others(c);
+  return w->defer && !ccache__fenced(c) && !w->readers_blocked &&
+         c->npending < CCACHE__RECLAIM_BATCH && ccache__readers_others(c);
 }
 
 void ccache__wsec_end(ccache *c, ccache__wsec *w) {
@@ -302,7 +303,7 @@ void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_
   /* Readers may meet e half unlinked: they find it or not, and its chain
    * link still leads on (entries are freed only after a reclaim).  Not so
    * for the last entry: uthash frees the table with it. */
-  if (blocks_always() || (!e->hh.prev && !e->hh.next)) block_readers(c, w);
+  if (blocks_always(c) || (!e->hh.prev && !e->hh.next)) block_readers(c, w);
   HASH_DELETE(hh, c->table, e);
   unsigned why = cause_of(c, cause);
   e->gone = (uint16_t)(CCACHE__E_GONE | why << CCACHE__E_CAUSE_SHIFT);
@@ -407,7 +408,7 @@ int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e,
   /* Add before deleting the old entry: the add is the only step that can
    * fail, and if it does the table is exactly as before. */
   w->defer = true;
-  if (blocks_always() || !c->table || will_expand(c, hv))
+  if (blocks_always(c) || !c->table || will_expand(c, hv))
     block_readers(c, w);
   else
     prepare_publish(c, e, hv);
