@@ -140,12 +140,18 @@ static void mode_is_membarrier_where_the_kernel_offers_it(void **state) {
   t_close(c);
 }
 
-/* 8 items, a second thread holding a lease on key 1, then 200 evicting
- * puts.  Membarrier mode: the evicted entries wait, and every 64th put
- * reclaims them under one blocking with one heavy barrier (3); key 1 is
- * held, so 191 of 192 are destroyed.  Fenced mode (and main): each put
- * blocks and destroys what it evicts at once (199).  Once the thread is
- * gone, the next put reclaims the rest without a heavy barrier. */
+/* 8 items, a second thread holding a lease on key 1, then 2B + 20 evicting
+ * puts (B = CCACHE_RECLAIM_BATCH, 128).  Membarrier mode: the evicted
+ * entries wait, and every B-th put reclaims them under one blocking with
+ * one heavy barrier (2); key 1 is held, so 2B - 1 of 2B are destroyed.
+ * Fenced mode (and main): each put blocks and destroys what it evicts at
+ * once (2B + 19).  Once the thread is gone, the next put reclaims the rest
+ * without a heavy barrier. */
+#ifndef CCACHE_RECLAIM_BATCH
+#define CCACHE_RECLAIM_BATCH 128u /* main: the counts below still follow */
+#endif
+#define B       CCACHE_RECLAIM_BATCH
+#define N_EVICT (2 * B + 20)
 static void evicting_puts_pay_one_heavy_barrier_per_batch(void **state) {
   (void)state;
   t_ctx tc = {0};
@@ -155,21 +161,22 @@ static void evicting_puts_pay_one_heavy_barrier_per_batch(void **state) {
   expect_blocks(c, 1, 0, 8); /* membarrier: only the first insert (uthash makes its table) */
   holder h;
   holder_start(&h, c, 1);
-  put_n(c, p, 9, 200);
+  put_n(c, p, 9, N_EVICT);
   ccache_stats s = t_stats(c);
-  assert_int_equal(s.evicted_capacity, 200);
+  assert_int_equal(s.evicted_capacity, N_EVICT);
   assert_int_equal(s.items, 8);
-  assert_int_equal(tc.closures_destroyed, expect_asym() ? 191 : 199);
-  expect_blocks(c, 1 + 3, 3, 208);
+  assert_int_equal(tc.closures_destroyed, expect_asym() ? 2 * B - 1 : N_EVICT - 1);
+  expect_blocks(c, 1 + 2, 2, 8 + N_EVICT);
   holder_stop(&h); /* its release destroys key 1's closure */
-  assert_int_equal(tc.closures_destroyed, expect_asym() ? 192 : 200);
-  t_put(c, 209, 209, p); /* alone again: reclaims the 8 pending and the one it evicts */
-  assert_int_equal(tc.closures_destroyed, 201);
-  expect_blocks(c, 1 + 3 + 1, 3, 209);
+  assert_int_equal(tc.closures_destroyed, expect_asym() ? 2 * B : N_EVICT);
+  /* Alone again: reclaims the 20 pending and the one it evicts. */
+  t_put(c, 9 + N_EVICT, 1, p);
+  assert_int_equal(tc.closures_destroyed, N_EVICT + 1);
+  expect_blocks(c, 1 + 2 + 1, 2, 8 + N_EVICT + 1);
   t_check(c, &tc);
   ccache_program_release(c, p);
   t_close(c);
-  assert_int_equal(tc.closures_destroyed, 209);
+  assert_int_equal(tc.closures_destroyed, 8 + N_EVICT + 1);
 }
 
 /* A lease in a thread's slot on an entry a put evicted, released by
@@ -403,7 +410,7 @@ static void fork_child_reads_and_reclaims(void **state) {
     pthread_cond_init(&h.cv, NULL);
     if (pthread_create(&h.th, NULL, holder_main, &h) != 0) _exit(12);
     wait_stage(&h, 1);
-    for (uint64_t k = 9; k < 9 + 130; k++) ccache_put(c, K(k), t_closure((int)k), p);
+    for (uint64_t k = 9; k < 9 + 2 * B + 2; k++) ccache_put(c, K(k), t_closure((int)k), p);
     ccache_stats s;
     ccache_stats_init(&s);
     ccache_stats_get(c, &s);
@@ -412,11 +419,11 @@ static void fork_child_reads_and_reclaims(void **state) {
     int rc = 0;
 #ifndef READ_SIDE_ON_MAIN
     if (s.read_side == CCACHE_READ_SIDE_MEMBARRIER && s.heavy_barriers != 2) rc = 20;
-    if (s.read_side == CCACHE_READ_SIDE_FENCED && s.reader_blocks != 138) rc = 21;
+    if (s.read_side == CCACHE_READ_SIDE_FENCED && s.reader_blocks != 8 + 2 * B + 2) rc = 21;
 #endif
     ccache_program_release(c, p);
     ccache_close(c);
-    _exit(tc.closures_destroyed == 138 ? rc : 22);
+    _exit(tc.closures_destroyed == 8 + 2 * B + 2 ? rc : 22);
   }
   int status = 0;
   assert_int_equal(waitpid(pid, &status, 0), pid);

@@ -615,7 +615,7 @@ CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_stro
  *  batches of at most this many, by a later put, or at once by any other
  *  writing call (remove, clear, sweep, set_limits, close) or once no other
  *  thread has used the cache.  Since 0.2. */
-#define CCACHE_RECLAIM_BATCH        64u
+#define CCACHE_RECLAIM_BATCH        128u
 
 typedef struct ccache_stats {
   uint32_t size;               /**< sizeof(ccache_stats), set by the caller; kept */

@@ -161,8 +161,10 @@ static inline ccache__reader *ccache__reader_get(ccache *c) {
  * writer sees this reader active and waits, or the reader sees the writer
  * and takes the slow path (false: not entered; use wlock instead). */
 static inline bool ccache__reader_enter_fenced(ccache *c, ccache__reader *r, uint32_t ww) {
-  if (ww == CCACHE__WW_FENCED) { /* the fallback, and no writer seen yet: fence, look again */
+  if (ww == CCACHE__WW_FENCED) {  /* the fallback, and no writer seen yet: fence, look again */
+#if !defined(__SANITIZE_THREAD__) /* there the store and loads are seq_cst */
     atomic_thread_fence(memory_order_seq_cst);
+#endif
     if (!(ccache__load_fenced(&c->writer_waiting) & CCACHE__WW_WRITER)) return true;
   }
   atomic_store_explicit(&r->active, 0, memory_order_release);
