@@ -402,7 +402,10 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
  * @brief Store @p closure under @p key, running @p p (the entry takes its own
  * reference).  A present key is replaced (`replaced`; its leases stay
  * valid); then the oldest entries leave while over a bound, never this one;
- * destroys run on this thread.  Re-putting a closure the cache owns under
+ * destroys run on this thread - while other threads have used the cache and
+ * the read side runs on membarrier(2), up to CCACHE_RECLAIM_BATCH puts later
+ * (on the thread of the put, or other writing call, that reclaims them;
+ * ccache_stats::read_side).  Re-putting a closure the cache owns under
  * another key is a caller error (docs/design.md, "Calls of the cache").
  * @param c the cache.
  * @param key the closure key (call site fingerprint).
