@@ -58,8 +58,7 @@ struct ccache_program {
 /* Entry flags. */
 #define CCACHE__E_BORROWED    1u /* closure field holds the owning entry, see table.c */
 /* Left the table and reclaimed: refs is exact, releases count there.  Set
- * with the reader side blocked (table.c's reclaim), so a section that reads
- * it sees it or the slots it folded, never half of each. */
+ * with the reader side blocked (table.c's reclaim). */
 #define CCACHE__E_DETACHED    2u
 /* An entry's `gone`: it left the table (written and read by writers only,
  * under wlock), and why (a ccache_cause), for the eviction event: bits 8..15. */
@@ -187,11 +186,9 @@ struct ccache {
    * their bucket-chain pointers, free once an entry is out of the table. */
   ccache__mutex limbo_mu;
   ccache__entry *limbo;
-  /* Detached by puts and not yet reclaimed (membarrier mode, table.c):
-   * readers may still hold pointers to them, so their table reference and
-   * bucket chain stay until one blocking of the reader side reclaims the
-   * batch.  Linked through hh.next; under wlock.  And the count of
-   * blockings, and of those that issued the heavy barrier. */
+  /* Detached, not yet reclaimed (table.c's writer's rule), linked through
+   * hh.next; the blockings of the reader side, and the heavy barriers among
+   * them.  Under wlock. */
   ccache__graveyard pending;
   uint32_t npending;
   uint64_t reader_blocks, heavy_barriers;
@@ -226,11 +223,6 @@ struct ccache {
   struct ccache__tiers *tiers; /* persistent tiers (tier.c), NULL if none */
 };
 
-/* Entries puts may leave detached and unreclaimed (membarrier mode, while
- * another thread has a reader): one blocking of the reader side per this
- * many, and at most this many entries kept past their eviction (table.c). */
-#define CCACHE__RECLAIM_BATCH CCACHE_RECLAIM_BATCH
-
 /* A writer section (table.c): wlock held from begin to end; the reader side
  * is blocked from the first structural change on; the destroys it caused run
  * at end, after every lock is released, on the calling thread. */
@@ -254,14 +246,11 @@ static inline int ccache__forked(const ccache *c) {
                           atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed));
 }
 /* ----------------------------------------------------------- membarrier.c */
-/* true: read-side sections use a compiler barrier only, and writers that
- * block them issue ccache__heavy_barrier() (membarrier(2)); false: both use
- * StoreLoad fences.  Set once, by the first ccache__read_side_init() of the
- * process (every open calls it), and again in a fork child. */
+/* true: membarrier(2) registered, read-side sections need no fence; set by
+ * the first ccache__read_side_init() (every open), again in a fork child. */
 extern bool ccache__asym;
 void ccache__read_side_init(void);
-/* Every running thread of the process executes a full fence (ccache__asym
- * only). */
+/* Every running thread of the process executes a full fence (asym only). */
 void ccache__heavy_barrier(void);
 
 /* Calls that add to the cache (fetch, put, intern, get-or-compile,

@@ -189,7 +189,7 @@ static bool defer_reclaim(ccache *c, const ccache__wsec *w) {
 #else
   bool blocked = w->readers_blocked;
 #endif
-  return w->defer && !ccache__fenced(c) && !blocked && c->npending < CCACHE__RECLAIM_BATCH &&
+  return w->defer && !ccache__fenced(c) && !blocked && c->npending < CCACHE_RECLAIM_BATCH &&
          ccache__readers_others(c);
 }
 
