@@ -420,7 +420,10 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
  * @brief Store @p closure under @p key, running @p p (the entry takes its own
  * reference).  A present key is replaced (`replaced`; its leases stay
  * valid); then the oldest entries leave while over a bound, never this one;
- * destroys run on this thread.  Re-putting a closure the cache owns under
+ * destroys run on this thread - while other threads have used the cache and
+ * the read side runs on membarrier(2), up to CCACHE_RECLAIM_BATCH puts later
+ * (on the thread of the put, or other writing call, that reclaims them;
+ * ccache_stats::read_side).  Re-putting a closure the cache owns under
  * another key is a caller error (docs/design.md, "Calls of the cache").
  * @param c the cache.
  * @param key the closure key (call site fingerprint).
@@ -622,6 +625,19 @@ CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_stro
 
 /** Counters (monotonic since open) and gauges (current values).  Fields past
  *  the caller's `size` are not written. */
+/** ccache_stats::read_side: hits enter without a fence; writers issue
+ *  membarrier(2) (MEMBARRIER_CMD_PRIVATE_EXPEDITED).  Since 0.2. */
+#define CCACHE_READ_SIDE_MEMBARRIER 1u
+/** ccache_stats::read_side: membarrier(2) was refused (or turned off): a
+ *  StoreLoad fence on every hit and release.  Since 0.2. */
+#define CCACHE_READ_SIDE_FENCED     2u
+/** In membarrier mode, the entries a put evicts or replaces while other
+ *  threads read are destroyed (destroy callback, CCACHE_EVENT_EVICT) in
+ *  batches of at most this many, by a later put, or at once by any other
+ *  writing call (remove, clear, sweep, set_limits, close) or once no other
+ *  thread has used the cache.  Since 0.2. */
+#define CCACHE_RECLAIM_BATCH        128u
+
 typedef struct ccache_stats {
   uint32_t size;               /**< sizeof(ccache_stats), set by the caller; kept */
   uint64_t hits;               /**< closure lookups that returned a lease (not a waiter's).
@@ -683,6 +699,19 @@ typedef struct ccache_stats {
                                   again after its compile lock, so often twice per miss) */
   uint64_t tier_unpublished; /**< programs a reader (trusted keys, no signing key) compiled
                                   and did not write to its tiers */
+  /* ---- Read side (0.2; one block) ---- */
+  /** How hits are ordered against writers, the same for every cache of the
+   *  process (decided at its first ccache_open()): CCACHE_READ_SIDE_MEMBARRIER
+   *  (no fence on the hit path; writers use Linux's membarrier(2)) or
+   *  CCACHE_READ_SIDE_FENCED (the kernel refused membarrier, or
+   *  CLOSURE_CACHE_MEMBARRIER=off was set: one fence per hit, as before). */
+  uint64_t read_side;
+  uint64_t reader_blocks;  /**< times a writer stopped this cache's hits to change or
+                                reclaim the table: in membarrier mode about one per
+                                CCACHE_RECLAIM_BATCH evicting or replacing puts while
+                                other threads read; in fenced mode one per change */
+  uint64_t heavy_barriers; /**< of those, the ones that issued membarrier(2) (another
+                                thread had a reader of this cache) */
 } ccache_stats;
 
 /**

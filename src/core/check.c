@@ -71,6 +71,8 @@ int ccache__check(ccache *c, uint64_t now) {
    * distance from the oldest entry's, mod 2^64. */
   uint64_t items = 0, base = c->table ? c->table->idx : 0, prev_d = 0, prev_ms = 0;
   bool seen_live = false;
+  /* Not a writer's blocking: the stats count only those. */
+  uint64_t blocks = c->reader_blocks, heavy = c->heavy_barriers;
   ccache__readers_block(c);
   for (ccache__entry *e = c->table; e; e = e->hh.next) {
     uint64_t d = e->idx - base;
@@ -110,6 +112,8 @@ int ccache__check(ccache *c, uint64_t now) {
     pc->n++;
   }
   ccache__readers_unblock(c);
+  c->reader_blocks = blocks;
+  c->heavy_barriers = heavy;
   if (items != c->items)
     FAIL("items %llu, table %llu", (unsigned long long)c->items, (unsigned long long)items);
   if (c->items > c->max_items) FAIL("items over max_items");

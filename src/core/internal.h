@@ -57,8 +57,12 @@ struct ccache_program {
 
 /* Entry flags. */
 #define CCACHE__E_BORROWED    1u /* closure field holds the owning entry, see table.c */
-#define CCACHE__E_DETACHED    2u /* left the table: refs is exact, releases count there */
-/* Why it left (a ccache_cause), for the eviction event: bits 8..15. */
+/* Left the table and reclaimed: refs is exact, releases count there.  Set
+ * with the reader side blocked (table.c's reclaim). */
+#define CCACHE__E_DETACHED    2u
+/* An entry's `gone`: it left the table (written and read by writers only,
+ * under wlock), and why (a ccache_cause), for the eviction event: bits 8..15. */
+#define CCACHE__E_GONE        1u
 #define CCACHE__E_CAUSE_SHIFT 8u
 
 /* A closure entry.  Its references: 1 while it is in the table, 1 per
@@ -75,7 +79,8 @@ typedef struct ccache__entry {
   uint64_t idx;    /* insert index, global, increasing (mod 2^64) */
   uint64_t ins_ms; /* insert time, never decreasing along the FIFO */
   _Atomic uint32_t refs;
-  uint32_t flags;
+  uint16_t flags; /* CCACHE__E_BORROWED, _DETACHED: read by sections */
+  uint16_t gone;  /* CCACHE__E_GONE | cause: writers only */
   /* The table key, last: a strong cache's entries are allocated with
    * check[0] too, the rest of the 256-bit digest, right after it, and the
    * table compares c->klen bytes from key on (both halves); a fast cache's
@@ -115,6 +120,12 @@ typedef struct ccache__flights {
   ccache__flight *table;  /* keys compared over their first klen bytes */
   uint32_t klen;          /* c->klen */
 } ccache__flights;
+
+/* A list of detached entries waiting for their table reference to be
+ * dropped outside every lock.  Linked through hh.next, free after delete. */
+typedef struct ccache__graveyard {
+  ccache__entry *head, *tail; /* destroyed in the order they left */
+} ccache__graveyard;
 
 /* Global counters under c->wlock. */
 typedef struct ccache__counters {
@@ -175,6 +186,12 @@ struct ccache {
    * their bucket-chain pointers, free once an entry is out of the table. */
   ccache__mutex limbo_mu;
   ccache__entry *limbo;
+  /* Detached, not yet reclaimed (table.c's writer's rule), linked through
+   * hh.next; the blockings of the reader side, and the heavy barriers among
+   * them.  Under wlock. */
+  ccache__graveyard pending;
+  uint32_t npending;
+  uint64_t reader_blocks, heavy_barriers;
   /* The event hook (ccache_config::on_event), NULL when unset. */
   ccache_event_fn on_event;
   void *event_ctx;
@@ -206,18 +223,13 @@ struct ccache {
   struct ccache__tiers *tiers; /* persistent tiers (tier.c), NULL if none */
 };
 
-/* A list of detached entries waiting for their table reference to be
- * dropped outside every lock.  Linked through hh.next, free after delete. */
-typedef struct ccache__graveyard {
-  ccache__entry *head, *tail; /* destroyed in the order they left */
-} ccache__graveyard;
-
 /* A writer section (table.c): wlock held from begin to end; the reader side
  * is blocked from the first structural change on; the destroys it caused run
  * at end, after every lock is released, on the calling thread. */
 typedef struct ccache__wsec {
   ccache__graveyard gy;
   bool readers_blocked;
+  bool defer;      /* a put: what it detaches may wait for the next batch (table.c) */
   bool ring_alarm; /* an insert into an empty table: the sweeper's next
                       deadline is now this entry's */
   const char *api; /* the public call, for the checked build's messages */
@@ -233,6 +245,14 @@ static inline int ccache__forked(const ccache *c) {
   return CCACHE__UNLIKELY(c->fork_gen !=
                           atomic_load_explicit(&ccache__fork_generation, memory_order_relaxed));
 }
+/* ----------------------------------------------------------- membarrier.c */
+/* true: membarrier(2) registered, read-side sections need no fence; set by
+ * the first ccache__read_side_init() (every open), again in a fork child. */
+extern bool ccache__asym;
+void ccache__read_side_init(void);
+/* Every running thread of the process executes a full fence (asym only). */
+void ccache__heavy_barrier(void);
+
 /* Calls that add to the cache (fetch, put, intern, get-or-compile,
  * set_limits) pass this gate: EFORKED in a fork child, EBUSY while
  * ccache_close() tears the cache down (its destroy callbacks may call in). */
@@ -358,6 +378,16 @@ void ccache__program_ref(ccache *c, ccache_program *p);
 /* -------------------------------------------------------------- readers.c */
 /* In core/readers.h (it needs struct ccache, above). */
 
+/* ---------------------------------------------------------------- entry.c */
+ccache__entry *ccache__entry_new(ccache *c);
+void ccache__entry_free(ccache *c, ccache__entry *e);
+/* Drop one reference; the last destroys the entry (no lock held). */
+void ccache__entry_unref(ccache *c, ccache__entry *e);
+/* A detached entry joins the limbo (wlock held). */
+void ccache__limbo_link_locked(ccache *c, ccache__entry *e);
+/* An abandoning close: destroys the entries only abandoned leases hold. */
+uint64_t ccache__abandon_entries(ccache *c);
+
 /* ================================================================ floor 4 */
 
 /* ---------------------------------------------------------------- table.c */
@@ -373,8 +403,6 @@ void ccache__wsec_end(ccache *c, ccache__wsec *w);
 static inline bool ccache__expired(uint64_t ins_ms, uint64_t now, uint64_t ttl) {
   return ttl != CCACHE_UNBOUNDED && now >= ins_ms && now - ins_ms >= ttl;
 }
-ccache__entry *ccache__entry_new(ccache *c);
-void ccache__entry_free(ccache *c, ccache__entry *e);
 /* The closure an entry runs (its own, or its owner's when borrowed). */
 static inline void *ccache__entry_closure(const ccache__entry *e) {
   if (e->flags & CCACHE__E_BORROWED) return ((const ccache__entry *)e->closure)->closure;
@@ -419,8 +447,6 @@ int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e,
 void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause);
 /* A miss on key: counts misses_evicted if a bound evicted it recently. */
 void ccache__count_miss_evicted(ccache *c, ccache_key key);
-/* An abandoning close: destroys the entries only abandoned leases hold. */
-uint64_t ccache__abandon_entries(ccache *c);
 void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause);
 /* New bounds: evicts what no longer fits (capacity, then cost). */
 void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, uint64_t max_cost);

@@ -68,6 +68,7 @@ static void init_once(void) {
 }
 
 void ccache__readers_init(ccache *c) {
+  ccache__read_side_init();
   int err = pthread_once(&once, init_once);
   if (err) ccache__panic("pthread_once", err);
   atomic_init(&c->id, atomic_fetch_add(&next_id, 1));
@@ -75,7 +76,7 @@ void ccache__readers_init(ccache *c) {
   ccache__readers_publish(c);
   c->readers = NULL;
   c->nreaders = c->readers_cap = 0;
-  atomic_init(&c->writer_waiting, 0);
+  atomic_init(&c->writer_waiting, ccache__asym ? 0 : CCACHE__WW_FENCED);
 }
 
 /* ----------------------------------------------------------- registry */
@@ -296,9 +297,35 @@ __attribute__((noinline)) static void wait_quiet(ccache__reader *r) {
   }
 }
 
+bool ccache__readers_others(ccache *c) {
+  ccache__assert_held(&c->wlock);
+  return c->nreaders > 1 || (c->nreaders == 1 && c->readers[0] != ccache__reader_peek(c));
+}
+
+/* Set writer_waiting's writer bit, ordered before the loads of the
+ * readers' flags.  Only writers (under wlock) write the word. */
+static void announce_writer(ccache *c) {
+  uint32_t ww = atomic_load_explicit(&c->writer_waiting, memory_order_relaxed) | CCACHE__WW_WRITER;
+  if (ww & CCACHE__WW_FENCED) {
+    ccache__store_fence(&c->writer_waiting, ww);
+    return;
+  }
+#if defined(__SANITIZE_THREAD__)
+  atomic_store_explicit(&c->writer_waiting, ww, memory_order_seq_cst);
+#else
+  atomic_store_explicit(&c->writer_waiting, ww, memory_order_relaxed);
+#endif
+  /* Alone, no barrier is needed: no other thread can be in a section. */
+  if (ccache__readers_others(c)) {
+    ccache__heavy_barrier();
+    c->heavy_barriers++;
+  }
+}
+
 void ccache__readers_block(ccache *c) {
   ccache__assert_held(&c->wlock);
-  ccache__store_fence(&c->writer_waiting);
+  c->reader_blocks++;
+  announce_writer(c);
   ccache__reader **rv = c->readers;
   for (uint32_t k = 0, n = c->nreaders; k < n; k++)
     if (CCACHE__UNLIKELY(ccache__load_fenced(&rv[k]->active))) wait_quiet(rv[k]);
@@ -306,7 +333,8 @@ void ccache__readers_block(ccache *c) {
 
 void ccache__readers_unblock(ccache *c) {
   ccache__assert_held(&c->wlock);
-  atomic_store_explicit(&c->writer_waiting, 0, memory_order_release);
+  uint32_t ww = atomic_load_explicit(&c->writer_waiting, memory_order_relaxed);
+  atomic_store_explicit(&c->writer_waiting, ww & ~CCACHE__WW_WRITER, memory_order_release);
 }
 
 void ccache__readers_fold_locked(ccache *c) {

@@ -13,15 +13,16 @@
 
 #include "core/internal.h"
 
-/* Store 1 to *flag, then a StoreLoad fence; and the load that follows it on
- * the other side of the pairing.  ThreadSanitizer does not model fences, so
- * its builds use sequentially consistent accesses instead: the same
- * ordering, which it understands. */
-static inline void ccache__store_fence(_Atomic uint32_t *flag) {
+/* Store 1 to *flag, then a StoreLoad fence (a writer's, and a reader's in
+ * the fenced mode); and the load that follows it on the other side of the
+ * pairing.  ThreadSanitizer does not model fences, so its builds use
+ * sequentially consistent accesses instead: the same ordering, which it
+ * understands. */
+static inline void ccache__store_fence(_Atomic uint32_t *flag, uint32_t v) {
 #if defined(__SANITIZE_THREAD__)
-  atomic_store_explicit(flag, 1, memory_order_seq_cst);
+  atomic_store_explicit(flag, v, memory_order_seq_cst);
 #else
-  atomic_store_explicit(flag, 1, memory_order_relaxed);
+  atomic_store_explicit(flag, v, memory_order_relaxed);
   atomic_thread_fence(memory_order_seq_cst);
 #endif
 }
@@ -30,6 +31,33 @@ static inline uint32_t ccache__load_fenced(_Atomic uint32_t *flag) {
   return atomic_load_explicit(flag, memory_order_seq_cst);
 #else
   return atomic_load_explicit(flag, memory_order_acquire);
+#endif
+}
+
+/* A cache's writer_waiting: bit 0, a writer blocks the read side; bit 1,
+ * the fenced mode (membarrier refused: set at open for the cache's life).
+ * So in membarrier mode a section's one test of the word for 0 is all it
+ * pays, and the fenced mode costs no instruction there: its bit sends every
+ * section to the fence in ccache__reader_enter_fenced(). */
+#define CCACHE__WW_WRITER 1u
+#define CCACHE__WW_FENCED 2u
+
+/* Whether c's read side uses fences (the fallback); fixed at open. */
+static inline bool ccache__fenced(ccache *c) {
+  return atomic_load_explicit(&c->writer_waiting, memory_order_relaxed) & CCACHE__WW_FENCED;
+}
+
+/* A reader's half: store 1 to *flag, ordered before the load that follows
+ * only by the compiler: the processor may still let the load pass the
+ * store, and the writer's heavy barrier (membarrier.c) is what orders them
+ * when it matters.  ThreadSanitizer builds: a sequentially consistent
+ * store, in both modes (it does not see membarrier; docs/design.md). */
+static inline void ccache__reader_announce(_Atomic uint32_t *flag) {
+#if defined(__SANITIZE_THREAD__)
+  atomic_store_explicit(flag, 1, memory_order_seq_cst);
+#else
+  atomic_store_explicit(flag, 1, memory_order_relaxed);
+  atomic_signal_fence(memory_order_seq_cst);
 #endif
 }
 
@@ -127,15 +155,26 @@ static inline ccache__reader *ccache__reader_get(ccache *c) {
   ccache__reader *r = ccache__reader_peek(c);
   return CCACHE__LIKELY(r != NULL) ? r : ccache__reader_find(c);
 }
-/* A read-side section: the table's structure does not change inside one.
- * The one StoreLoad fence pairs with the writer's (Dekker): either the
+/* A read-side section: inside one, entries are not freed, and the table
+ * changes only as readers may see it change (docs/design.md, "The writer's
+ * rule").  The store and load pair with the writer's (Dekker): either the
  * writer sees this reader active and waits, or the reader sees the writer
  * and takes the slow path (false: not entered; use wlock instead). */
-static inline bool ccache__reader_enter(ccache *c, ccache__reader *r) {
-  ccache__store_fence(&r->active);
-  if (CCACHE__LIKELY(!ccache__load_fenced(&c->writer_waiting))) return true;
+static inline bool ccache__reader_enter_fenced(ccache *c, ccache__reader *r, uint32_t ww) {
+  if (ww == CCACHE__WW_FENCED) {  /* the fallback, and no writer seen yet: fence, look again */
+#if !defined(__SANITIZE_THREAD__) /* there the store and loads are seq_cst */
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+    if (!(ccache__load_fenced(&c->writer_waiting) & CCACHE__WW_WRITER)) return true;
+  }
   atomic_store_explicit(&r->active, 0, memory_order_release);
   return false;
+}
+static inline bool ccache__reader_enter(ccache *c, ccache__reader *r) {
+  ccache__reader_announce(&r->active);
+  uint32_t ww = ccache__load_fenced(&c->writer_waiting);
+  if (CCACHE__LIKELY(ww == 0)) return true;
+  return ccache__reader_enter_fenced(c, r, ww);
 }
 static inline void ccache__reader_exit(ccache__reader *r) {
   atomic_store_explicit(&r->active, 0, memory_order_release);
@@ -158,9 +197,15 @@ static inline void ccache__free_slot(ccache__reader *r, unsigned i) {
  * reader, or under wlock when it has none.  The _locked ones need wlock. */
 void ccache__reader_count(ccache *c, bool hit);
 void ccache__reader_leases_locked(ccache *c, int64_t n);
-/* Writers (wlock held): block / unblock every read-side section. */
+/* Writers (wlock held): block / unblock every read-side section.  Blocking
+ * counts in c->reader_blocks; in membarrier mode it issues the heavy
+ * barrier (counted in c->heavy_barriers) unless no other thread has a
+ * reader of c. */
 void ccache__readers_block(ccache *c);
 void ccache__readers_unblock(ccache *c);
+/* Whether a thread other than the caller has a reader of c (wlock held: no
+ * thread can make one meanwhile). */
+bool ccache__readers_others(ccache *c);
 /* Readers blocked: the leases in slots on entries that have left the table
  * (E_DETACHED) move into those entries' refs. */
 void ccache__readers_fold_locked(ccache *c);

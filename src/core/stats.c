@@ -40,6 +40,9 @@ static void snapshot(ccache *c, ccache_stats *s) {
   s->waits = atomic_load(&c->waits);
   s->compile_ns = atomic_load(&c->compile_ns);
   ccache__readers_sum(c, &s->hits, &s->misses, &s->leases_out);
+  s->read_side = ccache__fenced(c) ? CCACHE_READ_SIDE_FENCED : CCACHE_READ_SIDE_MEMBARRIER;
+  s->reader_blocks = c->reader_blocks;
+  s->heavy_barriers = c->heavy_barriers;
   /* A gauge never wraps: a caller who released a lease twice (a caller
    * error the checked build catches) sees 0, not 2^64 - 1. */
   if (s->leases_out > INT64_MAX) s->leases_out = 0;
@@ -132,7 +135,10 @@ int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part, ccache_tier_
   X(misses_evicted) \
   X(tier_oversize) \
   X(tier_rejected) \
-  X(tier_unpublished)
+  X(tier_unpublished) \
+  X(read_side) \
+  X(reader_blocks) \
+  X(heavy_barriers)
 // clang-format on
 
 int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
@@ -155,5 +161,5 @@ int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
 }
 
 /* A field added to ccache_stats must be added to the list above too. */
-_Static_assert(offsetof(ccache_stats, tier_unpublished) + sizeof(uint64_t) == sizeof(ccache_stats),
+_Static_assert(offsetof(ccache_stats, heavy_barriers) + sizeof(uint64_t) == sizeof(ccache_stats),
                "ccache_stats gained a field: add it to CCACHE__STATS_FIELDS");

@@ -26,85 +26,13 @@ void (*ccache__after_write_hook)(ccache *c);
 
 /* ------------------------------------------------------------- entries */
 
-ccache__entry *ccache__entry_new(ccache *c) {
-  /* A strong cache's entries have room for check[0]. */
-  return ccache__malloc(&c->mem, sizeof(ccache__entry) + (c->strong ? sizeof(ccache_key) : 0));
-}
-
-void ccache__entry_free(ccache *c, ccache__entry *e) { ccache__free(&c->mem, e); }
-
 /* A re-put of the very closure pointer an entry already holds must not
  * destroy it, yet leases on the replaced entry must keep it valid.  So the new
  * entry *borrows* the closure: its closure field points at the owning entry
  * (the first one that stored it) and holds a reference on it; the closure is
- * destroyed when the owner's last reference goes (ccache__entry_closure). */
-
+ * destroyed when the owner's last reference goes (entry.c). */
 static ccache__entry *owner_of(ccache__entry *e) {
   return (e->flags & CCACHE__E_BORROWED) ? (ccache__entry *)e->closure : e;
-}
-
-static void entry_unref(ccache *c, ccache__entry *e);
-
-/* ---------------------------------------------------------------- limbo */
-
-/* Entries out of the table but not yet destroyed, for an abandoning close
- * (ccache_close_ex()).  Linked through the bucket-chain pointers of their
- * uthash handle, which nothing reads once an entry has left the table (the
- * graveyard uses hh.next).  limbo_mu is a leaf lock: taken under wlock at
- * detach, alone at destroy. */
-static ccache__entry *limbo_next(const ccache__entry *e) { return (ccache__entry *)e->hh.hh_next; }
-
-static void limbo_link_locked(ccache *c, ccache__entry *e) {
-  ccache__lock(&c->limbo_mu);
-  e->hh.hh_prev = NULL;
-  e->hh.hh_next = c->limbo ? &c->limbo->hh : NULL;
-  if (c->limbo) c->limbo->hh.hh_prev = &e->hh;
-  c->limbo = e;
-  ccache__unlock(&c->limbo_mu);
-}
-
-static void limbo_unlink(ccache *c, ccache__entry *e) {
-  ccache__lock(&c->limbo_mu);
-  ccache__entry *prev = (ccache__entry *)e->hh.hh_prev, *next = limbo_next(e);
-  if (prev)
-    prev->hh.hh_next = e->hh.hh_next;
-  else
-    c->limbo = next;
-  if (next) next->hh.hh_prev = e->hh.hh_prev;
-  ccache__unlock(&c->limbo_mu);
-}
-
-/* The last reference is gone: closure first, then the program it runs. */
-static void entry_destroy(ccache *c, ccache__entry *e) {
-  limbo_unlink(c, e);
-  if (e->flags & CCACHE__E_BORROWED)
-    entry_unref(c, (ccache__entry *)e->closure);
-  else
-    ccache__destroy_closure(c, e->closure);
-  ccache__program_unref(c, e->program, false);
-  ccache__entry_free(c, e);
-}
-
-static void entry_unref(ccache *c, ccache__entry *e) {
-  if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) entry_destroy(c, e);
-}
-
-/* ccache_close_ex(CCACHE_CLOSE_ABANDON), after the table is cleared and its
- * graveyard drained: what is left in limbo is held only by abandoned leases
- * (and the borrowers of a closure).  Each closure once, then the program
- * references; returns how many entries it destroyed. */
-uint64_t ccache__abandon_entries(ccache *c) {
-  uint64_t n = 0;
-  for (ccache__entry *e = c->limbo; e; e = limbo_next(e))
-    if (!(e->flags & CCACHE__E_BORROWED)) ccache__destroy_closure(c, e->closure);
-  while (c->limbo) {
-    ccache__entry *e = c->limbo;
-    c->limbo = limbo_next(e);
-    ccache__program_unref(c, e->program, false);
-    ccache__entry_free(c, e);
-    n++;
-  }
-  return n;
 }
 
 /* ------------------------------------------------------------ the hit path */
@@ -168,7 +96,7 @@ void ccache__release_slow(ccache *c, ccache__reader *r, ccache__entry *e, void *
     left = !ccache__own_slot(r, e, slot) && release_refs(c, r, e);
     ccache__unlock(&c->wlock);
   }
-  if (left) entry_unref(c, e);
+  if (left) ccache__entry_unref(c, e);
 }
 
 /* ------------------------------------------------------- writer sections */
@@ -177,11 +105,27 @@ void ccache__wsec_begin_(ccache *c, ccache__wsec *w, const char *api) {
   w->api = api;
   w->gy.head = w->gy.tail = NULL;
   w->readers_blocked = false;
+  w->defer = false;
   w->ring_alarm = false;
   ccache__lock(&c->wlock);
 }
 
-/* Before the first structural change of a section. */
+/* Whether every structural change blocks the reader side first: with
+ * fences (the fallback: as before membarrier), and in ThreadSanitizer
+ * builds, which cannot know that readers meet only whole entries and would
+ * report uthash's unblocked add and delete as races (docs/design.md, "The
+ * writer's rule").  In membarrier mode, only what uthash reallocates. */
+static bool blocks_always(ccache *c) {
+#if defined(__SANITIZE_THREAD__)
+  (void)c;
+  return true;
+#else
+  return ccache__fenced(c);
+#endif
+}
+
+/* Before the first structural change of a section that readers may not
+ * meet half done. */
 static void block_readers(ccache *c, ccache__wsec *w) {
   if (!w->readers_blocked) {
     ccache__readers_block(c);
@@ -209,18 +153,48 @@ static void graveyard_drain(ccache *c, ccache__graveyard *gy) {
       ev.kind = CCACHE_EVENT_EVICT;
       ev.level = CCACHE_LEVEL_CLOSURE;
       ev.key = e->key;
-      ev.cause = (int)(e->flags >> CCACHE__E_CAUSE_SHIFT);
+      ev.cause = (int)(e->gone >> CCACHE__E_CAUSE_SHIFT);
       ccache__event_emit(c, &ev);
     }
-    entry_unref(c, e);
+    ccache__entry_unref(c, e);
     e = next;
   }
 }
 
+/* Reclaim what left the table (wlock held): with the reader side blocked -
+ * no section that may have found a pending entry still runs, none can
+ * start - the pending entries become DETACHED, the leases in readers' slots
+ * on them move to their refs, and they join w's graveyard, whose table
+ * references are dropped once every lock is released. */
+static void reclaim_locked(ccache *c, ccache__wsec *w) {
+  block_readers(c, w);
+  for (ccache__entry *e = c->pending.head; e; e = e->hh.next) e->flags |= CCACHE__E_DETACHED;
+  ccache__readers_fold_locked(c);
+  if (w->gy.tail)
+    w->gy.tail->hh.next = c->pending.head;
+  else
+    w->gy.head = c->pending.head;
+  w->gy.tail = c->pending.tail;
+  c->pending.head = c->pending.tail = NULL;
+  c->npending = 0;
+}
+
+/* Whether the pending entries wait for a later section: only a put's (the
+ * one writer that runs per compile, docs/design.md "The writer's rule"), in
+ * membarrier mode, while another thread has a reader, the reader side is
+ * not blocked anyway, and the batch is not full. */
+static bool defer_reclaim(ccache *c, const ccache__wsec *w) {
+#if defined(__SANITIZE_THREAD__)
+  bool blocked = false; /* blocked for every change there: keep the real build's batches */
+#else
+  bool blocked = w->readers_blocked;
+#endif
+  return w->defer && !ccache__fenced(c) && !blocked && c->npending < CCACHE_RECLAIM_BATCH &&
+         ccache__readers_others(c);
+}
+
 void ccache__wsec_end(ccache *c, ccache__wsec *w) {
-  /* Entries that left: the leases in readers' slots move to their refs
-   * while the readers are still blocked. */
-  if (w->gy.head) ccache__readers_fold_locked(c);
+  if (c->pending.head && !defer_reclaim(c, w)) reclaim_locked(c, w);
   ccache__wsec_unblock(c, w);
   ccache__unlock(&c->wlock);
   if (w->ring_alarm) ccache__alarm_ring(c);
@@ -331,17 +305,20 @@ void ccache__count_miss_evicted(ccache *c, ccache_key key) {
 void ccache__detach_locked(ccache *c, ccache__wsec *w, ccache__entry *e, uint64_t *cause) {
   CCACHE__UTHASH_SCOPE(&c->mem);
   ccache__assert_held(&c->wlock);
-  block_readers(c, w);
+  /* Readers may meet e half unlinked: they find it or not, and its chain
+   * link still leads on (entries are freed only after a reclaim).  Not so
+   * for the last entry: uthash frees the table with it. */
+  if (blocks_always(c) || (!e->hh.prev && !e->hh.next)) block_readers(c, w);
   HASH_DELETE(hh, c->table, e);
   unsigned why = cause_of(c, cause);
-  /* Once; releases read DETACHED in their sections. */
-  e->flags |= CCACHE__E_DETACHED | why << CCACHE__E_CAUSE_SHIFT;
+  e->gone = (uint16_t)(CCACHE__E_GONE | why << CCACHE__E_CAUSE_SHIFT);
   c->items--;
   uncharge_locked(c, e->program);
   if (cause) (*cause)++;
   if (why == CCACHE_CAUSE_CAPACITY || why == CCACHE_CAUSE_COST) ring_push_locked(c, e->key);
-  limbo_link_locked(c, e);
-  graveyard_push(&w->gy, e);
+  ccache__limbo_link_locked(c, e);
+  graveyard_push(&c->pending, e);
+  c->npending++;
 }
 
 void ccache__clear_locked(ccache *c, ccache__wsec *w, uint64_t *cause) {
@@ -378,6 +355,37 @@ void ccache__set_bounds_locked(ccache *c, ccache__wsec *w, uint64_t max_items, u
   enforce_locked(c, w, NULL);
 }
 
+/* An insert readers may meet half done (membarrier mode): everything a
+ * reader follows from the bucket's head - the handle's hash, key, length,
+ * table and chain link, and the entry's own fields - holds its final value
+ * before uthash's store of that head publishes the entry (uthash then
+ * stores the same values again).  The release fence orders them before it:
+ * a compiler barrier on x86; readers' loads depend on the pointer. */
+static void prepare_publish(ccache *c, ccache__entry *e, unsigned hv) {
+  UT_hash_table *t = c->table->hh.tbl;
+  unsigned b;
+  HASH_TO_BKT(hv, t->num_buckets, b);
+  e->hh.hashv = hv;
+  e->hh.key = &e->key;
+  e->hh.keylen = c->klen;
+  e->hh.tbl = t;
+  e->hh.hh_next = t->buckets[b].hh_head;
+#if !defined(__SANITIZE_THREAD__) /* never reached there: blocks_always() */
+  atomic_thread_fence(memory_order_release);
+#endif
+}
+
+/* Whether uthash's add will double the buckets (uthash.h's
+ * HASH_ADD_TO_BKT): it then rehashes every chain and frees the old array,
+ * which no reader may be walking. */
+static bool will_expand(const ccache *c, unsigned hv) {
+  const UT_hash_table *t = c->table->hh.tbl;
+  unsigned b;
+  HASH_TO_BKT(hv, t->num_buckets, b);
+  const UT_hash_bucket *k = &t->buckets[b];
+  return !t->noexpand && k->count + 1 >= (k->expand_mult + 1u) * HASH_BKT_CAPACITY_THRESH;
+}
+
 int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e,
                           const ccache_strong_key *key, void *closure, ccache_program *p,
                           uint64_t now) {
@@ -406,7 +414,11 @@ int ccache__insert_locked(ccache *c, ccache__wsec *w, ccache__entry *e,
   CCACHE__MISUSE(ccache__misuse_closure_in(c, closure, owner != NULL, w->api));
   /* Add before deleting the old entry: the add is the only step that can
    * fail, and if it does the table is exactly as before. */
-  block_readers(c, w);
+  w->defer = true;
+  if (blocks_always(c) || !c->table || will_expand(c, hv))
+    block_readers(c, w);
+  else
+    prepare_publish(c, e, hv);
   HASH_ADD_KEYPTR_BYHASHVALUE(hh, c->table, &e->key, c->klen, hv, e);
   if (uh_oom) return CCACHE_ENOMEM;
   if (owner) atomic_fetch_add_explicit(&owner->refs, 1, memory_order_relaxed);

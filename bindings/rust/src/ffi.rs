@@ -300,6 +300,12 @@ stats_struct! {
     tier_rejected,
     /// Programs a reader (trusted keys only) compiled and did not publish.
     tier_unpublished,
+    /// How hits order against writers: 1 membarrier (no fence per hit), 2 fenced.
+    read_side,
+    /// Times a writer stopped this cache's hits (to change or reclaim the table).
+    reader_blocks,
+    /// Of those, the ones that issued membarrier(2).
+    heavy_barriers,
 }
 
 #[repr(C, align(64))]
