@@ -81,6 +81,32 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "event_ctx",
             "tier_max_entry_bytes",
             "trust",
+            "trust_flags",
+        ],
+    ),
+    ("ccache_strong_key", &["key", "check"]),
+    (
+        "ccache_event",
+        &["size", "kind", "level", "key", "status", "err", "cause", "tier", "tier_name", "op", "reason", "duration_ns"],
+    ),
+    (
+        "ccache_tier_health",
+        &[
+            "size",
+            "parts",
+            "kind",
+            "where",
+            "status",
+            "backoff_ms",
+            "backoff_left_ms",
+            "errors",
+            "last_error",
+            "leases_held",
+            "leases_lost",
+            "lock_waits",
+            "fallback_reads",
+            "fallback_writes",
+            "failovers",
         ],
     ),
     (
@@ -292,7 +318,9 @@ fn main() {
     for (ty, fields) in LAYOUT {
         let _ = writeln!(rust, "    size!({ty}),\n    align!({ty}),");
         for f in *fields {
-            let _ = writeln!(rust, "    off!({ty}, {f}),");
+            // A C field named as a Rust keyword is declared with a trailing `_`.
+            let ident = if *f == "where" { "where_" } else { *f };
+            let _ = writeln!(rust, "    off!({ty}, {ident}, \"{f}\"),");
         }
     }
     rust.push_str("]\n");
