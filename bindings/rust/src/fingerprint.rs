@@ -210,6 +210,7 @@ pub enum Op<'a> {
 }
 
 /// An operand or output: output slot `slot` of node `node` (an index into the node slice).
+#[repr(C)] // as ccache_fp_ref: the graph builder passes a slice of them to C
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ref {
     /// Index of the node.

@@ -101,6 +101,7 @@
 mod event;
 pub mod ffi;
 mod fingerprint;
+mod graph;
 mod health;
 pub mod keys;
 mod panic;
@@ -111,6 +112,7 @@ mod trust;
 pub use event::{Cause, Event, EventHook, EventKind};
 pub use ffi::Stats;
 pub use fingerprint::{graph_key, graph_key_strong, Fingerprint, Node, Op, Ref, StrongFingerprint, TensorType};
+pub use graph::GraphKeyBuilder;
 pub use health::{TierHealth, TierStatus};
 pub use keys::{Fast, KeyMode, Strong, StrongKey};
 pub use status::{strerror, CompileError, Status};
