@@ -1,7 +1,9 @@
 //! Raw declarations of the parts of `ccache.h` the crate uses, written by
 //! hand.  Every struct here is checked against the C compiler's layout
-//! (sizes, alignments and the offset of every field) by the `layout` test
-//! below, from a probe that `build.rs` compiles against the installed header.
+//! (sizes, alignments and the offset of every field) by the test
+//! `ffi::layout::structs_match_c_layout` (`mod layout` at the end of this
+//! file), from a probe that `build.rs` compiles against the header in use
+//! (the installed one, or the bundled build's).
 //!
 //! Everything here is `unsafe` to use and follows `ccache.h`'s contract; the
 //! safe API is the rest of the crate.  Only use this module for what the safe

@@ -463,12 +463,7 @@ impl<C, P, M: KeyMode> Cache<C, P, M> {
     where
         F: FnOnce(&Cache<C, P, M>) -> Result<(C, Program<'_, C, P, M>), E>,
     {
-        let mut cx = CompileCx::<C, P, M, F, E> {
-            cache: self,
-            f: Some(compile),
-            failure: None,
-            _p: PhantomData,
-        };
+        let mut cx = CompileCx::<C, P, M, F, E> { cache: self, stage: Stage::Ready(compile), _p: PhantomData };
         // Written by every return of the call (filled on OK, zeroed otherwise),
         // and read only on OK.
         let mut raw = std::mem::MaybeUninit::<ffi::ccache_lease>::uninit();
@@ -484,14 +479,19 @@ impl<C, P, M: KeyMode> Cache<C, P, M> {
         };
         if rc == ffi::CCACHE_OK {
             // The hit path.  The trampoline records a failure only when it
-            // returns non-zero, which is never CCACHE_OK: `failure` is None,
-            // and only the compile, if unused, needs dropping.
-            if std::mem::needs_drop::<F>() || panic::is_pending() {
+            // returns non-zero, which is never CCACHE_OK: the stage is not
+            // Failed, and only the compile, if unused, needs dropping.
+            // Callbacks (destroys of evicted entries, the event hook) run on
+            // this thread only when the compile did, which left `Ready`:
+            // testing that byte, just written, is cheaper on a hit than the
+            // global count of stashed panics (and the stage being one field,
+            // a hit writes one word for it, not two).
+            if std::mem::needs_drop::<F>() || !matches!(cx.stage, Stage::Ready(_)) {
                 // SAFETY: filled by the call on CCACHE_OK.  Made first, so that
                 // a panicking drop of the unused compile, or a resumed panic,
                 // still releases it.
                 let lease = Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } };
-                drop(cx.f.take());
+                drop(std::mem::replace(&mut cx.stage, Stage::Done));
                 std::mem::forget(cx);
                 panic::resume_pending();
                 return Ok(lease);
@@ -501,7 +501,11 @@ impl<C, P, M: KeyMode> Cache<C, P, M> {
             // SAFETY: filled by the call on CCACHE_OK.
             return Ok(Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } });
         }
-        compile_failed(rc, cx.failure.take())
+        let failure = match std::mem::replace(&mut cx.stage, Stage::Done) {
+            Stage::Failed(f) => Some(f),
+            _ => None, // an unused compile is dropped here
+        };
+        compile_failed(rc, failure)
     }
 
     /// Looks up the program under `pkey`, or makes it once whatever the
@@ -768,10 +772,17 @@ enum Failure<E> {
     Foreign,
 }
 
+/// Where a closure compile is: not run (the callback still here), run and
+/// succeeded, or failed (why).
+enum Stage<F, E> {
+    Ready(F),
+    Done,
+    Failed(Failure<E>),
+}
+
 struct CompileCx<'a, C, P, M, F, E> {
     cache: &'a Cache<C, P, M>,
-    f: Option<F>,
-    failure: Option<Failure<E>>,
+    stage: Stage<F, E>,
     _p: PhantomData<P>,
 }
 
@@ -786,9 +797,12 @@ where
     F: FnOnce(&Cache<C, P, M>) -> Result<(C, Program<'_, C, P, M>), E>,
 {
     let cx = &mut *(ud as *mut CompileCx<C, P, M, F, E>);
-    let f = match cx.f.take() {
-        Some(f) => f,
-        None => return -1,
+    let f = match std::mem::replace(&mut cx.stage, Stage::Done) {
+        Stage::Ready(f) => f,
+        other => {
+            cx.stage = other;
+            return -1;
+        }
     };
     let cache = cx.cache;
     match catch_unwind(AssertUnwindSafe(|| f(cache))) {
@@ -800,7 +814,7 @@ where
                     drop(closure);
                     drop(program);
                 }));
-                cx.failure = Some(match r {
+                cx.stage = Stage::Failed(match r {
                     Err(p) => Failure::Panic(p),
                     Ok(()) => Failure::Foreign,
                 });
@@ -811,11 +825,11 @@ where
             0
         }
         Ok(Err(e)) => {
-            cx.failure = Some(Failure::Error(e));
+            cx.stage = Stage::Failed(Failure::Error(e));
             -1
         }
         Err(p) => {
-            cx.failure = Some(Failure::Panic(p));
+            cx.stage = Stage::Failed(Failure::Panic(p));
             -1
         }
     }
