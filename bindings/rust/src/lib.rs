@@ -463,7 +463,12 @@ impl<C, P, M: KeyMode> Cache<C, P, M> {
     where
         F: FnOnce(&Cache<C, P, M>) -> Result<(C, Program<'_, C, P, M>), E>,
     {
-        let mut cx = CompileCx::<C, P, M, F, E> { cache: self, stage: Stage::Ready(compile), _p: PhantomData };
+        let mut cx = CompileCx::<C, P, M, F, E> {
+            cache: self,
+            f: Some(compile),
+            failure: std::mem::MaybeUninit::uninit(),
+            _p: PhantomData,
+        };
         // Written by every return of the call (filled on OK, zeroed otherwise),
         // and read only on OK.
         let mut raw = std::mem::MaybeUninit::<ffi::ccache_lease>::uninit();
@@ -479,19 +484,19 @@ impl<C, P, M: KeyMode> Cache<C, P, M> {
         };
         if rc == ffi::CCACHE_OK {
             // The hit path.  The trampoline records a failure only when it
-            // returns non-zero, which is never CCACHE_OK: the stage is not
-            // Failed, and only the compile, if unused, needs dropping.
-            // Callbacks (destroys of evicted entries, the event hook) run on
-            // this thread only when the compile did, which left `Ready`:
-            // testing that byte, just written, is cheaper on a hit than the
-            // global count of stashed panics (and the stage being one field,
-            // a hit writes one word for it, not two).
-            if std::mem::needs_drop::<F>() || !matches!(cx.stage, Stage::Ready(_)) {
+            // returns non-zero, which is never CCACHE_OK: only the compile,
+            // if unused, needs dropping.  Callbacks (destroys of evicted
+            // entries, the event hook) run on this thread only when the
+            // compile did, which took `f`: testing that byte, just written,
+            // is cheaper on a hit than the global count of stashed panics
+            // (and `failure`, written only by the trampoline, costs a hit no
+            // store).
+            if std::mem::needs_drop::<F>() || cx.f.is_none() {
                 // SAFETY: filled by the call on CCACHE_OK.  Made first, so that
                 // a panicking drop of the unused compile, or a resumed panic,
                 // still releases it.
                 let lease = Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } };
-                drop(std::mem::replace(&mut cx.stage, Stage::Done));
+                drop(cx.f.take());
                 std::mem::forget(cx);
                 panic::resume_pending();
                 return Ok(lease);
@@ -501,10 +506,8 @@ impl<C, P, M: KeyMode> Cache<C, P, M> {
             // SAFETY: filled by the call on CCACHE_OK.
             return Ok(Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } });
         }
-        let failure = match std::mem::replace(&mut cx.stage, Stage::Done) {
-            Stage::Failed(f) => Some(f),
-            _ => None, // an unused compile is dropped here
-        };
+        // SAFETY: the trampoline wrote `failure` if it took `f`.
+        let failure = if cx.f.is_none() { unsafe { cx.failure.as_ptr().read() } } else { None };
         compile_failed(rc, failure)
     }
 
@@ -772,17 +775,12 @@ enum Failure<E> {
     Foreign,
 }
 
-/// Where a closure compile is: not run (the callback still here), run and
-/// succeeded, or failed (why).
-enum Stage<F, E> {
-    Ready(F),
-    Done,
-    Failed(Failure<E>),
-}
-
 struct CompileCx<'a, C, P, M, F, E> {
     cache: &'a Cache<C, P, M>,
-    stage: Stage<F, E>,
+    f: Option<F>,
+    /// Written by the trampoline when it takes `f` (so initialised exactly
+    /// when `f` is None), read once by get_or_compile.
+    failure: std::mem::MaybeUninit<Option<Failure<E>>>,
     _p: PhantomData<P>,
 }
 
@@ -797,13 +795,11 @@ where
     F: FnOnce(&Cache<C, P, M>) -> Result<(C, Program<'_, C, P, M>), E>,
 {
     let cx = &mut *(ud as *mut CompileCx<C, P, M, F, E>);
-    let f = match std::mem::replace(&mut cx.stage, Stage::Done) {
-        Stage::Ready(f) => f,
-        other => {
-            cx.stage = other;
-            return -1;
-        }
+    let f = match cx.f.take() {
+        Some(f) => f,
+        None => return -1,
     };
+    cx.failure.write(None);
     let cache = cx.cache;
     match catch_unwind(AssertUnwindSafe(|| f(cache))) {
         Ok(Ok((closure, program))) => {
@@ -814,10 +810,10 @@ where
                     drop(closure);
                     drop(program);
                 }));
-                cx.stage = Stage::Failed(match r {
+                cx.failure.write(Some(match r {
                     Err(p) => Failure::Panic(p),
                     Ok(()) => Failure::Foreign,
-                });
+                }));
                 return -1;
             }
             *closure_out = Slot::into_raw(closure);
@@ -825,11 +821,11 @@ where
             0
         }
         Ok(Err(e)) => {
-            cx.stage = Stage::Failed(Failure::Error(e));
+            cx.failure.write(Some(Failure::Error(e)));
             -1
         }
         Err(p) => {
-            cx.stage = Stage::Failed(Failure::Panic(p));
+            cx.failure.write(Some(Failure::Panic(p)));
             -1
         }
     }
