@@ -7,6 +7,8 @@
 //! - **prebuilt**: `graph_key` on `ccache::Node`s made once, outside the
 //!   timing (the baseline: the hash alone, as if the runtime's IR were the
 //!   crate's);
+//! - **hash alone**: `ffi::ccache_fp_graph` on C nodes made once (what
+//!   any way of keying the graph costs at least);
 //! - **adapter**: what a runtime does without the builder, per call:
 //!   serialise each node's attributes, build `TensorType`/`Ref`/`Node`
 //!   vectors, then `graph_key`.
@@ -15,7 +17,8 @@
 //! the repetitions); target: builder ≤ 1.2× prebuilt.  Exits 1 if the
 //! builder's key differs from graph_key's.  `--quick`: a short run.
 
-use ccache::{graph_key, GraphKeyBuilder, Key, Node, Op, Ref, TensorType};
+use ccache::{ffi, graph_key, GraphKeyBuilder, Key, Node, Op, Ref, TensorType};
+use std::ffi::CString;
 use std::time::Instant;
 
 fn black_box<T: Copy>(x: T) -> T {
@@ -183,6 +186,61 @@ fn key_prebuilt(cn: &[Node<'_>], out: &[Ref]) -> Key {
     graph_key(cn, out, "cpu").expect("prebuilt key")
 }
 
+/// The C nodes of `cn`, made once: the hash alone, no Rust around it.
+struct RawNodes {
+    nodes: Vec<ffi::ccache_fp_node>,
+    _names: Vec<CString>,
+    _tensors: Vec<ffi::ccache_fp_tensor>,
+}
+
+fn raw_nodes(cn: &[Node<'_>]) -> RawNodes {
+    let names: Vec<CString> = cn
+        .iter()
+        .map(|n| CString::new(if let Op::Name(s) = n.op { s } else { "" }).unwrap())
+        .collect();
+    let tensors: Vec<ffi::ccache_fp_tensor> = cn
+        .iter()
+        .map(|n| ffi::ccache_fp_tensor { dtype: n.outputs[0].dtype, rank: n.outputs[0].dims.len() as u32, dims: n.outputs[0].dims.as_ptr() })
+        .collect();
+    let nodes = cn
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ffi::ccache_fp_node {
+            op_name: names[i].as_ptr(),
+            op_id: 0,
+            attrs: n.attrs.as_ptr().cast(),
+            attrs_len: n.attrs.len(),
+            outputs: &tensors[i],
+            n_outputs: 1,
+            n_operands: n.operands.len() as u32,
+            operands: n.operands.as_ptr().cast(),
+            constant: std::ptr::null(),
+            constant_len: 0,
+            param_index: n.param.map_or(-1, |p| p as i64),
+        })
+        .collect();
+    RawNodes { nodes, _names: names, _tensors: tensors }
+}
+
+#[inline(never)]
+fn key_hash_alone(raw: &RawNodes, out: &[Ref], scratch: &mut [ffi::ccache_key]) -> Key {
+    let mut key = ffi::ccache_key::default();
+    // SAFETY: the nodes point into data alive for the whole run; scratch holds n keys.
+    let rc = unsafe {
+        ffi::ccache_fp_graph(
+            raw.nodes.as_ptr(),
+            raw.nodes.len(),
+            out.as_ptr().cast(),
+            out.len(),
+            b"cpu\0".as_ptr().cast(),
+            scratch.as_mut_ptr(),
+            &mut key,
+        )
+    };
+    assert_eq!(rc, 0);
+    key.into()
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -214,7 +272,10 @@ fn main() {
     let out = [Ref { node: nodes.len() as u32 - 1, slot: 0 }];
 
     let mut g = GraphKeyBuilder::new();
+    let raw = raw_nodes(&prebuilt);
+    let mut scratch = vec![ffi::ccache_key::default(); raw.nodes.len()];
     let want = key_prebuilt(&prebuilt, &out);
+    assert_eq!(key_hash_alone(&raw, &out, &mut scratch), want);
     let (b, a) = (key_with_builder(&mut g, &nodes), key_with_adapter(&nodes));
     if b != want || a != want {
         eprintln!("graph_bench: keys differ: builder {b:?}, adapter {a:?}, graph_key {want:?}");
@@ -232,17 +293,22 @@ fn main() {
         t.elapsed().as_nanos() as f64 / n as f64
     };
     let (mut tb, mut tp, mut ta, mut rb, mut ra) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut th, mut rh) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let p = time(&mut || key_prebuilt(black_box(&prebuilt), &out).lo);
         let bb = time(&mut || key_with_builder(&mut g, black_box(&nodes)).lo);
         let aa = time(&mut || key_with_adapter(black_box(&nodes)).lo);
+        let hh = time(&mut || key_hash_alone(black_box(&raw), &out, &mut scratch).lo);
+        th.push(hh);
+        rh.push(bb / hh);
         tp.push(p);
         tb.push(bb);
         ta.push(aa);
         rb.push(bb / p);
         ra.push(aa / p);
     }
-    let ((bl, bh), (al, ah)) = (spread(&rb), spread(&ra));
+    let ((bl, bh), (al, ah), (hl, hx)) = (spread(&rb), spread(&ra), spread(&rh));
+    let (mh, xh) = (median(&mut th), median(&mut rh));
     let (mp, mb, ma, xb, xa) = (median(&mut tp), median(&mut tb), median(&mut ta), median(&mut rb), median(&mut ra));
     let note = if quick { "; --quick" } else { "" };
     println!("### rust_graph: a runtime's own 22-node decoder graph, keyed through GraphKeyBuilder vs graph_key on prebuilt nodes\n");
@@ -251,6 +317,9 @@ fn main() {
     println!(
         "| `GraphKeyBuilder` from the runtime's node structs vs `graph_key` on prebuilt `Node`s, 22 nodes, ns per graph | {mb:.0} ns | {mp:.0} ns | {xb:.2}× [{bl:.2}, {bh:.2}] ({reps}) | ≤ 1.2× | {} | {n} graphs per rep; same key both ways; bindings/rust/examples/graph_bench.rs{note} |",
         if xb <= 1.2 { "met" } else { "MISSED" }
+    );
+    println!(
+        "| `GraphKeyBuilder` from the runtime's node structs vs `ccache_fp_graph` on C nodes made once (the hash alone), 22 nodes, ns per graph | {mb:.0} ns | {mh:.0} ns | {xh:.2}× [{hl:.2}, {hx:.2}] ({reps}) | report | report | what the builder adds to the hash{note} |"
     );
     println!(
         "| adapter (per call: attribute bytes, `TensorType`/`Ref`/`Node` vectors, then `graph_key`) vs `graph_key` on prebuilt `Node`s, 22 nodes, ns per graph | {ma:.0} ns | {mp:.0} ns | {xa:.2}× [{al:.2}, {ah:.2}] ({reps}) | report | report | what the builder replaces{note} |"
