@@ -11,9 +11,15 @@
 //! Both ways must give bit-identical answers; the exit status is 1 if they do
 //! not, or if either compile count is not what its pattern implies.
 //!
+//! Then the fleet: signed tiers.  Plans go to a directory tier through a
+//! `Codec`, signed by a build-farm writer (a signing key); a serving process
+//! that trusts only the farm's public key loads them without compiling, and
+//! an unsigned plan a keyless process planted first is rejected, never run.
+//!
 //! Run: `cargo run --offline --example rlx_runtime` (`-- --threads N --requests N`).
 
-use ccache::{graph_key, Cache, Config, Key, Node, Op, Ref, Status, TensorType};
+use ccache::{graph_key, Cache, Codec, Config, DiskOptions, Key, Node, Op, Ref, Status, TensorType, Tier, Trust};
+use std::path::Path;
 use std::cell::RefCell;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -332,7 +338,142 @@ fn main() {
         eprintln!("rlx_runtime: FAIL: {} answers differ", total - agree);
         ok = false;
     }
+    if let Err(why) = signed_tiers(&gs, &keys) {
+        eprintln!("rlx_runtime: FAIL: {why}");
+        ok = false;
+    }
     if !ok {
         std::process::exit(1);
     }
+}
+
+// ---- the fleet: plans in a signed directory tier -------------------------
+
+/// Plans as bytes: per step a tag byte and its fields (u32 slots, f32 bits,
+/// little-endian); decode checks every length and slot.
+struct PlanCodec;
+
+impl Codec<Plan> for PlanCodec {
+    fn encode(&self, _: Key, p: &Plan) -> Option<Vec<u8>> {
+        let mut v = Vec::new();
+        for x in [p.slots, p.out, p.len] {
+            v.extend_from_slice(&(x as u32).to_le_bytes());
+        }
+        for st in &p.steps {
+            let (tag, f): (u8, [u32; 3]) = match *st {
+                Step::Load { input, dst } => (0, [input, dst as u32, 0]),
+                Step::Fill { value, dst } => (1, [value.to_bits(), dst as u32, 0]),
+                Step::Add { a, b, dst } => (2, [a as u32, b as u32, dst as u32]),
+                Step::Mul { a, b, dst } => (3, [a as u32, b as u32, dst as u32]),
+                Step::Relu { a, dst } => (4, [a as u32, dst as u32, 0]),
+                Step::Scale { a, k, dst } => (5, [a as u32, k.to_bits(), dst as u32]),
+            };
+            v.push(tag);
+            f.iter().for_each(|x| v.extend_from_slice(&x.to_le_bytes()));
+        }
+        Some(v)
+    }
+    fn decode(&self, _: Key, b: &[u8]) -> Option<(Plan, u64)> {
+        let word = |i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
+        let (slots, out, len) = (word(0)? as usize, word(4)? as usize, word(8)? as usize);
+        if (b.len() - 12) % 13 != 0 || out >= slots || len == 0 || len > 1 << 20 || slots > 1 << 10 {
+            return None;
+        }
+        let mut steps = Vec::new();
+        for at in (12..b.len()).step_by(13) {
+            let f = |k: usize| word(at + 1 + 4 * k);
+            let s = |k: usize| f(k).map(|x| x as usize).filter(|&x| x < slots);
+            steps.push(match b[at] {
+                0 => Step::Load { input: f(0)?.min(1), dst: s(1)? },
+                1 => Step::Fill { value: f32::from_bits(f(0)?), dst: s(1)? },
+                2 => Step::Add { a: s(0)?, b: s(1)?, dst: s(2)? },
+                3 => Step::Mul { a: s(0)?, b: s(1)?, dst: s(2)? },
+                4 => Step::Relu { a: s(0)?, dst: s(1)? },
+                5 => Step::Scale { a: s(0)?, k: f32::from_bits(f(1)?), dst: s(2)? },
+                _ => return None,
+            });
+        }
+        let cost = b.len() as u64;
+        Some((Plan { steps, slots, out, len }, cost))
+    }
+}
+
+/// One process of the fleet: a cache over the shared directory tier, every
+/// graph's plan fetched or compiled; returns the stats and the answers.
+fn fleet_process(dir: &Path, trust: Option<Trust>, gs: &[Graph], keys: &[Key], evil: bool) -> Result<(ccache::Stats, usize), Status> {
+    let tier = Tier::disk(&DiskOptions::new(dir.join("plans")))?;
+    let config = Config {
+        runtime_tag: Some("rlx-mini 1; f32".into()),
+        tier_min_compile: std::time::Duration::ZERO,
+        tiers: vec![tier],
+        trust,
+        ..Config::default()
+    };
+    let cache: Cache<(), Plan> = Cache::open_with_codec(config, PlanCodec)?;
+    let inputs: Vec<Vec<f32>> = (0..2).map(|k| (0..gs[0].len).map(|j| ((j + k * 5) % 11) as f32 - 5.0).collect()).collect();
+    let mut agree = 0;
+    let n = if evil { 1 } else { gs.len() };
+    for (g, &key) in gs.iter().zip(keys).take(n) {
+        let plan = cache
+            .program_get_or_compile(key, |_| {
+                let mut plan = compile(g);
+                if evil {
+                    // What the planted entry does: the right shape, a wrong answer.
+                    plan.steps.push(Step::Scale { a: plan.out, k: -1000.0, dst: plan.out });
+                }
+                Ok::<_, Status>((plan, 64))
+            })
+            .map_err(|e| match e {
+                ccache::CompileError::Cache(s) | ccache::CompileError::Compile(s) => s,
+            })?;
+        let a = run(&plan, &inputs, &mut Workspace::default());
+        let b = run(&compile(g), &inputs, &mut Workspace::default());
+        if a.iter().map(|x| x.to_bits()).eq(b.iter().map(|x| x.to_bits())) {
+            agree += 1;
+        }
+    }
+    Ok((cache.stats(), agree))
+}
+
+fn signed_tiers(gs: &[Graph], keys: &[Key]) -> Result<(), String> {
+    if !Trust::available() {
+        println!("  signed tiers: skipped (libccache built without libsodium)");
+        return Ok(());
+    }
+    let dir = std::env::temp_dir().join(format!("rlx-runtime-fleet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let r = signed_tiers_in(&dir, gs, keys);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+fn signed_tiers_in(dir: &Path, gs: &[Graph], keys: &[Key]) -> Result<(), String> {
+    let e = |s: Status| s.to_string();
+    let (secret, public) = (dir.join("farm.secret"), dir.join("farm.pub"));
+    Trust::generate("rlx-farm", &secret, &public).map_err(e)?;
+    // A keyless process on the same tier plants a plan for graph 0.
+    let (planted, _) = fleet_process(dir, None, gs, keys, true).map_err(e)?;
+    let mut farm = Trust::new().map_err(e)?;
+    farm.signing_key_file(&secret).map_err(e)?;
+    let (w, w_ok) = fleet_process(dir, Some(farm), gs, keys, false).map_err(e)?;
+    let mut serving = Trust::new().map_err(e)?;
+    serving.trusted_key_file(&public).map_err(e)?;
+    let (r, r_ok) = fleet_process(dir, Some(serving), gs, keys, false).map_err(e)?;
+    let n = gs.len();
+    println!("  signed directory tier (key rlx-farm), {n} graphs; a keyless process planted {} unsigned plan:", planted.tier_writes);
+    println!(
+        "    build farm (signing key):  {} compiles, {} signed writes, {} lookups rejected the planted plan; answers agree: {w_ok} of {n}",
+        w.program_compiles, w.tier_writes, w.tier_rejected
+    );
+    println!(
+        "    serving (trusted key):     {} compiles, {} tier hits, {} rejected; answers agree: {r_ok} of {n}",
+        r.program_compiles, r.tier_hits, r.tier_rejected
+    );
+    let n = n as u64;
+    let want = (planted.tier_writes, w.program_compiles, w.tier_writes, w.tier_rejected >= 1, r.program_compiles, r.tier_hits, r.tier_rejected);
+    if want != (1, n, n, true, 0, n, 0) || w_ok as u64 != n || r_ok as u64 != n {
+        return Err(format!("signed tiers: unexpected counts {want:?}, answers {w_ok}/{r_ok}"));
+    }
+    Ok(())
 }

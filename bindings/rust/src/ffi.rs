@@ -1,7 +1,9 @@
 //! Raw declarations of the parts of `ccache.h` the crate uses, written by
 //! hand.  Every struct here is checked against the C compiler's layout
-//! (sizes, alignments and the offset of every field) by the `layout` test
-//! below, from a probe that `build.rs` compiles against the installed header.
+//! (sizes, alignments and the offset of every field) by the test
+//! `ffi::layout::structs_match_c_layout` (`mod layout` at the end of this
+//! file), from a probe that `build.rs` compiles against the header in use
+//! (the installed one, or the bundled build's).
 //!
 //! Everything here is `unsafe` to use and follows `ccache.h`'s contract; the
 //! safe API is the rest of the crate.  Only use this module for what the safe
@@ -141,15 +143,81 @@ pub struct ccache_config {
     pub tier_min_compile_us: u64,
     pub tiers: *const *mut ccache_tier,
     pub n_tiers: u32,
-    /// `ccache_key_mode`; the crate opens fast-key caches (0).
+    /// `ccache_key_mode`: `CCACHE_KEYS_FAST` or `CCACHE_KEYS_STRONG`.
     pub key_mode: u32,
-    /// The event hook (`ccache_event_fn`); the crate leaves it unset.
-    pub on_event: Option<unsafe extern "C" fn(ctx: *mut c_void, ev: *const c_void)>,
+    /// The event hook.
+    pub on_event: ccache_event_fn,
     pub event_ctx: *mut c_void,
     /// Largest tier entry read or written, bytes of the framed entry.
     pub tier_max_entry_bytes: u64,
-    /// `const ccache_trust *` (signed tier entries); the crate leaves it NULL.
-    pub trust: *const c_void,
+    /// Signing and trusted keys (copied at open), or NULL.
+    pub trust: *const ccache_trust,
+    /// `CCACHE_TRUST_*` flags.
+    pub trust_flags: u32,
+}
+
+/// `CCACHE_KEYS_FAST`.
+pub const CCACHE_KEYS_FAST: u32 = 0;
+/// `CCACHE_KEYS_STRONG`.
+pub const CCACHE_KEYS_STRONG: u32 = 1;
+/// `CCACHE_TRUST_UNSIGNED`: accept unsigned entries from tiers others can write.
+pub const CCACHE_TRUST_UNSIGNED: u32 = 0x1;
+/// `CCACHE_CLOSE_ABANDON`.
+pub const CCACHE_CLOSE_ABANDON: c_uint = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ccache_strong_key {
+    pub key: ccache_key,
+    pub check: ccache_key,
+}
+
+#[repr(C)]
+pub struct ccache_trust {
+    _opaque: [u8; 0],
+}
+
+#[repr(C)]
+pub struct ccache_event {
+    pub size: u32,
+    pub kind: c_int,
+    pub level: c_int,
+    pub key: ccache_key,
+    pub status: c_int,
+    pub err: c_int,
+    pub cause: c_int,
+    pub tier: u32,
+    pub tier_name: *const c_char,
+    pub op: *const c_char,
+    pub reason: *const c_char,
+    pub duration_ns: u64,
+}
+
+pub type ccache_event_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, ev: *const ccache_event)>;
+
+pub const CCACHE_TIER_UP: u32 = 0;
+pub const CCACHE_TIER_DOWN: u32 = 1;
+pub const CCACHE_TIER_DISABLED: u32 = 2;
+/// `CCACHE_TIER_DEGRADED` (issue 33: writes fail with READONLY/NOPERM/OOM).
+pub const CCACHE_TIER_DEGRADED: u32 = 3;
+
+#[repr(C)]
+pub struct ccache_tier_health {
+    pub size: u32,
+    pub parts: u32,
+    pub kind: *const c_char,
+    pub where_: [c_char; 256],
+    pub status: u32,
+    pub backoff_ms: u64,
+    pub backoff_left_ms: u64,
+    pub errors: u64,
+    pub last_error: [c_char; 256],
+    pub leases_held: u64,
+    pub leases_lost: u64,
+    pub lock_waits: u64,
+    pub fallback_reads: u64,
+    pub fallback_writes: u64,
+    pub failovers: u64,
 }
 
 #[repr(C)]
@@ -349,6 +417,56 @@ extern "C" {
     pub fn ccache_error_detail() -> *const c_char;
 
     pub fn ccache_config_init(cfg: *mut ccache_config);
+    pub fn ccache_close_ex(c: *mut ccache, flags: c_uint) -> c_int;
+
+    pub fn ccache_program_intern_strong(
+        c: *mut ccache,
+        pkey: *const ccache_strong_key,
+        native: *mut c_void,
+        cost_bytes: u64,
+        out: *mut *mut ccache_program,
+    ) -> c_int;
+    pub fn ccache_program_fetch_strong(c: *mut ccache, pkey: *const ccache_strong_key, out: *mut *mut ccache_program) -> c_int;
+    pub fn ccache_put_strong(c: *mut ccache, key: *const ccache_strong_key, closure: *mut c_void, p: *mut ccache_program) -> c_int;
+    pub fn ccache_fetch_strong(c: *mut ccache, key: *const ccache_strong_key, out: *mut ccache_lease) -> c_int;
+    pub fn ccache_remove_strong(c: *mut ccache, key: *const ccache_strong_key) -> c_int;
+    pub fn ccache_get_or_compile_strong(
+        c: *mut ccache,
+        key: *const ccache_strong_key,
+        compile: ccache_compile_fn,
+        ud: *mut c_void,
+        out: *mut ccache_lease,
+    ) -> c_int;
+    pub fn ccache_program_get_or_compile_strong(
+        c: *mut ccache,
+        pkey: *const ccache_strong_key,
+        compile: ccache_program_compile_fn,
+        ud: *mut c_void,
+        out: *mut *mut ccache_program,
+    ) -> c_int;
+
+    pub fn ccache_tier_health_get(c: *mut ccache, tier: u32, part: u32, out: *mut ccache_tier_health) -> c_int;
+
+    pub fn ccache_trust_available() -> c_int;
+    pub fn ccache_trust_new(out: *mut *mut ccache_trust) -> c_int;
+    pub fn ccache_trust_free(t: *mut ccache_trust);
+    pub fn ccache_trust_set_signing_key_file(t: *mut ccache_trust, path: *const c_char) -> c_int;
+    pub fn ccache_trust_add_key(t: *mut ccache_trust, text: *const c_char) -> c_int;
+    pub fn ccache_trust_add_key_file(t: *mut ccache_trust, path: *const c_char) -> c_int;
+    pub fn ccache_trust_generate(name: *const c_char, secret_path: *const c_char, public_path: *const c_char) -> c_int;
+
+    pub fn ccache_fp_key(fp: *mut ccache_fp, key: ccache_key) -> c_int;
+    pub fn ccache_fp_init_strong(fp: *mut ccache_fp) -> c_int;
+    pub fn ccache_fp_final_strong(fp: *const ccache_fp, out: *mut ccache_strong_key) -> c_int;
+    pub fn ccache_fp_graph_strong(
+        nodes: *const ccache_fp_node,
+        n_nodes: usize,
+        outputs: *const ccache_fp_ref,
+        n_outputs: usize,
+        device: *const c_char,
+        scratch: *mut ccache_strong_key,
+        out: *mut ccache_strong_key,
+    ) -> c_int;
     pub fn ccache_open(cfg: *const ccache_config, out: *mut *mut ccache) -> c_int;
     pub fn ccache_close(c: *mut ccache) -> c_int;
     pub fn ccache_set_limits(c: *mut ccache, max_items: u64, ttl_ms: u64, max_cost_bytes: u64) -> c_int;
@@ -437,12 +555,12 @@ mod layout {
         };
     }
     macro_rules! off {
-        ($t:ident, $f:ident) => {{
+        ($t:ident, $f:ident, $name:literal) => {{
             let u = MaybeUninit::<$t>::uninit();
             let base = u.as_ptr();
             // SAFETY: only the address of the field is taken, nothing is read.
             let field = unsafe { std::ptr::addr_of!((*base).$f) };
-            (concat!(stringify!($t), ".", stringify!($f)).to_string(), field as usize - base as usize)
+            (concat!(stringify!($t), ".", $name).to_string(), field as usize - base as usize)
         }};
     }
 

@@ -98,16 +98,29 @@
 //! discarded.
 #![deny(missing_docs)]
 
+mod event;
 pub mod ffi;
 mod fingerprint;
+mod graph;
+mod health;
+pub mod keys;
 mod panic;
 mod status;
 mod tier;
+mod trust;
 
+pub use event::{Cause, Event, EventHook, EventKind};
 pub use ffi::Stats;
-pub use fingerprint::{graph_key, Fingerprint, Node, Op, Ref, TensorType};
+pub use fingerprint::{graph_key, graph_key_strong, Fingerprint, Node, Op, Ref, StrongFingerprint, TensorType};
+pub use graph::GraphKeyBuilder;
+pub use health::{TierHealth, TierStatus};
+pub use keys::{Fast, KeyMode, Strong, StrongKey};
 pub use status::{strerror, CompileError, Status};
 pub use tier::{Codec, DecodeError, DiskOptions, RedisOptions, Tier};
+pub use trust::Trust;
+
+/// A cache of strong keys ([`StrongKey`]): `Cache<C, P, Strong>`.
+pub type StrongCache<C, P> = Cache<C, P, Strong>;
 
 use status::check;
 use std::ffi::{c_void, CString};
@@ -178,14 +191,41 @@ pub struct Config {
     /// Programs compiled faster than this are not written to the tiers
     /// (default 1 ms).
     pub tier_min_compile: Duration,
-    /// Tiers, the one asked first at index 0 (at most 8).  They are used only
-    /// with a codec ([`Cache::open_with_codec`]).
+    /// Tiers, the one asked first at index 0 (at most 8).  A codec is
+    /// required: [`Cache::open`] with tiers is `EINVAL` (the library refuses
+    /// tiers without a codec); use [`Cache::open_with_codec`].
     pub tiers: Vec<Tier>,
     /// Largest tier entry read or written, bytes of the whole framed entry
     /// (default 64 MiB; `0` is `EINVAL`, `u64::MAX` the format's own limit).
     /// An entry over it is a miss counted in `tier_oversize`, refused before
     /// it is read whole.
     pub tier_max_entry_bytes: u64,
+    /// Signing and trusted keys (copied at open, then dropped): every entry
+    /// read from a tier must be signed by a trusted key (see [`Trust`]).
+    /// `None` (default): tiers are trusted by declaration.  A cache with a
+    /// trust object and a library without libsodium is `ENOTSUP` at open.
+    pub trust: Option<Trust>,
+    /// `CCACHE_TRUST_UNSIGNED`: accept unsigned entries from tiers that
+    /// others can write (a Redis tier).  The library's safe-by-default rule
+    /// refuses (`EINVAL` at open) a cache whose tiers include a shared one
+    /// when it has neither trusted keys nor this opt-out; set it with
+    /// [`Config::accept_unsigned_entries`].  Default `false`.
+    pub trust_unsigned: bool,
+    /// The event hook (see [`Event`]), or `None` (default: nothing is spent
+    /// on events).  A panic in it is caught before it reaches C and resumed
+    /// by the call that raised the event (discarded on the sweeper thread).
+    pub on_event: Option<EventHook>,
+}
+
+impl Config {
+    /// Opts out of signatures, by name: tiers others can write (Redis) are
+    /// read without trusted keys, unsigned entries accepted
+    /// (`CCACHE_TRUST_UNSIGNED`; see [`Config::trust_unsigned`]).  Anyone who
+    /// can write to such a tier can then plant a program this cache runs.
+    pub fn accept_unsigned_entries(mut self) -> Config {
+        self.trust_unsigned = true;
+        self
+    }
 }
 
 impl Default for Config {
@@ -200,6 +240,9 @@ impl Default for Config {
             tier_min_compile: Duration::from_millis(1),
             tiers: Vec::new(),
             tier_max_entry_bytes: ffi::CCACHE_TIER_MAX_ENTRY_DEFAULT,
+            trust: None,
+            trust_unsigned: false,
+            on_event: None,
         }
     }
 }
@@ -267,6 +310,7 @@ unsafe extern "C" fn destroy_slot<T>(obj: *mut c_void, _ctx: *mut c_void) {
 pub(crate) struct Inner<P> {
     clock: Option<Arc<dyn Fn() -> u64 + Send + Sync>>,
     pub(crate) codec: Option<Box<dyn Codec<P>>>,
+    pub(crate) on_event: Option<EventHook>,
 }
 
 unsafe extern "C" fn clock_trampoline<P>(ctx: *mut c_void) -> u64 {
@@ -280,21 +324,27 @@ unsafe extern "C" fn clock_trampoline<P>(ctx: *mut c_void) -> u64 {
 /// A cache of closures `C` and programs `P`.  See the crate documentation
 /// for the threading rules.  Dropping it closes it (every remaining `C` and
 /// `P` is dropped, the sweeper thread is joined).
-pub struct Cache<C, P> {
+///
+/// `M` is the key mode, [`Fast`] (the default: [`Key`]) or [`Strong`]
+/// ([`StrongKey`]; [`StrongCache`]): every call takes `M::Key`, so keys of the
+/// other mode do not compile (see [`keys`]).
+pub struct Cache<C, P, M = Fast> {
     raw: NonNull<ffi::ccache>,
     inner: Box<Inner<P>>,
-    _owns: PhantomData<(Box<C>, Box<P>)>,
+    _owns: PhantomData<(Box<C>, Box<P>, M)>,
 }
 
 // SAFETY: the C cache is thread-safe; what crosses threads is C and P, shared
 // through leases (Sync) and dropped on any thread (Send).
-unsafe impl<C: Send + Sync, P: Send + Sync> Send for Cache<C, P> {}
-unsafe impl<C: Send + Sync, P: Send + Sync> Sync for Cache<C, P> {}
+unsafe impl<C: Send + Sync, P: Send + Sync, M> Send for Cache<C, P, M> {}
+unsafe impl<C: Send + Sync, P: Send + Sync, M> Sync for Cache<C, P, M> {}
 
-impl<C: Send + 'static, P: Send + 'static> Cache<C, P> {
-    /// Opens a cache.  Errors: `EINVAL` (a bound of 0, more than 8 tiers, a
-    /// runtime tag with a NUL byte), `ENOMEM`, `ETHREAD`.  On error the tiers
-    /// are freed.
+impl<C: Send + 'static, P: Send + 'static, M: KeyMode> Cache<C, P, M> {
+    /// Opens a cache.  Errors: `EINVAL` (a bound of 0, more than 8 tiers,
+    /// tiers without a codec, a runtime tag with a NUL byte, a trust object
+    /// with no key, a shared tier with neither trusted keys nor
+    /// [`Config::accept_unsigned_entries`]), `ENOTSUP` (a trust object
+    /// without libsodium), `ENOMEM`, `ETHREAD`.  On error the tiers are freed.
     pub fn open(config: Config) -> Result<Self, Status> {
         Self::open_inner(config, None)
     }
@@ -316,6 +366,9 @@ impl<C: Send + 'static, P: Send + 'static> Cache<C, P> {
             tier_min_compile,
             tiers,
             tier_max_entry_bytes,
+            trust,
+            trust_unsigned,
+            on_event,
         } = config;
         let tag = match runtime_tag.map(CString::new).transpose() {
             Ok(t) => t,
@@ -323,7 +376,8 @@ impl<C: Send + 'static, P: Send + 'static> Cache<C, P> {
         };
         let has_clock = clock.is_some();
         let has_codec = codec.is_some();
-        let inner = Box::new(Inner { clock, codec });
+        let has_hook = on_event.is_some();
+        let inner = Box::new(Inner { clock, codec, on_event });
         let ctx = &*inner as *const Inner<P> as *mut c_void;
         let codec_c = ffi::ccache_codec {
             encode: Some(tier::encode_trampoline::<P>),
@@ -357,9 +411,17 @@ impl<C: Send + 'static, P: Send + 'static> Cache<C, P> {
         cfg.tiers = if raw_tiers.is_empty() { ptr::null() } else { raw_tiers.as_ptr() };
         cfg.n_tiers = raw_tiers.len().min(u32::MAX as usize) as u32;
         cfg.tier_max_entry_bytes = tier_max_entry_bytes;
+        cfg.key_mode = M::MODE;
+        cfg.trust = trust.as_ref().map_or(ptr::null(), Trust::as_ptr);
+        cfg.trust_flags = if trust_unsigned { ffi::CCACHE_TRUST_UNSIGNED } else { 0 };
+        if has_hook {
+            cfg.on_event = Some(event::event_trampoline::<P>);
+            cfg.event_ctx = ctx;
+        }
         let mut raw = ptr::null_mut();
         // SAFETY: cfg is initialised; codec_c, tag and raw_tiers are copied by the call.
         let rc = unsafe { ffi::ccache_open(&cfg, &mut raw) };
+        drop(trust); // copied by the open
         panic::resume_pending();
         check(rc)?; // on error the tiers are still ours: `tiers` drops and frees them
         for t in tiers {
@@ -369,7 +431,7 @@ impl<C: Send + 'static, P: Send + 'static> Cache<C, P> {
     }
 }
 
-impl<C, P> Cache<C, P> {
+impl<C, P, M: KeyMode> Cache<C, P, M> {
     /// The raw cache, for [`ffi`] calls the safe API lacks.  Valid while `self` is.
     #[inline]
     pub fn as_raw(&self) -> *mut ffi::ccache {
@@ -377,7 +439,7 @@ impl<C, P> Cache<C, P> {
     }
 
     #[inline]
-    fn is(&self, other: &Cache<C, P>) -> bool {
+    fn is(&self, other: &Cache<C, P, M>) -> bool {
         ptr::eq(self, other)
     }
 
@@ -397,14 +459,14 @@ impl<C, P> Cache<C, P> {
     /// A panic in `compile` resumes here once the cache has recorded the
     /// failed compile.
     #[inline]
-    pub fn get_or_compile<E, F>(&self, key: Key, compile: F) -> Result<Lease<'_, C, P>, CompileError<E>>
+    pub fn get_or_compile<E, F>(&self, key: M::Key, compile: F) -> Result<Lease<'_, C, P, M>, CompileError<E>>
     where
-        F: FnOnce(&Cache<C, P>) -> Result<(C, Program<'_, C, P>), E>,
+        F: FnOnce(&Cache<C, P, M>) -> Result<(C, Program<'_, C, P, M>), E>,
     {
-        let mut cx = CompileCx::<C, P, F, E> {
+        let mut cx = CompileCx::<C, P, M, F, E> {
             cache: self,
             f: Some(compile),
-            failure: None,
+            failure: std::mem::MaybeUninit::uninit(),
             _p: PhantomData,
         };
         // Written by every return of the call (filled on OK, zeroed otherwise),
@@ -412,19 +474,24 @@ impl<C, P> Cache<C, P> {
         let mut raw = std::mem::MaybeUninit::<ffi::ccache_lease>::uninit();
         // SAFETY: cx outlives the call; the trampoline matches its type.
         let rc = unsafe {
-            ffi::ccache_get_or_compile(
+            M::get_or_compile(
                 self.raw.as_ptr(),
-                key.into(),
-                Some(compile_trampoline::<C, P, F, E>),
-                &mut cx as *mut CompileCx<C, P, F, E> as *mut c_void,
+                &key,
+                Some(compile_trampoline::<C, P, M, F, E>),
+                &mut cx as *mut CompileCx<C, P, M, F, E> as *mut c_void,
                 raw.as_mut_ptr(),
             )
         };
         if rc == ffi::CCACHE_OK {
             // The hit path.  The trampoline records a failure only when it
-            // returns non-zero, which is never CCACHE_OK: `failure` is None,
-            // and only the compile, if unused, needs dropping.
-            if std::mem::needs_drop::<F>() || panic::is_pending() {
+            // returns non-zero, which is never CCACHE_OK: only the compile,
+            // if unused, needs dropping.  Callbacks (destroys of evicted
+            // entries, the event hook) run on this thread only when the
+            // compile did, which took `f`: testing that byte, just written,
+            // is cheaper on a hit than the global count of stashed panics
+            // (and `failure`, written only by the trampoline, costs a hit no
+            // store).
+            if std::mem::needs_drop::<F>() || cx.f.is_none() {
                 // SAFETY: filled by the call on CCACHE_OK.  Made first, so that
                 // a panicking drop of the unused compile, or a resumed panic,
                 // still releases it.
@@ -439,7 +506,9 @@ impl<C, P> Cache<C, P> {
             // SAFETY: filled by the call on CCACHE_OK.
             return Ok(Lease { cache: self, raw: unsafe { read_lease(raw.as_ptr()) } });
         }
-        compile_failed(rc, cx.failure.take())
+        // SAFETY: the trampoline wrote `failure` if it took `f`.
+        let failure = if cx.f.is_none() { unsafe { cx.failure.as_ptr().read() } } else { None };
+        compile_failed(rc, failure)
     }
 
     /// Looks up the program under `pkey`, or makes it once whatever the
@@ -448,19 +517,19 @@ impl<C, P> Cache<C, P> {
     /// it holds, charged against `max_cost_bytes` while an entry refers to it).
     /// Errors as [`Cache::get_or_compile`].
     #[inline]
-    pub fn program_get_or_compile<E, F>(&self, pkey: Key, compile: F) -> Result<Program<'_, C, P>, CompileError<E>>
+    pub fn program_get_or_compile<E, F>(&self, pkey: M::Key, compile: F) -> Result<Program<'_, C, P, M>, CompileError<E>>
     where
-        F: FnOnce(&Cache<C, P>) -> Result<(P, u64), E>,
+        F: FnOnce(&Cache<C, P, M>) -> Result<(P, u64), E>,
     {
-        let mut cx = ProgramCx::<C, P, F, E> { cache: self, f: Some(compile), failure: None };
+        let mut cx = ProgramCx::<C, P, M, F, E> { cache: self, f: Some(compile), failure: None };
         let mut out = ptr::null_mut();
         // SAFETY: cx outlives the call; the trampoline matches its type.
         let rc = unsafe {
-            ffi::ccache_program_get_or_compile(
+            M::program_get_or_compile(
                 self.raw.as_ptr(),
-                pkey.into(),
-                Some(program_trampoline::<C, P, F, E>),
-                &mut cx as *mut ProgramCx<C, P, F, E> as *mut c_void,
+                &pkey,
+                Some(program_trampoline::<C, P, M, F, E>),
+                &mut cx as *mut ProgramCx<C, P, M, F, E> as *mut c_void,
                 &mut out,
             )
         };
@@ -482,10 +551,10 @@ impl<C, P> Cache<C, P> {
     /// Interns `program` under `pkey` with its cost in bytes and returns a
     /// handle.  If `pkey` is already interned, the existing program is
     /// returned and `program` is dropped.  Errors: `ENOMEM` (`program` dropped).
-    pub fn program_intern(&self, pkey: Key, program: P, cost_bytes: u64) -> Result<Program<'_, C, P>, Status> {
+    pub fn program_intern(&self, pkey: M::Key, program: P, cost_bytes: u64) -> Result<Program<'_, C, P, M>, Status> {
         let mut out = ptr::null_mut();
         // SAFETY: the native is a live Slot<P>, owned by the cache from here on.
-        let rc = unsafe { ffi::ccache_program_intern(self.raw.as_ptr(), pkey.into(), Slot::into_raw(program), cost_bytes, &mut out) };
+        let rc = unsafe { M::program_intern(self.raw.as_ptr(), &pkey, Slot::into_raw(program), cost_bytes, &mut out) };
         let program = NonNull::new(out).map(|raw| Program { cache: self, raw });
         panic::resume_pending();
         check(rc)?;
@@ -493,10 +562,10 @@ impl<C, P> Cache<C, P> {
     }
 
     /// Looks up a program by key (never compiles, never asks a tier).
-    pub fn program_fetch(&self, pkey: Key) -> Result<Option<Program<'_, C, P>>, Status> {
+    pub fn program_fetch(&self, pkey: M::Key) -> Result<Option<Program<'_, C, P, M>>, Status> {
         let mut out = ptr::null_mut();
         // SAFETY: plain call with valid pointers.
-        let rc = unsafe { ffi::ccache_program_fetch(self.raw.as_ptr(), pkey.into(), &mut out) };
+        let rc = unsafe { M::program_fetch(self.raw.as_ptr(), &pkey, &mut out) };
         let program = NonNull::new(out).map(|raw| Program { cache: self, raw });
         panic::resume_pending();
         match rc {
@@ -511,22 +580,22 @@ impl<C, P> Cache<C, P> {
     /// (leases on it stay valid).  Evictions this causes drop their `C`/`P`
     /// here.  Errors: `EINVAL` (a handle of another cache), `ENOMEM`; the
     /// closure is dropped on error.
-    pub fn put(&self, key: Key, closure: C, program: &Program<'_, C, P>) -> Result<(), Status> {
+    pub fn put(&self, key: M::Key, closure: C, program: &Program<'_, C, P, M>) -> Result<(), Status> {
         if !self.is(program.cache) {
             drop(closure);
             return Err(Status::from_code(Status::EINVAL));
         }
         // SAFETY: the closure is a fresh Slot<C>, owned by the cache from here on.
-        let rc = unsafe { ffi::ccache_put(self.raw.as_ptr(), key.into(), Slot::into_raw(closure), program.raw.as_ptr()) };
+        let rc = unsafe { M::put(self.raw.as_ptr(), &key, Slot::into_raw(closure), program.raw.as_ptr()) };
         panic::resume_pending();
         check(rc)
     }
 
     /// Looks up a closure: `Some(lease)` on a hit (never an expired entry).
-    pub fn fetch(&self, key: Key) -> Result<Option<Lease<'_, C, P>>, Status> {
+    pub fn fetch(&self, key: M::Key) -> Result<Option<Lease<'_, C, P, M>>, Status> {
         let mut lease = Lease { cache: self, raw: ffi::ccache_lease::zeroed() };
         // SAFETY: plain call with a valid lease to fill.
-        let rc = unsafe { ffi::ccache_fetch(self.raw.as_ptr(), key.into(), &mut lease.raw) };
+        let rc = unsafe { M::fetch(self.raw.as_ptr(), &key, &mut lease.raw) };
         panic::resume_pending();
         match rc {
             ffi::CCACHE_OK => Ok(Some(lease)),
@@ -543,9 +612,9 @@ impl<C, P> Cache<C, P> {
 
     /// Removes the entry under `key`: `true` if there was one.  Leases on it
     /// stay valid.
-    pub fn remove(&self, key: Key) -> Result<bool, Status> {
+    pub fn remove(&self, key: M::Key) -> Result<bool, Status> {
         // SAFETY: plain call.
-        let rc = unsafe { ffi::ccache_remove(self.raw.as_ptr(), key.into()) };
+        let rc = unsafe { M::remove(self.raw.as_ptr(), &key) };
         panic::resume_pending();
         match rc {
             ffi::CCACHE_OK => Ok(true),
@@ -609,7 +678,39 @@ impl<C, P> Cache<C, P> {
     }
 }
 
-impl<C, P> Drop for Cache<C, P> {
+impl<C, P, M> Cache<C, P, M> {
+    /// Closes the cache now (what dropping it does), returning the status.
+    /// `Err(EBUSY)` when a lease or program handle was leaked with
+    /// `mem::forget`: the cache then stays open, leaked (see
+    /// [`Cache::close_abandon`]).  A panic of a drop it runs resumes here.
+    pub fn close(self) -> Result<(), Status> {
+        self.close_with(0)
+    }
+
+    /// Closes the cache even though leases or program handles were leaked
+    /// with `mem::forget` (`ccache_close_ex` with `CCACHE_CLOSE_ABANDON`):
+    /// every remaining `C` and `P` is dropped.  Safe: a lease or handle
+    /// borrows its cache, so once the cache is given up by value none can be
+    /// used again; only a leaked one can still be out, and it is abandoned.
+    pub fn close_abandon(self) -> Result<(), Status> {
+        self.close_with(ffi::CCACHE_CLOSE_ABANDON)
+    }
+
+    fn close_with(self, flags: std::os::raw::c_uint) -> Result<(), Status> {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: owned, and nothing borrows it (by value); no call is running.
+        let rc = unsafe { ffi::ccache_close_ex(me.raw.as_ptr(), flags) };
+        if rc == ffi::CCACHE_OK {
+            // SAFETY: read once; `me` is never dropped.  The callbacks' context
+            // goes only now that the cache is gone.
+            drop(unsafe { ptr::read(&me.inner) });
+        } // else the cache stays open and its context with it (leaked)
+        panic::resume_pending();
+        check(rc)
+    }
+}
+
+impl<C, P, M> Drop for Cache<C, P, M> {
     fn drop(&mut self) {
         // SAFETY: no lease or handle can be out (they borrow the cache), and no
         // call is running (`&mut self`), except leaks by mem::forget.
@@ -617,7 +718,7 @@ impl<C, P> Drop for Cache<C, P> {
         if rc != ffi::CCACHE_OK {
             // A lease or handle was leaked with mem::forget: the cache stays
             // open and its callbacks' context must stay valid, so leak both.
-            let inner = std::mem::replace(&mut self.inner, Box::new(Inner { clock: None, codec: None }));
+            let inner = std::mem::replace(&mut self.inner, Box::new(Inner { clock: None, codec: None, on_event: None }));
             std::mem::forget(inner);
         }
         panic::resume_pending_in_drop();
@@ -674,14 +775,16 @@ enum Failure<E> {
     Foreign,
 }
 
-struct CompileCx<'a, C, P, F, E> {
-    cache: &'a Cache<C, P>,
+struct CompileCx<'a, C, P, M, F, E> {
+    cache: &'a Cache<C, P, M>,
     f: Option<F>,
-    failure: Option<Failure<E>>,
+    /// Written by the trampoline when it takes `f` (so initialised exactly
+    /// when `f` is None), read once by get_or_compile.
+    failure: std::mem::MaybeUninit<Option<Failure<E>>>,
     _p: PhantomData<P>,
 }
 
-unsafe extern "C" fn compile_trampoline<C, P, F, E>(
+unsafe extern "C" fn compile_trampoline<C, P, M: KeyMode, F, E>(
     ud: *mut c_void,
     _c: *mut ffi::ccache,
     _key: ffi::ccache_key,
@@ -689,13 +792,14 @@ unsafe extern "C" fn compile_trampoline<C, P, F, E>(
     program_out: *mut *mut ffi::ccache_program,
 ) -> c_int
 where
-    F: FnOnce(&Cache<C, P>) -> Result<(C, Program<'_, C, P>), E>,
+    F: FnOnce(&Cache<C, P, M>) -> Result<(C, Program<'_, C, P, M>), E>,
 {
-    let cx = &mut *(ud as *mut CompileCx<C, P, F, E>);
+    let cx = &mut *(ud as *mut CompileCx<C, P, M, F, E>);
     let f = match cx.f.take() {
         Some(f) => f,
         None => return -1,
     };
+    cx.failure.write(None);
     let cache = cx.cache;
     match catch_unwind(AssertUnwindSafe(|| f(cache))) {
         Ok(Ok((closure, program))) => {
@@ -706,10 +810,10 @@ where
                     drop(closure);
                     drop(program);
                 }));
-                cx.failure = Some(match r {
+                cx.failure.write(Some(match r {
                     Err(p) => Failure::Panic(p),
                     Ok(()) => Failure::Foreign,
-                });
+                }));
                 return -1;
             }
             *closure_out = Slot::into_raw(closure);
@@ -717,23 +821,23 @@ where
             0
         }
         Ok(Err(e)) => {
-            cx.failure = Some(Failure::Error(e));
+            cx.failure.write(Some(Failure::Error(e)));
             -1
         }
         Err(p) => {
-            cx.failure = Some(Failure::Panic(p));
+            cx.failure.write(Some(Failure::Panic(p)));
             -1
         }
     }
 }
 
-struct ProgramCx<'a, C, P, F, E> {
-    cache: &'a Cache<C, P>,
+struct ProgramCx<'a, C, P, M, F, E> {
+    cache: &'a Cache<C, P, M>,
     f: Option<F>,
     failure: Option<Failure<E>>,
 }
 
-unsafe extern "C" fn program_trampoline<C, P, F, E>(
+unsafe extern "C" fn program_trampoline<C, P, M, F, E>(
     ud: *mut c_void,
     _c: *mut ffi::ccache,
     _pkey: ffi::ccache_key,
@@ -741,9 +845,9 @@ unsafe extern "C" fn program_trampoline<C, P, F, E>(
     cost_out: *mut u64,
 ) -> c_int
 where
-    F: FnOnce(&Cache<C, P>) -> Result<(P, u64), E>,
+    F: FnOnce(&Cache<C, P, M>) -> Result<(P, u64), E>,
 {
-    let cx = &mut *(ud as *mut ProgramCx<C, P, F, E>);
+    let cx = &mut *(ud as *mut ProgramCx<C, P, M, F, E>);
     let f = match cx.f.take() {
         Some(f) => f,
         None => return -1,
@@ -768,16 +872,16 @@ where
 
 /// A hit: pins a closure and its program until dropped (the drop releases
 /// it, on any thread, even after the entry was evicted or removed).
-pub struct Lease<'c, C, P> {
-    cache: &'c Cache<C, P>,
+pub struct Lease<'c, C, P, M = Fast> {
+    cache: &'c Cache<C, P, M>,
     raw: ffi::ccache_lease,
 }
 
 // SAFETY: a lease gives `&C` and `&P` and may be released on any thread.
-unsafe impl<C: Send + Sync, P: Send + Sync> Send for Lease<'_, C, P> {}
-unsafe impl<C: Send + Sync, P: Send + Sync> Sync for Lease<'_, C, P> {}
+unsafe impl<C: Send + Sync, P: Send + Sync, M> Send for Lease<'_, C, P, M> {}
+unsafe impl<C: Send + Sync, P: Send + Sync, M> Sync for Lease<'_, C, P, M> {}
 
-impl<'c, C, P> Lease<'c, C, P> {
+impl<'c, C, P, M> Lease<'c, C, P, M> {
     /// The closure.
     #[inline]
     pub fn closure(&self) -> &C {
@@ -792,12 +896,12 @@ impl<'c, C, P> Lease<'c, C, P> {
     }
     /// The cache the lease came from.
     #[inline]
-    pub fn cache(&self) -> &'c Cache<C, P> {
+    pub fn cache(&self) -> &'c Cache<C, P, M> {
         self.cache
     }
 }
 
-impl<C, P> Drop for Lease<'_, C, P> {
+impl<C, P, M> Drop for Lease<'_, C, P, M> {
     fn drop(&mut self) {
         // SAFETY: a filled lease of this cache, released once.
         unsafe { ffi::ccache_lease_release(self.cache.raw.as_ptr(), &mut self.raw) };
@@ -806,16 +910,16 @@ impl<C, P> Drop for Lease<'_, C, P> {
 }
 
 /// A program handle: keeps the program interned until dropped.  Derefs to `P`.
-pub struct Program<'c, C, P> {
-    cache: &'c Cache<C, P>,
+pub struct Program<'c, C, P, M = Fast> {
+    cache: &'c Cache<C, P, M>,
     raw: NonNull<ffi::ccache_program>,
 }
 
 // SAFETY: a handle gives `&P` and may be released on any thread.
-unsafe impl<C: Send + Sync, P: Send + Sync> Send for Program<'_, C, P> {}
-unsafe impl<C: Send + Sync, P: Send + Sync> Sync for Program<'_, C, P> {}
+unsafe impl<C: Send + Sync, P: Send + Sync, M> Send for Program<'_, C, P, M> {}
+unsafe impl<C: Send + Sync, P: Send + Sync, M> Sync for Program<'_, C, P, M> {}
 
-impl<'c, C, P> Program<'c, C, P> {
+impl<'c, C, P, M> Program<'c, C, P, M> {
     #[inline]
     fn into_raw(self) -> *mut ffi::ccache_program {
         let raw = self.raw.as_ptr();
@@ -824,12 +928,12 @@ impl<'c, C, P> Program<'c, C, P> {
     }
     /// The cache the handle came from.
     #[inline]
-    pub fn cache(&self) -> &'c Cache<C, P> {
+    pub fn cache(&self) -> &'c Cache<C, P, M> {
         self.cache
     }
 }
 
-impl<C, P> std::ops::Deref for Program<'_, C, P> {
+impl<C, P, M> std::ops::Deref for Program<'_, C, P, M> {
     type Target = P;
     #[inline]
     fn deref(&self) -> &P {
@@ -838,7 +942,7 @@ impl<C, P> std::ops::Deref for Program<'_, C, P> {
     }
 }
 
-impl<C, P> Drop for Program<'_, C, P> {
+impl<C, P, M> Drop for Program<'_, C, P, M> {
     fn drop(&mut self) {
         // SAFETY: a live handle of this cache, released once.
         unsafe { ffi::ccache_program_release(self.cache.raw.as_ptr(), self.raw.as_ptr()) };
@@ -857,19 +961,19 @@ pub fn version() -> u32 {
     unsafe { ffi::ccache_version() }
 }
 
-impl<C, P> std::fmt::Debug for Cache<C, P> {
+impl<C, P, M> std::fmt::Debug for Cache<C, P, M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cache").field("raw", &self.raw).finish_non_exhaustive()
     }
 }
 
-impl<C: std::fmt::Debug, P: std::fmt::Debug> std::fmt::Debug for Lease<'_, C, P> {
+impl<C: std::fmt::Debug, P: std::fmt::Debug, M> std::fmt::Debug for Lease<'_, C, P, M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease").field("closure", self.closure()).field("program", self.program()).finish()
     }
 }
 
-impl<C, P: std::fmt::Debug> std::fmt::Debug for Program<'_, C, P> {
+impl<C, P: std::fmt::Debug, M> std::fmt::Debug for Program<'_, C, P, M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Program").field(&**self).finish()
     }

@@ -66,12 +66,6 @@ pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// Resumes a panic a callback stashed on this thread during the C call that
 /// just returned.  Called by every safe wrapper after its C call, once the
 /// guards it owns are constructed (so they are dropped by the unwinding).
-/// Whether a payload may be waiting on this thread (one load; see STASHED).
-#[inline]
-pub(crate) fn is_pending() -> bool {
-    STASHED.load(Ordering::Relaxed) != 0
-}
-
 #[inline]
 pub(crate) fn resume_pending() {
     if STASHED.load(Ordering::Relaxed) != 0 {

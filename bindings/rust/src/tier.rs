@@ -176,7 +176,8 @@ pub struct RedisOptions {
     pub password: Option<String>,
     /// Bound on one connect.
     pub connect_timeout: Duration,
-    /// Bound on each read/write of a command.
+    /// Bound on one whole command: sending it and reading all of its reply
+    /// (not each read or write), whole milliseconds rounded up.
     pub command_timeout: Duration,
     /// Expiry set on stored entries, or `None`.
     pub entry_ttl: Option<Duration>,

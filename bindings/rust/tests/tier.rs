@@ -2,13 +2,14 @@
 //! by the next from the directory tier (and from Redis when a redis-server
 //! is installed), with no second compile.
 
+mod common;
+
 use ccache::{Cache, Codec, Config, DecodeError, DiskOptions, Key, RedisOptions, Status, Tier};
+use common::{scratch_dir, start_redis};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A compiled program: a name and some bytes of "machine code".
 #[derive(Debug, PartialEq, Eq)]
@@ -44,14 +45,9 @@ impl Codec<Kernel> for KernelCodec {
     }
 }
 
-fn scratch_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ccache-rs-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
-    d
-}
 
+/// Unsigned entries accepted by name: these tests are about the codec, and
+/// the Redis tier is one others can write (the safe-by-default rule).
 fn config(tier: Tier) -> Config {
     Config {
         runtime_tag: Some("ccache-rs-test 1".into()),
@@ -59,6 +55,7 @@ fn config(tier: Tier) -> Config {
         tiers: vec![tier],
         ..Config::default()
     }
+    .accept_unsigned_entries()
 }
 
 /// One process's worth: open a cache over `tier`, get the program, and
@@ -168,62 +165,6 @@ fn a_shared_directory_is_refused_with_the_path() {
     assert!(text.starts_with(ccache::strerror(Status::EPERM)), "{text}");
     assert!(text.contains(dir.to_str().unwrap()), "the detail names the path: {text}");
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-struct Redis {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn find_redis_server() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CCACHE_TEST_REDIS_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("redis-server")).find(|p| p.is_file())
-}
-
-/// A private redis-server on a unix socket (no TCP port), or `None` when none
-/// is installed (an error instead with CCACHE_TEST_REQUIRE_REDIS=1, as in CI).
-fn start_redis() -> Option<Redis> {
-    let bin = match find_redis_server() {
-        Some(b) => b,
-        None => {
-            assert!(std::env::var("CCACHE_TEST_REQUIRE_REDIS").as_deref() != Ok("1"), "no redis-server");
-            eprintln!("redis-server not found: the Redis round trip is skipped (apt-get install redis-server)");
-            return None;
-        }
-    };
-    let dir = scratch_dir("redis");
-    let sock = dir.join("redis.sock");
-    let child = Command::new(bin)
-        .args(["--port", "0", "--save", "", "--appendonly", "no", "--unixsocketperm", "700"])
-        .arg("--unixsocket")
-        .arg(&sock)
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    let r = Redis { child, dir };
-    wait_for_socket(&sock);
-    Some(r)
-}
-
-fn wait_for_socket(sock: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::os::unix::net::UnixStream::connect(sock).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not come up in 10 s");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]
