@@ -18,7 +18,7 @@ ErlNifResourceType *ccn_prog_type;
 ERL_NIF_TERM ccn_atom_ok, ccn_atom_error, ccn_atom_cache_miss, ccn_atom_no_cache, ccn_atom_infinity,
     ccn_atom_copy, ccn_atom_ref, ccn_atom_owner, ccn_atom_wait, ccn_atom_deadlock, ccn_atom_retry,
     ccn_atom_ccache_flight, ccn_atom_not_owner, ccn_atom_true, ccn_atom_false, ccn_atom_native,
-    ccn_atom_term;
+    ccn_atom_term, ccn_atom_other_cache;
 
 /* This library's own registry.  After an upgrade from another file the
  * registry of the first library is used instead (priv_data). */
@@ -354,6 +354,7 @@ static void make_atoms(ErlNifEnv *env) {
   ccn_atom_false = enif_make_atom(env, "false");
   ccn_atom_native = enif_make_atom(env, "native");
   ccn_atom_term = enif_make_atom(env, "term");
+  ccn_atom_other_cache = enif_make_atom(env, "other_cache");
 }
 
 static int open_types(ErlNifEnv *env, ErlNifResourceFlags flags) {
@@ -415,7 +416,7 @@ static ErlNifFunc nif_funcs[] = {
     {"clear", 1, nif_clear, 0},
     {"advance_clock", 2, nif_advance_clock, 0},
     {"hash", 1, nif_hash, 0},
-    {"put", 3, ccn_nif_put, 0},
+    {"put", 4, ccn_nif_put, 0},
     {"fetch", 3, ccn_nif_fetch, 0},
     {"ref_value", 1, ccn_nif_ref_value, 0},
     {"ref_info", 1, ccn_nif_ref_info, 0},

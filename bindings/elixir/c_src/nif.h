@@ -25,6 +25,11 @@ typedef struct ccn_value {
   ERL_NIF_TERM term;      /* the value, living in env */
   uint64_t ext_bytes;     /* byte size of enif_term_to_binary(value), measured at put */
   ccache_program *native; /* a native program: one handle (+1), or NULL */
+  ccache_key pkey;        /* native: its program key (another handle: ccache_program_fetch) */
+  /* A term value put from a reference to another value: that value (one
+   * resource reference), whose env and term this one shares (never freed
+   * here).  NULL for a value that owns its env. */
+  struct ccn_value *origin;
   /* The entry's replicas, one per thread slot, made at the first reference
    * fetch on that slot; owned by the entry (released with it).  Read only
    * under a lease, so never after the entry is destroyed. */
@@ -106,7 +111,7 @@ extern ErlNifResourceType *ccn_prog_type;
 extern ERL_NIF_TERM ccn_atom_ok, ccn_atom_error, ccn_atom_cache_miss, ccn_atom_no_cache,
     ccn_atom_infinity, ccn_atom_copy, ccn_atom_ref, ccn_atom_owner, ccn_atom_wait,
     ccn_atom_deadlock, ccn_atom_retry, ccn_atom_ccache_flight, ccn_atom_not_owner, ccn_atom_true,
-    ccn_atom_false, ccn_atom_native, ccn_atom_term;
+    ccn_atom_false, ccn_atom_native, ccn_atom_term, ccn_atom_other_cache;
 
 /* nif.c */
 ccn_instance *ccn_lookup(ErlNifEnv *env, ERL_NIF_TERM name);
@@ -121,6 +126,7 @@ void ccn_value_dtor(ErlNifEnv *env, void *obj);
 void ccn_replica_dtor(ErlNifEnv *env, void *obj);
 ccn_value *ccn_ref_get(ErlNifEnv *env, ERL_NIF_TERM term);
 ERL_NIF_TERM ccn_lease_ref(ErlNifEnv *env, ccn_instance *inst, ccache_lease *lease);
+ERL_NIF_TERM ccn_value_ref(ErlNifEnv *env, ccn_value *v);
 int ccn_thread_slot(void);
 void ccn_prog_dtor(ErlNifEnv *env, void *obj);
 ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

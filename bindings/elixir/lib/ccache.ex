@@ -139,7 +139,7 @@ defmodule CCache do
   `cache:`.  Returns `:ok` or `{:error, reason}`.
   """
   def put(key, value, opts \\ []) do
-    Nif.put(Keyword.get(opts, :cache, @default), key!(key), value)
+    Nif.put(Keyword.get(opts, :cache, @default), key!(key), value, :ok)
   end
 
   @doc "The value behind a reference: a copy of a term (dirty if large), or the reference itself for a native program."
@@ -292,10 +292,12 @@ defmodule CCache do
   end
 
   defp store(cache, k, as, {:ok, value}) do
-    case Nif.put(cache, k, value) do
-      :ok ->
-        Nif.flight_finish(cache, k, :ok)
-        if as == :ref, do: Nif.fetch(cache, k, :ref), else: {:ok, value}
+    # The put answers a reference to the value it stored: the entry may be
+    # evicted at once, the reference (and the waiters' copies) still hold it.
+    case Nif.put(cache, k, value, :ref) do
+      {:ok, _ref} = ok ->
+        Nif.flight_finish(cache, k, ok)
+        if as == :ref, do: ok, else: {:ok, value}
 
       {:error, _} = e ->
         Nif.flight_finish(cache, k, e)

@@ -383,4 +383,83 @@ defmodule CCacheTest do
     assert stats(:t_survive).items == 3
     Supervisor.stop(sup)
   end
+
+  # ---- issue 38
+
+  # Issue 38 item 1: the README's 30-layer recipe, each layer in its own
+  # process (the compiler gets its program term, the others a reference).
+  test "issue 38: 30 layers compiled in 30 processes give 30 native sites sharing one program" do
+    c = start(:t_layers30)
+    before = Native.destroyed()
+    structural = {:decoder_layer, {1, 512}, :f32}
+
+    pids =
+      for i <- 1..30 do
+        spawn_call(fn ->
+          compile = fn -> Process.sleep(20) && {:ok, Native.compile(2, 3)} end
+          {:ok, prog} = CCache.get_or_compile(structural, compile, cache: c)
+          CCache.put({:site, i}, prog, cache: c)
+        end)
+      end
+
+    assert Enum.map(pids, &result_of/1) == List.duplicate(:ok, 30)
+
+    native_sites =
+      Enum.count(1..30, fn i ->
+        {:ok, r} = CCache.fetch({:site, i}, cache: c, as: :ref)
+        CCache.ref_info(r) == :native and Native.run(r, 5) == 13 and
+          Native.run_key(c, CCache.key({:site, i}), 5) == 13
+      end)
+
+    IO.puts("30-layer recipe, one process per layer: #{native_sites} of 30 native sites, " <>
+              "#{stats(c).programs} program(s)")
+    assert {native_sites, stats(c).programs} == {30, 1}
+    :ok = CCache.clear(c)
+    :erlang.garbage_collect()
+    wait_until(fn -> Native.destroyed() - before >= 1 end)
+    assert {Native.destroyed() - before, stats(c).natives_destroyed} == {1, 1}
+  end
+
+  test "issue 38: a reference put under another key is that value, never a silent copy" do
+    c = start(:t_ref_put)
+    :ok = CCache.put(:a, %{w: [1, 2, 3]}, cache: c)
+    {:ok, r} = CCache.fetch(:a, cache: c, as: :ref)
+    assert CCache.put(:b, r, cache: c) == :ok
+    # the term itself, not a reference stored as a term
+    assert CCache.fetch(:b, cache: c) == {:ok, %{w: [1, 2, 3]}}
+    {:ok, rb} = CCache.fetch(:b, cache: c, as: :ref)
+    assert CCache.ref_info(rb) == CCache.ref_info(r)
+    # a native program of one cache cannot be put in another
+    :ok = CCache.put(:n, Native.compile(1, 1), cache: c)
+    {:ok, rn} = CCache.fetch(:n, cache: c, as: :ref)
+    other = start(:t_ref_put_other)
+    assert CCache.put(:n, rn, cache: other) == {:error, :other_cache}
+    assert CCache.fetch(:n, cache: other) == {:error, :cache_miss}
+  end
+
+  defp write_forever(c, k) do
+    CCache.put(k, :w, cache: c)
+    write_forever(c, k)
+  end
+
+  # Issue 38 item 4: the entry a compile just put can be evicted before the
+  # fetch that followed the put (main: ~5% of the calls missed).
+  test "issue 38: get_or_compile as: :ref never answers a miss for what it just compiled" do
+    c = start(:t_goc_evict, max_items: 1)
+    w = CCache.key(:writer)
+    writers = for _ <- 1..2, do: spawn(fn -> write_forever(c, w) end)
+
+    results =
+      for i <- 1..20_000 do
+        case CCache.get_or_compile({:k, i}, fn -> {:ok, i} end, cache: c, as: :ref) do
+          {:ok, ref} -> if CCache.value(ref) == {:ok, i}, do: :ok, else: :wrong
+          other -> other
+        end
+      end
+
+    Enum.each(writers, &Process.exit(&1, :kill))
+    freq = Enum.frequencies(results)
+    IO.puts("get_or_compile as: :ref under max_items 1 + a writer: #{inspect(freq)}")
+    assert freq == %{ok: 20_000}
+  end
 end

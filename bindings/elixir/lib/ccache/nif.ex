@@ -37,7 +37,7 @@ defmodule CCache.Nif do
   @doc false
   def hash(_bytes), do: :erlang.nif_error(:not_loaded)
   @doc false
-  def put(_name, _key, _value), do: :erlang.nif_error(:not_loaded)
+  def put(_name, _key, _value, _answer), do: :erlang.nif_error(:not_loaded)
   @doc false
   def fetch(_name, _key, _mode), do: :erlang.nif_error(:not_loaded)
   @doc false
