@@ -5,7 +5,9 @@ defmodule CCache.Nif do
   use `ccache_nif.h`.
 
   The library is found at `$CLOSURE_CACHE_ELIXIR_NIF` (a path without the
-  `.so`) when that is set, else at the path the build baked in.
+  `.so`) when that is set, else in the `:ccache` application's `priv/`
+  (`ccache_nif.so`, where the mix build puts it and a release copies it),
+  else at the path the CMake build baked in.
   """
 
   @on_load :load_nif
@@ -13,8 +15,21 @@ defmodule CCache.Nif do
 
   @doc false
   def load_nif do
-    path = System.get_env("CLOSURE_CACHE_ELIXIR_NIF", @built_path)
+    path = System.get_env("CLOSURE_CACHE_ELIXIR_NIF") || priv_path("ccache_nif") || @built_path
     :erlang.load_nif(String.to_charlist(path), 0)
+  end
+
+  @doc false
+  # `<priv>/<name>` when the :ccache application's priv/ holds `<name>.so`.
+  def priv_path(name) do
+    case :code.priv_dir(:ccache) do
+      {:error, _} ->
+        nil
+
+      dir ->
+        p = Path.join(to_string(dir), name)
+        if File.exists?(p <> ".so"), do: p
+    end
   end
 
   @doc "The path of the loaded NIF library, for `ccache_nif_api_get()` in `ccache_nif.h`."
