@@ -131,13 +131,11 @@ ERL_NIF_TERM ccn_nif_flight_join(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
  * each waiter {:ccache_flight, wref, msg}, where msg is {:ok, ref} for
  * result :ok (one reference on the entry now cached, shared by all
  * waiters; :retry if the entry already left the cache), or result itself
- * (an {:error, reason} tuple).  -> :ok | :not_owner */
-ERL_NIF_TERM ccn_nif_flight_finish(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  ccn_instance *inst = ccn_lookup(env, argv[0]);
+ * ({:ok, ref} from the put that stored the value, or {:error, reason}).  -> :ok | :not_owner */
+static ERL_NIF_TERM finish_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
   ccache_key k;
   ErlNifPid self;
-  if (inst == NULL || !ccn_get_key(env, argv[1], &k) || !enif_self(env, &self)) {
+  if (!ccn_get_key(env, argv[1], &k) || !enif_self(env, &self)) {
     return enif_make_badarg(env);
   }
   /* The waiters' reference is made before taking the lock (releasing a
@@ -177,6 +175,10 @@ ERL_NIF_TERM ccn_nif_flight_finish(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
   enif_mutex_unlock(inst->flight_lock);
   flight_free(f);
   return ccn_atom_ok;
+}
+ENTERED(finish)
+ERL_NIF_TERM ccn_nif_flight_finish(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  return finish(env, argc, argv);
 }
 
 /* flight_waiters(name, key) -> number of processes registered as waiters

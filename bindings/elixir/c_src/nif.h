@@ -7,7 +7,7 @@
 #include <erl_nif.h>
 #include "ccache.h"
 
-/* Most named caches one VM may open (they are never closed). */
+/* Most named caches open at once in one VM (a closed one frees its slot). */
 #define CCN_MAX_INSTANCES 64
 
 /* Reference terms of one value per thread slot (see ccn_replica). */
@@ -58,12 +58,13 @@ struct ccn_instance;
 /* A counter of one thread slot, on its own cache line. */
 typedef struct ccn_slot_count {
   _Atomic uint64_t copies_inline;
-  char pad_[56];
+  _Atomic uint64_t active; /* NIF calls of this slot inside the C cache (instance.c) */
+  char pad_[48];
 } ccn_slot_count;
 
-/* One named cache.  Lives until the VM exits (never freed), so pointers to
- * it may be kept anywhere, and an owner that crashes and restarts finds it
- * again by name.  The fields every fetch reads come first and are written
+/* One named cache.  The struct is never freed (a closed cache's stays, see
+ * instance.c), so pointers to it may be kept anywhere; an owner that
+ * crashes and restarts finds it again by name.  The fields every fetch reads come first and are written
  * only at open; a fetch writes nothing here but its own slot's counter. */
 typedef struct ccn_instance {
   ERL_NIF_TERM name;           /* an atom: the same value in every environment */
@@ -71,7 +72,9 @@ typedef struct ccn_instance {
   ccache_program *term_prog;   /* one program (NULL native) all term entries share */
   _Atomic uint64_t inline_max; /* ext bytes up to which work stays on a normal scheduler */
   int manual_clock;            /* clock is `now_ms` below (tests), sweeper off */
+  _Atomic int closed;          /* set once by close (instance.c) */
   char pad_[64];               /* the lines below are written */
+  _Atomic int64_t holds;       /* instance.c: the last one closes the C cache */
   _Atomic uint64_t now_ms;
   /* binding counters (stats/1) */
   _Atomic uint64_t puts_inline, puts_dirty, copies_dirty;
@@ -86,9 +89,9 @@ typedef struct ccn_instance {
 /* Everything that must outlive a module reload: found through priv_data,
  * handed on by the upgrade callback. */
 typedef struct ccn_registry {
-  ErlNifMutex *lock; /* serialises opens; lookups are lock-free */
-  ccn_instance *slots[CCN_MAX_INSTANCES];
-  _Atomic int count; /* slots[0..count) are published, never removed */
+  ErlNifMutex *lock;                              /* serialises opens; lookups are lock-free */
+  ccn_instance *_Atomic slots[CCN_MAX_INSTANCES]; /* NULL: free (a closed cache's) */
+  _Atomic int count;                              /* slots[0..count) were used */
   _Atomic uint64_t loads, upgrades;
 } ccn_registry;
 
@@ -113,8 +116,31 @@ extern ERL_NIF_TERM ccn_atom_ok, ccn_atom_error, ccn_atom_cache_miss, ccn_atom_n
     ccn_atom_deadlock, ccn_atom_retry, ccn_atom_ccache_flight, ccn_atom_not_owner, ccn_atom_true,
     ccn_atom_false, ccn_atom_native, ccn_atom_term, ccn_atom_other_cache;
 
+/* instance.c */
+ccn_instance *ccn_lookup(ErlNifEnv *env, ERL_NIF_TERM name); /* no enter: flights only */
+ccn_instance *ccn_enter(ErlNifEnv *env, ERL_NIF_TERM name);  /* NULL: none or closed */
+void ccn_leave(ccn_instance *inst);
+void ccn_hold(ccn_instance *inst);
+void ccn_unhold(ccn_instance *inst);
+ERL_NIF_TERM ccn_no_cache(ErlNifEnv *env, ERL_NIF_TERM name);
+int ccn_get_bound(ErlNifEnv *env, ERL_NIF_TERM t, uint64_t *out);
+ERL_NIF_TERM ccn_nif_open(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM ccn_nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+
+/* NIF fn(env, argc, argv) whose argv[0] names a cache: fn##_in(env, inst,
+ * argv) runs between ccn_enter and ccn_leave (see instance.c). */
+#define ENTERED(fn)                                                             \
+  static ERL_NIF_TERM fn(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) { \
+    (void)argc;                                                                 \
+    ccn_instance *inst = ccn_enter(env, argv[0]);                               \
+    if (inst == NULL) return ccn_no_cache(env, argv[0]);                        \
+    ERL_NIF_TERM r = fn##_in(env, inst, argv);                                  \
+    ccn_leave(inst);                                                            \
+    return r;                                                                   \
+  }
+
 /* nif.c */
-ccn_instance *ccn_lookup(ErlNifEnv *env, ERL_NIF_TERM name);
+ccn_registry *ccn_registry_in_use(ErlNifEnv *env);
 int ccn_get_key(ErlNifEnv *env, ERL_NIF_TERM term, ccache_key *out);
 ERL_NIF_TERM ccn_error_status(ErlNifEnv *env, int status);
 ERL_NIF_TERM ccn_ok(ErlNifEnv *env, ERL_NIF_TERM value);

@@ -22,6 +22,7 @@ void ccn_value_dtor(ErlNifEnv *env, void *obj) {
   }
   if (v->native != NULL) ccache_program_release(v->inst->c, v->native);
   atomic_fetch_sub(&v->inst->values_alive, 1);
+  ccn_unhold(v->inst); /* after the last use of its C cache */
 }
 
 /* A new value resource (one reference, the caller's), or NULL. */
@@ -31,6 +32,7 @@ static ccn_value *value_new(ccn_instance *inst) {
   memset(v, 0, sizeof *v);
   for (int i = 0; i < CCN_REPLICAS; i++) atomic_init(&v->replicas[i], NULL);
   v->inst = inst;
+  ccn_hold(inst);
   atomic_fetch_add(&inst->values_alive, 1);
   return v;
 }
@@ -277,7 +279,10 @@ static ERL_NIF_TERM store_native(ErlNifEnv *env, ccn_instance *inst, ccache_key 
     ccn_native *n = prog->pending;
     prog->pending = NULL; /* the cache's from here, on error too */
     rc = ccache_program_intern(inst->c, prog->pkey, n, prog->cost_bytes, &prog->handle);
-    if (rc == CCACHE_OK) prog->inst = inst;
+    if (rc == CCACHE_OK) {
+      prog->inst = inst;
+      ccn_hold(inst); /* until the program term's dtor releases its handle */
+    }
   } else if (prog->inst != inst) {
     enif_mutex_unlock(prog->lock);
     return enif_make_tuple2(env, ccn_atom_error, ccn_atom_other_cache);
@@ -292,25 +297,19 @@ static ERL_NIF_TERM store_native(ErlNifEnv *env, ccn_instance *inst, ccache_key 
   return put_value(env, inst, key, v, v->native, want_ref);
 }
 
-static ERL_NIF_TERM put_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  ccn_instance *inst = ccn_lookup(env, argv[0]);
+static ERL_NIF_TERM put_dirty_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
   ccache_key k;
   ccn_get_key(env, argv[1], &k);
   return store_term(env, inst, k, argv[2], 1, argv[3] == ccn_atom_ref);
 }
+ENTERED(put_dirty)
 
 /* put(name, key, value, :ok | :ref) -> :ok (for :ref, {:ok, ref}: a
  * reference to the value just put) | {:error, _}.  The value is stored as
  * given: a program term, or a reference to a native program, puts that
  * program; a reference to a term value puts that stored term (shared);
  * any other term is copied in. */
-ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  ccn_instance *inst = ccn_lookup(env, argv[0]);
-  if (inst == NULL) {
-    if (!enif_is_atom(env, argv[0])) return enif_make_badarg(env);
-    return enif_make_tuple2(env, ccn_atom_error, ccn_atom_no_cache);
-  }
+static ERL_NIF_TERM put_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
   ccache_key k;
   if (!ccn_get_key(env, argv[1], &k) || (argv[3] != ccn_atom_ok && argv[3] != ccn_atom_ref)) {
     return enif_make_badarg(env);
@@ -326,7 +325,11 @@ ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   if (inline_max == CCACHE_UNBOUNDED || provably_small(env, argv[2], inline_max)) {
     return store_term(env, inst, k, argv[2], 0, want_ref);
   }
-  return enif_schedule_nif(env, "put_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, put_dirty, argc, argv);
+  return enif_schedule_nif(env, "put_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, put_dirty, 4, argv);
+}
+ENTERED(put)
+ERL_NIF_TERM ccn_nif_put(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  return put(env, argc, argv);
 }
 
 /* ---- fetch ---- */
@@ -340,14 +343,8 @@ static ERL_NIF_TERM copy_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 }
 
 /* fetch(name, key, :copy | :ref) -> {:ok, value | ref} | {:error, :cache_miss} */
-ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  ccn_instance *inst = ccn_lookup(env, argv[0]);
+static ERL_NIF_TERM fetch_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
   ccache_key k;
-  if (inst == NULL) {
-    if (!enif_is_atom(env, argv[0])) return enif_make_badarg(env);
-    return enif_make_tuple2(env, ccn_atom_error, ccn_atom_no_cache);
-  }
   if (!ccn_get_key(env, argv[1], &k) || (argv[2] != ccn_atom_copy && argv[2] != ccn_atom_ref)) {
     return enif_make_badarg(env);
   }
@@ -370,6 +367,10 @@ ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
   if (argv[2] == ccn_atom_ref || v->env == NULL) return ccn_ok(env, ref);
   return enif_schedule_nif(env, "fetch_copy_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, copy_dirty, 1,
                            &ref);
+}
+ENTERED(fetch)
+ERL_NIF_TERM ccn_nif_fetch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  return fetch(env, argc, argv);
 }
 
 /* ref_value(ref) -> {:ok, value}: a copy of a term value (dirty if large);

@@ -78,29 +78,73 @@ defmodule CCache do
   (a positive integer or `:infinity`), `:ttl` (milliseconds or `:infinity`),
   `:inline_max` (bytes of external format up to which a copy runs inline;
   a copy costs ~10 ns per word and a byte of external format is at most ~2 words,
-  so keep it at most ~32768 to stay under 1 ms on a normal scheduler), and
-  `:manual_clock` (tests: the clock only moves with `advance_clock/2`).
+  so keep it at most ~32768 to stay under 1 ms on a normal scheduler),
+  `:manual_clock` (tests: the clock only moves with `advance_clock/2`), and
+  `:otp_app` (read the options from the application environment, below).
+
+  ## Configuration from the application environment
+
+  With `otp_app: :my_app`, the options are read from
+  `Application.get_env(:my_app, name)`, so a release configures the cache
+  in `config/runtime.exs` (or `config/config.exs`):
+
+      # config/runtime.exs
+      config :my_app, MyApp.Cache, max_items: 1024, ttl: :timer.minutes(30)
+
+      # the supervision tree
+      children = [{CCache, name: MyApp.Cache, otp_app: :my_app}]
+
+  Options given in the child spec win over the environment's.  Without
+  `:otp_app`, `config :ccache, <name>, ...` is read the same way (so the
+  default instance takes `config :ccache, CCache, max_items: 1024`).
   """
   def child_spec(opts) do
     %{id: {__MODULE__, Keyword.get(opts, :name, @default)}, start: {__MODULE__, :start_link, [opts]}}
   end
 
-  @doc "Start the owner of the cache `opts[:name]` (see `child_spec/1`)."
+  @doc """
+  Start the owner of the cache `opts[:name]` (see `child_spec/1`): opens the
+  C cache, or attaches to it if it is open (an owner that crashed and was
+  restarted finds every entry).  `{:ok, pid}` or `{:error, reason}`
+  (`{:error, :too_many_caches}` past 64 caches open at once).
+  """
   def start_link(opts \\ []) do
     name = Keyword.get(opts, :name, @default)
     GenServer.start_link(__MODULE__, opts, name: name)
   end
 
+  @doc """
+  Stop the cache: its owner exits, every entry leaves, and the name can be
+  opened again (a new, empty cache).  References already fetched stay
+  valid (their values die with the last of them; the C cache closes then).
+  The same happens when the owner's supervisor shuts it down (`:shutdown`,
+  e.g. `start_supervised/1` at the end of a test, or the application
+  stopping); an owner that crashes keeps the cache for its restart.
+  Returns `:ok`.
+  """
+  def stop(cache \\ @default), do: GenServer.stop(cache, :normal)
+
   @doc "`:created` or `:attached`: whether this owner made the C cache or found it."
   def attach_status(cache \\ @default), do: GenServer.call(cache, :attach_status)
 
+  @doc false
+  def options(opts) do
+    name = Keyword.get(opts, :name, @default)
+    app = Keyword.get(opts, :otp_app, :ccache)
+    env = Application.get_env(app, name, [])
+    Keyword.merge(env, opts)
+  end
+
   @impl true
   def init(opts) do
+    opts = options(opts)
     name = Keyword.get(opts, :name, @default)
     mi = Keyword.get(opts, :max_items, :infinity)
     ttl = Keyword.get(opts, :ttl, :infinity)
     im = Keyword.get(opts, :inline_max, @inline_max)
     manual = Keyword.get(opts, :manual_clock, false)
+    # so a supervisor's :shutdown reaches terminate/2 (which closes the cache)
+    Process.flag(:trap_exit, true)
 
     case Nif.open(name, mi, ttl, im, manual) do
       {status, ^name} -> {:ok, %{name: name, status: status}}
@@ -111,14 +155,40 @@ defmodule CCache do
   @impl true
   def handle_call(:attach_status, _from, state), do: {:reply, state.status, state}
 
+  @impl true
+  def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
+
+  @impl true
+  def terminate(reason, state) do
+    # A normal stop or a shutdown closes the cache; a crash keeps it for
+    # the restarted owner.
+    case reason do
+      r when r in [:normal, :shutdown] -> Nif.close(state.name)
+      {:shutdown, _} -> Nif.close(state.name)
+      _ -> :ok
+    end
+  end
+
   # ---- reads and writes
 
   @doc """
   Look `key` up.  Options: `cache:` (default `CCache`), `as: :copy`
-  (default: the value, copied into this process) or `as: :ref` (a
-  reference).  An entry holding a native program returns its reference in
-  both modes.  Returns `{:ok, value}`, `{:error, :cache_miss}` or
-  `{:error, :no_cache}` (no cache of that name was ever started).
+  (default) or `as: :ref`.
+
+  Returns `{:ok, value}`, `{:error, :cache_miss}` or `{:error, :no_cache}`
+  (no cache of that name is open).  What `value` is:
+
+    * `as: :copy`, an entry holding a term: a copy of the term in this
+      process's heap (yours: keep it, change it, put it elsewhere; putting
+      it stores a new copy).
+    * `as: :ref`, an entry holding a term: a reference (see `ref_info/1`),
+      one small term whatever the value's size; `value/1` copies the term
+      out; `put/3` of the reference under another key stores the same
+      term (shared, not copied).
+    * an entry holding a native program, in both modes: a reference to that
+      program.  Another NIF runs it (`ccache_nif.h`'s `get_native`);
+      `put/3` of it under another key stores the same program (one program,
+      destroyed once), in any process.
   """
   @spec fetch(key, keyword) :: {:ok, term} | {:error, :cache_miss | :no_cache}
   def fetch(key, opts \\ [])
@@ -131,21 +201,47 @@ defmodule CCache do
 
   @doc """
   Store `value` under `key` (a later put replaces the entry; then the
-  oldest entries leave while more than `max_items` are cached).  `value` is
-  any term (copied into C: on a dirty scheduler unless a bounded walk proves
-  it small; a fun always counts as not small, its environment being opaque
-  to NIFs), or a program term made by another NIF with `ccache_nif.h`
-  (held, not copied; putting it under several keys shares it).  Options:
+  oldest entries leave while more than `max_items` are cached).  Options:
   `cache:`.  Returns `:ok` or `{:error, reason}`.
+
+  `value` is stored as given:
+
+    * a program term made by another NIF with `ccache_nif.h`, or a
+      reference to a native program (what `fetch/2` and `get_or_compile/3`
+      return for one, in any process): that program, held, not copied;
+      every key it is put under shares it.  A program belongs to one cache:
+      putting it in another returns `{:error, :other_cache}`.
+    * a reference to a term value (`fetch(key, as: :ref)`): that stored
+      term, shared (O(1) whatever its size), not a reference stored as a term.
+    * any other term: copied into C, on a dirty scheduler unless a bounded
+      walk proves it small (a fun always counts as not small, its
+      environment being opaque to NIFs).
+
+  Errors: `{:error, :no_cache}`, `{:error, :other_cache}`,
+  `{:error, {:ccache, status, text}}` (the C library's status).
   """
   def put(key, value, opts \\ []) do
     Nif.put(Keyword.get(opts, :cache, @default), key!(key), value, :ok)
   end
 
-  @doc "The value behind a reference: a copy of a term (dirty if large), or the reference itself for a native program."
+  @doc """
+  The value behind a reference.  Returns `{:ok, term}`: a copy of a term
+  value (on a dirty scheduler if large), or, for a reference to a native
+  program (or a program term), `{:ok, ref}`, the argument itself.
+
+      {:ok, ref} = CCache.fetch(:k, as: :ref)
+      {:ok, %{w: [1, 2]}} = CCache.value(ref)
+
+  Raises `ArgumentError` for anything else.
+  """
   def value(ref), do: Nif.ref_value(ref)
 
-  @doc "`{:term, external_bytes}` or `:native`, for a reference."
+  @doc """
+  What a value returned by `fetch/2` or `get_or_compile/3` is:
+  `{:term, external_bytes}` for a reference to a term value, `:native` for
+  a reference to a native program or a program term (what a compile
+  returned), `:not_a_reference` for anything else (a copy in your heap).
+  """
   def ref_info(ref), do: Nif.ref_info(ref)
 
   @doc "Remove `key`: `:ok` or `{:error, :cache_miss}`.  References stay valid."
@@ -166,13 +262,29 @@ defmodule CCache do
 
   # ---- bounds and stats
 
-  @doc "Change `max_items` and/or `ttl` (milliseconds) at runtime; each a positive integer or `:infinity`."
-  def set_limits(cache \\ @default, limits) do
+  @doc """
+  Change bounds at runtime: `max_items`, `ttl` (milliseconds) and
+  `inline_max` (bytes), each a positive integer or `:infinity`; the ones not
+  given stay.  `limits` is a keyword list or a map, so what `limits/1`
+  returns is accepted as it is.  Returns `:ok` or `{:error, reason}`;
+  raises `ArgumentError` for an unknown key or a bad value.
+
+      l = CCache.limits(MyCache)
+      :ok = CCache.set_limits(MyCache, %{l | max_items: 2048})
+  """
+  def set_limits(cache \\ @default, limits) when is_list(limits) or is_map(limits) do
     {:ok, cur} = Nif.limits(cache)
-    Nif.set_limits(cache, Keyword.get(limits, :max_items, cur.max_items), Keyword.get(limits, :ttl, cur.ttl))
+
+    new =
+      Enum.reduce(limits, cur, fn
+        {k, v}, acc when k in [:max_items, :ttl, :inline_max] -> Map.put(acc, k, v)
+        other, _ -> raise ArgumentError, "set_limits: unknown limit #{inspect(other)}"
+      end)
+
+    Nif.set_limits(cache, new.max_items, new.ttl, new.inline_max)
   end
 
-  @doc "`%{max_items: _, ttl: _, inline_max: _}`."
+  @doc "`%{max_items: _, ttl: _, inline_max: _}` (each a positive integer or `:infinity`), which `set_limits/2` accepts."
   def limits(cache \\ @default) do
     {:ok, l} = Nif.limits(cache)
     l
@@ -203,14 +315,26 @@ defmodule CCache do
   `fun` runs in the first process that misses and returns `{:ok, value}`
   (stored with `put/3`, then returned) or `{:error, reason}` (returned,
   never cached).  Every other process that misses meanwhile waits in
-  `receive`, monitoring the compiler, and gets the same result: the value
-  (copied out of the cache, or a reference with `as: :ref`) or the same
-  `{:error, reason}`.  If `fun` raises, throws or exits, the waiters get
+  `receive`, monitoring the compiler, and gets the same result.  If `fun`
+  raises, throws or exits, the waiters get
   `{:error, {:compile_crashed, kind, reason}}` and the compiler re-raises.
   If the compiler process dies, one waiter takes the compile over, so no
   waiter is left blocked.  Calling it for the key one's own `fun` is
   computing returns `{:error, :deadlock}`.  Nothing blocks a scheduler
   thread.  Options: `cache:`, `as:` (as for `fetch/2`).
+
+  Returns `{:ok, value}` or `{:error, reason}`.  What `value` is:
+
+    * the compiler, `as: :copy`: `fun`'s value itself (a program term for a
+      native program: `ref_info/1` says `:native`);
+    * a waiter or a hit, `as: :copy`: as `fetch/2` (a copy of a term, a
+      reference to a native program);
+    * `as: :ref`, everyone: a reference to the value just stored, even if
+      the entry was evicted at once (never a `:cache_miss` for a value
+      that was compiled).
+
+  Each of them can be `put/3` under other keys and stays what it is (a
+  native program stays that shared program).
   """
   def get_or_compile(key, fun, opts \\ []) when is_function(fun, 0) do
     cache = Keyword.get(opts, :cache, @default)

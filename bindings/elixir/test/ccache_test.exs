@@ -1,6 +1,6 @@
 # The CCache suite: elixir -pa ebin -pa test_ebin test/ccache_test.exs
-# (ctest: elixir_ccache).  Offline: no mix, no hex.  Every cache name is
-# used by one test only (caches live until the VM exits).
+# (ctest: elixir_ccache), or `mix test`.  Offline: no hex.  Each test
+# starts its caches with start_supervised!, which closes them at its end.
 ExUnit.start(seed: 0)
 Code.require_file("support/big.exs", __DIR__)
 
@@ -181,6 +181,7 @@ defmodule CCacheTest do
 
   test "a native program from another NIF: shared by two keys, run by reference, destroyed once" do
     c = start(:t_native)
+    other = start(:t_native_other)
     before = Native.destroyed()
 
     pid =
@@ -196,7 +197,7 @@ defmodule CCacheTest do
         alive = {stats(c).programs, Native.destroyed() - before}
 
         {Native.run(r1, 10), Native.run(r2, -1), Native.run(prog, 0), CCache.ref_info(r1),
-         CCache.put(:elsewhere, prog, cache: :t_roundtrip), alive}
+         CCache.put(:elsewhere, prog, cache: other), alive}
       end)
 
     assert result_of(pid) == {34, 1, 4, :native, {:error, :other_cache}, {1, 0}}
@@ -461,5 +462,85 @@ defmodule CCacheTest do
     freq = Enum.frequencies(results)
     IO.puts("get_or_compile as: :ref under max_items 1 + a writer: #{inspect(freq)}")
     assert freq == %{ok: 20_000}
+  end
+
+  # Issue 38 item 3: the smaller surprises.
+  test "issue 38: set_limits accepts what limits returns (a map) and a keyword list" do
+    c = start(:t_limits_map, max_items: 10)
+    l = CCache.limits(c)
+    assert CCache.set_limits(c, l) == :ok
+    assert CCache.set_limits(c, %{l | max_items: 3, inline_max: 100}) == :ok
+    assert CCache.set_limits(c, ttl: 500) == :ok
+    assert CCache.limits(c) == %{max_items: 3, ttl: 500, inline_max: 100}
+    assert_raise ArgumentError, fn -> CCache.set_limits(c, bogus: 1) end
+  end
+
+  test "issue 38: ref_info answers for every value get_or_compile returns" do
+    c = start(:t_ref_info_all)
+    # the compiler, as: :copy: its own term, and its own program term
+    {:ok, t} = CCache.get_or_compile(:t, fn -> {:ok, {:a, 1}} end, cache: c)
+    {:ok, p} = CCache.get_or_compile(:p, fn -> {:ok, Native.compile(1, 2)} end, cache: c)
+    # hits, both modes
+    {:ok, th} = CCache.get_or_compile(:t, fn -> :unused end, cache: c)
+    {:ok, tr} = CCache.get_or_compile(:t, fn -> :unused end, cache: c, as: :ref)
+    {:ok, ph} = CCache.get_or_compile(:p, fn -> :unused end, cache: c)
+    infos = Enum.map([t, p, th, tr, ph], &CCache.ref_info/1)
+    assert infos == [:not_a_reference, :native, :not_a_reference, {:term, byte_size(:erlang.term_to_binary({:a, 1}))}, :native]
+    assert {CCache.value(p), CCache.value(tr)} == {{:ok, p}, {:ok, {:a, 1}}}
+  end
+
+  test "issue 38: the docs of each call say what it returns; value/1 shows {:ok, term}" do
+    {:docs_v1, _, _, _, _, _, docs} = Code.fetch_docs(CCache)
+    doc = fn f, a -> for({{:function, ^f, ^a}, _, _, %{"en" => d}, _} <- docs, do: d) |> Enum.join() end
+    assert doc.(:value, 1) =~ "{:ok, term}"
+    assert doc.(:ref_info, 1) =~ ":not_a_reference"
+
+    for {f, a} <- [fetch: 2, put: 3, get_or_compile: 3, value: 1, stop: 1, set_limits: 2] do
+      assert doc.(f, a) =~ "Returns", "#{f}/#{a}"
+    end
+  end
+
+  test "issue 38: a stopped cache frees its name; 200 caches, one per test, reach no limit" do
+    # other tests' program terms die first (the destroy count is global)
+    Enum.each(Process.list(), &:erlang.garbage_collect/1)
+    Process.sleep(50)
+    before = Native.destroyed()
+    {:ok, _} = CCache.start_link(name: :t_stop)
+    :ok = CCache.put(:a, %{w: 1}, cache: :t_stop)
+    :ok = CCache.put(:n, Native.compile(2, 0), cache: :t_stop)
+    {:ok, r} = CCache.fetch(:a, cache: :t_stop, as: :ref)
+    {:ok, rn} = CCache.fetch(:n, cache: :t_stop)
+    assert CCache.stop(:t_stop) == :ok
+    assert CCache.fetch(:a, cache: :t_stop) == {:error, :no_cache}
+    # references outlive the cache
+    assert {CCache.value(r), Native.run(rn, 4)} == {{:ok, %{w: 1}}, 8}
+    {:ok, _} = CCache.start_link(name: :t_stop)
+    assert {CCache.attach_status(:t_stop), CCache.fetch(:a, cache: :t_stop)} == {:created, {:error, :cache_miss}}
+    :ok = CCache.stop(:t_stop)
+
+    opened =
+      for i <- 1..200 do
+        name = :"t_per_test_#{i}"
+        {:ok, _} = start_supervised({CCache, name: name, max_items: 4})
+        :ok = CCache.put(i, i, cache: name)
+        :ok = stop_supervised({CCache, name})
+        CCache.fetch(i, cache: name)
+      end
+
+    assert Enum.uniq(opened) == [{:error, :no_cache}]
+    rn = nil
+    _ = rn
+    :erlang.garbage_collect()
+    wait_until(fn -> Native.destroyed() - before >= 1 end)
+    assert Native.destroyed() - before == 1
+  end
+
+  test "issue 38: options from the application environment (config :my_app, MyCache, ...)" do
+    Application.put_env(:ccache_test_app, :t_env_cache, max_items: 7, ttl: 1000)
+    start_supervised!({CCache, name: :t_env_cache, otp_app: :ccache_test_app, ttl: 2000})
+    assert CCache.limits(:t_env_cache) == %{max_items: 7, ttl: 2000, inline_max: 8192}
+    Application.put_env(:ccache, :t_env_default, max_items: 5)
+    start_supervised!({CCache, name: :t_env_default})
+    assert CCache.limits(:t_env_default).max_items == 5
   end
 end

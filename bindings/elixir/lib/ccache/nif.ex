@@ -38,7 +38,9 @@ defmodule CCache.Nif do
   @doc false
   def open(_name, _max_items, _ttl, _inline_max, _manual_clock), do: :erlang.nif_error(:not_loaded)
   @doc false
-  def set_limits(_name, _max_items, _ttl), do: :erlang.nif_error(:not_loaded)
+  def set_limits(_name, _max_items, _ttl, _inline_max), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def close(_name), do: :erlang.nif_error(:not_loaded)
   @doc false
   def limits(_name), do: :erlang.nif_error(:not_loaded)
   @doc false
