@@ -26,7 +26,7 @@ typedef struct ccn_waiter {
 } ccn_waiter;
 
 typedef struct ccn_flight {
-  ccache_key key;
+  ccn_key key;
   ErlNifPid owner;
   ErlNifEnv *env; /* holds the waiters' refs */
   ccn_waiter *waiters;
@@ -79,9 +79,9 @@ static int add_waiter(ccn_flight *f, const ErlNifPid *pid, ERL_NIF_TERM ref) {
 ERL_NIF_TERM ccn_nif_flight_join(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   ccn_instance *inst = ccn_lookup(env, argv[0]);
-  ccache_key k;
+  ccn_key k;
   ErlNifPid self, dead;
-  if (inst == NULL || !ccn_get_key(env, argv[1], &k) || !enif_is_ref(env, argv[2]) ||
+  if (inst == NULL || !ccn_get_key(env, inst, argv[1], &k) || !enif_is_ref(env, argv[2]) ||
       !enif_self(env, &self)) {
     return enif_make_badarg(env);
   }
@@ -133,9 +133,9 @@ ERL_NIF_TERM ccn_nif_flight_join(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
  * waiters; :retry if the entry already left the cache), or result itself
  * ({:ok, ref} from the put that stored the value, or {:error, reason}).  -> :ok | :not_owner */
 static ERL_NIF_TERM finish_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
-  ccache_key k;
+  ccn_key k;
   ErlNifPid self;
-  if (!ccn_get_key(env, argv[1], &k) || !enif_self(env, &self)) {
+  if (!ccn_get_key(env, inst, argv[1], &k) || !enif_self(env, &self)) {
     return enif_make_badarg(env);
   }
   /* The waiters' reference is made before taking the lock (releasing a
@@ -151,7 +151,7 @@ static ERL_NIF_TERM finish_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_
     enif_mutex_unlock(inst->flight_lock);
     ccache_lease lease;
     ERL_NIF_TERM ref = 0;
-    if (n > 0 && ccache_fetch(inst->c, k, &lease) == CCACHE_OK) {
+    if (n > 0 && ccn_fetch(inst, &k, &lease) == CCACHE_OK) {
       ref = ccn_lease_ref(env, inst, &lease);
     }
     msg = ref != 0 ? ccn_ok(env, ref) : ccn_atom_retry;
@@ -186,8 +186,8 @@ ERL_NIF_TERM ccn_nif_flight_finish(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 ERL_NIF_TERM ccn_nif_flight_waiters(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   ccn_instance *inst = ccn_lookup(env, argv[0]);
-  ccache_key k;
-  if (inst == NULL || !ccn_get_key(env, argv[1], &k)) return enif_make_badarg(env);
+  ccn_key k;
+  if (inst == NULL || !ccn_get_key(env, inst, argv[1], &k)) return enif_make_badarg(env);
   enif_mutex_lock(inst->flight_lock);
   ccn_flight *f;
   HASH_FIND(hh, inst->flights, &k, sizeof k, f);

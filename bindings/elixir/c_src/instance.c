@@ -75,7 +75,7 @@ static uint64_t manual_clock(void *ctx) {
 
 /* A new instance with its C cache open, or NULL with *rc set. */
 static ccn_instance *instance_new(ERL_NIF_TERM name, uint64_t max_items, uint64_t ttl,
-                                  uint64_t inline_max, int manual, int *rc) {
+                                  uint64_t inline_max, int manual, int strong, int *rc) {
   ccn_instance *inst = enif_alloc(sizeof *inst);
   *rc = CCACHE_ENOMEM;
   if (inst == NULL) return NULL;
@@ -83,6 +83,7 @@ static ccn_instance *instance_new(ERL_NIF_TERM name, uint64_t max_items, uint64_
   inst->name = name;
   inst->inline_max = inline_max;
   inst->manual_clock = manual;
+  inst->strong = strong;
   atomic_init(&inst->holds, 1); /* the registry's */
   inst->flight_lock = enif_mutex_create("ccache_flights");
   ccache_config cfg;
@@ -92,19 +93,16 @@ static ccn_instance *instance_new(ERL_NIF_TERM name, uint64_t max_items, uint64_
   cfg.destroy_closure = ccn_destroy_closure;
   cfg.destroy_program = ccn_destroy_program;
   cfg.ctx = inst;
+  cfg.key_mode = strong ? CCACHE_KEYS_STRONG : CCACHE_KEYS_FAST;
   if (manual) {
     cfg.clock_ms = manual_clock;
     cfg.sweeper_thread = 0; /* expiry then happens at lookups, judged on the manual clock */
   }
   if (inst->flight_lock != NULL) *rc = ccache_open(&cfg, &inst->c);
   if (*rc == CCACHE_OK) {
-    ccache_fp fp;
-    ccache_key pkey;
-    static const char tag[] = "ccache-elixir: term values";
-    ccache_fp_init(&fp);
-    ccache_fp_str(&fp, tag, sizeof tag - 1);
-    ccache_fp_final(&fp, &pkey);
-    *rc = ccache_program_intern(inst->c, pkey, NULL, 0, &inst->term_prog);
+    ccn_key pkey;
+    ccn_program_key(inst, "ccache-elixir: term values", 0, &pkey);
+    *rc = ccn_program_intern(inst, &pkey, NULL, 0, &inst->term_prog);
     if (*rc != CCACHE_OK) ccache_close(inst->c);
   }
   if (*rc == CCACHE_OK) return inst;
@@ -113,23 +111,36 @@ static ccn_instance *instance_new(ERL_NIF_TERM name, uint64_t max_items, uint64_
   return NULL;
 }
 
-/* open(name, max_items, ttl, inline_max, manual_clock) ->
+/* open(name, max_items, ttl, inline_max, manual_clock, :fast | :strong) ->
  *   {:created | :attached, name}, or {:error, _}.  An open cache of that
  * name is attached to as it is (entries kept); its bounds are set to the
- * ones given.  A closed cache's name makes a new, empty cache. */
+ * ones given; its key mode must be the one given ({:error,
+ * :other_key_mode}).  A closed cache's name makes a new, empty cache.
+ * Strong keys need the strong fingerprint (libsodium): without it the
+ * open fails with the library's CCACHE_ENOTSUP. */
 ERL_NIF_TERM ccn_nif_open(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   uint64_t max_items, ttl, inline_max;
   if (!enif_is_atom(env, argv[0]) || !ccn_get_bound(env, argv[1], &max_items) ||
       !ccn_get_bound(env, argv[2], &ttl) || !ccn_get_bound(env, argv[3], &inline_max) ||
-      (argv[4] != ccn_atom_true && argv[4] != ccn_atom_false)) {
+      (argv[4] != ccn_atom_true && argv[4] != ccn_atom_false) || !enif_is_atom(env, argv[5])) {
     return enif_make_badarg(env);
   }
+  int strong = enif_is_identical(argv[5], enif_make_atom(env, "strong"));
+  if (!strong && !enif_is_identical(argv[5], enif_make_atom(env, "fast"))) {
+    return enif_make_badarg(env);
+  }
+  int hash_rc = strong ? ccn_strong_available() : CCACHE_OK;
+  if (hash_rc != CCACHE_OK) return ccn_error_status(env, hash_rc);
   ccn_registry *reg = ccn_registry_in_use(env);
   enif_mutex_lock(reg->lock);
   ccn_instance *inst = ccn_lookup(env, argv[0]);
   if (inst != NULL) {
     /* Under the registry lock, which a close takes too: not closed. */
+    if (inst->strong != strong) {
+      enif_mutex_unlock(reg->lock);
+      return enif_make_tuple2(env, ccn_atom_error, enif_make_atom(env, "other_key_mode"));
+    }
     int rc = ccache_set_limits(inst->c, max_items, ttl, CCACHE_UNBOUNDED);
     if (rc == CCACHE_OK) inst->inline_max = inline_max;
     enif_mutex_unlock(reg->lock);
@@ -145,7 +156,7 @@ ERL_NIF_TERM ccn_nif_open(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
     return enif_make_tuple2(env, ccn_atom_error, enif_make_atom(env, "too_many_caches"));
   }
   int rc;
-  inst = instance_new(argv[0], max_items, ttl, inline_max, argv[4] == ccn_atom_true, &rc);
+  inst = instance_new(argv[0], max_items, ttl, inline_max, argv[4] == ccn_atom_true, strong, &rc);
   if (inst == NULL) {
     enif_mutex_unlock(reg->lock);
     return ccn_error_status(env, rc);

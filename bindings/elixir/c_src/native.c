@@ -73,11 +73,14 @@ static int lend(ErlNifEnv *env, ERL_NIF_TERM cache, ERL_NIF_TERM key, void **nat
                 ccache_nif_loan *loan) {
   loan_parts *lp = (loan_parts *)loan;
   memset(loan, 0, sizeof *loan);
-  ccache_key k;
-  if (!ccn_get_key(env, key, &k)) return -1;
+  ccn_key k;
   ccn_instance *inst = ccn_enter(env, cache);
   if (inst == NULL) return -1;
-  int rc = ccache_fetch(inst->c, k, &lp->lease);
+  if (!ccn_get_key(env, inst, key, &k)) {
+    ccn_leave(inst);
+    return -1;
+  }
+  int rc = ccn_fetch(inst, &k, &lp->lease);
   const ccn_native *n = rc == CCACHE_OK ? lp->lease.native : NULL;
   if (rc == CCACHE_OK && n == NULL) ccache_lease_release(inst->c, &lp->lease);
   if (n != NULL) ccn_hold(inst); /* the loan may outlive this call: give_back lets go */

@@ -7,7 +7,6 @@
  * grows with a term's size runs on a dirty CPU scheduler. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
-#include <endian.h>
 #include <string.h>
 #include "nif.h"
 
@@ -24,10 +23,6 @@ ERL_NIF_TERM ccn_atom_ok, ccn_atom_error, ccn_atom_cache_miss, ccn_atom_no_cache
  * registry of the first library is used instead (priv_data). */
 static ccn_registry own_registry;
 
-/* Keys longer than this are hashed on a dirty scheduler (XXH3 runs at
- * several GB/s: 256 KiB is well under 1 ms). */
-#define HASH_INLINE_MAX (256u * 1024u)
-
 /* The registry in use, set at load and upgrade.  Not enif_priv_data():
  * the ccache_nif.h functions run in other libraries' NIF calls, whose
  * environments carry those libraries' private data. */
@@ -36,27 +31,6 @@ static ccn_registry *_Atomic registry_in_use;
 ccn_registry *ccn_registry_in_use(ErlNifEnv *env) {
   (void)env;
   return atomic_load_explicit(&registry_in_use, memory_order_acquire);
-}
-
-int ccn_get_key(ErlNifEnv *env, ERL_NIF_TERM term, ccache_key *out) {
-  ErlNifBinary b;
-  if (!enif_inspect_binary(env, term, &b) || b.size != 16) return 0;
-  uint64_t lo, hi; /* little-endian halves, whatever the host's order */
-  memcpy(&lo, b.data, 8);
-  memcpy(&hi, b.data + 8, 8);
-  out->lo = le64toh(lo);
-  out->hi = le64toh(hi);
-  return 1;
-}
-
-static ERL_NIF_TERM make_key(ErlNifEnv *env, ccache_key k) {
-  ERL_NIF_TERM t;
-  unsigned char *p = enif_make_new_binary(env, 16, &t);
-  for (int i = 0; i < 8; i++) {
-    p[i] = (unsigned char)(k.lo >> (8 * i));
-    p[8 + i] = (unsigned char)(k.hi >> (8 * i));
-  }
-  return t;
 }
 
 ERL_NIF_TERM ccn_ok(ErlNifEnv *env, ERL_NIF_TERM value) {
@@ -153,9 +127,9 @@ ENTERED(nif_stats)
 
 /* remove(name, key) -> :ok | {:error, :cache_miss} */
 static ERL_NIF_TERM nif_remove_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
-  ccache_key k;
-  if (!ccn_get_key(env, argv[1], &k)) return enif_make_badarg(env);
-  int rc = ccache_remove(inst->c, k);
+  ccn_key k;
+  if (!ccn_get_key(env, inst, argv[1], &k)) return enif_make_badarg(env);
+  int rc = ccn_remove(inst, &k);
   if (rc == CCACHE_MISS) return enif_make_tuple2(env, ccn_atom_error, ccn_atom_cache_miss);
   return rc == CCACHE_OK ? ccn_atom_ok : ccn_error_status(env, rc);
 }
@@ -176,36 +150,6 @@ static ERL_NIF_TERM nif_advance_clock_in(ErlNifEnv *env, ccn_instance *inst,
   return enif_make_uint64(env, atomic_fetch_add(&inst->now_ms, ms) + ms);
 }
 ENTERED(nif_advance_clock)
-
-/* hash(ext_binary) -> 16-byte key: the fingerprint builder over a domain
- * tag and the bytes (XXH3-128). */
-static ERL_NIF_TERM hash_bytes(ErlNifEnv *env, const ErlNifBinary *b) {
-  static const char tag[] = "ccache-elixir: term key";
-  ccache_fp fp;
-  ccache_key k;
-  ccache_fp_init(&fp);
-  ccache_fp_str(&fp, tag, sizeof tag - 1);
-  ccache_fp_bytes(&fp, b->data, b->size);
-  if (ccache_fp_final(&fp, &k) != CCACHE_OK) return enif_make_badarg(env);
-  return make_key(env, k);
-}
-
-static ERL_NIF_TERM nif_hash_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  ErlNifBinary b;
-  if (!enif_inspect_binary(env, argv[0], &b)) return enif_make_badarg(env);
-  return hash_bytes(env, &b);
-}
-
-static ERL_NIF_TERM nif_hash(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  ErlNifBinary b;
-  if (!enif_inspect_binary(env, argv[0], &b)) return enif_make_badarg(env);
-  if (b.size > HASH_INLINE_MAX) {
-    return enif_schedule_nif(env, "hash_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, nif_hash_dirty, argc,
-                             argv);
-  }
-  return hash_bytes(env, &b);
-}
 
 /* so_path() -> the path this library was loaded from (for ccache_nif.h) */
 static ERL_NIF_TERM nif_so_path(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -302,7 +246,7 @@ static void on_unload(ErlNifEnv *env, void *priv) {
 }
 
 static ErlNifFunc nif_funcs[] = {
-    {"open", 5, ccn_nif_open, 0},
+    {"open", 6, ccn_nif_open, 0},
     {"close", 1, ccn_nif_close, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"set_limits", 4, nif_set_limits, 0},
     {"limits", 1, nif_limits, 0},
@@ -310,7 +254,7 @@ static ErlNifFunc nif_funcs[] = {
     {"remove", 2, nif_remove, 0},
     {"clear", 1, nif_clear, 0},
     {"advance_clock", 2, nif_advance_clock, 0},
-    {"hash", 1, nif_hash, 0},
+    {"hash", 2, ccn_nif_hash, 0},
     {"put", 4, ccn_nif_put, 0},
     {"fetch", 3, ccn_nif_fetch, 0},
     {"ref_value", 1, ccn_nif_ref_value, 0},

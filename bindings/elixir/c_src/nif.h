@@ -15,6 +15,9 @@
 
 struct ccn_replica;
 
+/* A key in either mode: a fast cache uses `key` only (check is 0). */
+typedef ccache_strong_key ccn_key;
+
 /* A value in the cache, and the ccache closure of its entry: a resource,
  * held by the entry (one reference, released by destroy_closure) and by its
  * replicas.  Immutable once made, so any number of threads may copy `term`
@@ -25,7 +28,7 @@ typedef struct ccn_value {
   ERL_NIF_TERM term;      /* the value, living in env */
   uint64_t ext_bytes;     /* byte size of enif_term_to_binary(value), measured at put */
   ccache_program *native; /* a native program: one handle (+1), or NULL */
-  ccache_key pkey;        /* native: its program key (another handle: ccache_program_fetch) */
+  ccn_key pkey;           /* native: its program key (another handle: ccn_program_fetch) */
   /* A term value put from a reference to another value: that value (one
    * resource reference), whose env and term this one shares (never freed
    * here).  NULL for a value that owns its env. */
@@ -72,6 +75,7 @@ typedef struct ccn_instance {
   ccache_program *term_prog;   /* one program (NULL native) all term entries share */
   _Atomic uint64_t inline_max; /* ext bytes up to which work stays on a normal scheduler */
   int manual_clock;            /* clock is `now_ms` below (tests), sweeper off */
+  int strong;                  /* keys: :strong (CCACHE_KEYS_STRONG, 32-byte keys) */
   _Atomic int closed;          /* set once by close (instance.c) */
   char pad_[64];               /* the lines below are written */
   _Atomic int64_t holds;       /* instance.c: the last one closes the C cache */
@@ -101,7 +105,7 @@ typedef struct ccn_prog {
   ErlNifMutex *lock;
   ccn_native *pending; /* owned here until first put (NULL after) */
   uint64_t cost_bytes;
-  ccache_key pkey;        /* its program key once interned */
+  ccn_key pkey;           /* its program key once interned */
   ccn_instance *inst;     /* the cache it was interned in (NULL before) */
   ccache_program *handle; /* +1 on inst->c after the first put */
 } ccn_prog;
@@ -139,9 +143,20 @@ ERL_NIF_TERM ccn_nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
     return r;                                                                   \
   }
 
+/* keys.c */
+int ccn_strong_available(void); /* CCACHE_OK, or why strong keys cannot be made */
+int ccn_get_key(ErlNifEnv *env, const ccn_instance *inst, ERL_NIF_TERM term, ccn_key *out);
+ERL_NIF_TERM ccn_nif_hash(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+void ccn_program_key(ccn_instance *inst, const char *tag, uint64_t n, ccn_key *out);
+int ccn_fetch(ccn_instance *inst, const ccn_key *k, ccache_lease *lease);
+int ccn_put(ccn_instance *inst, const ccn_key *k, void *closure, ccache_program *p);
+int ccn_remove(ccn_instance *inst, const ccn_key *k);
+int ccn_program_intern(ccn_instance *inst, const ccn_key *pk, void *native, uint64_t cost,
+                       ccache_program **out);
+int ccn_program_fetch(ccn_instance *inst, const ccn_key *pk, ccache_program **out);
+
 /* nif.c */
 ccn_registry *ccn_registry_in_use(ErlNifEnv *env);
-int ccn_get_key(ErlNifEnv *env, ERL_NIF_TERM term, ccache_key *out);
 ERL_NIF_TERM ccn_error_status(ErlNifEnv *env, int status);
 ERL_NIF_TERM ccn_ok(ErlNifEnv *env, ERL_NIF_TERM value);
 

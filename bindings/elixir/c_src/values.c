@@ -186,20 +186,20 @@ static int provably_small(ErlNifEnv *env, ERL_NIF_TERM t, uint64_t inline_max) {
  * @p p.  want_ref: answer {:ok, ref} with a reference made before the put,
  * so it is the value just put even if the entry leaves at once (a fetch
  * after the put could miss); else :ok. */
-static ERL_NIF_TERM put_value(ErlNifEnv *env, ccn_instance *inst, ccache_key key, ccn_value *v,
+static ERL_NIF_TERM put_value(ErlNifEnv *env, ccn_instance *inst, const ccn_key *key, ccn_value *v,
                               ccache_program *p, int want_ref) {
   ERL_NIF_TERM ref = 0;
   if (want_ref && (ref = ccn_value_ref(env, v)) == 0) {
     ccn_destroy_closure(v, inst);
     return ccn_error_status(env, CCACHE_ENOMEM);
   }
-  int rc = ccache_put(inst->c, key, v, p);
+  int rc = ccn_put(inst, key, v, p);
   if (rc != CCACHE_OK) return ccn_error_status(env, rc);
   return want_ref ? ccn_ok(env, ref) : ccn_atom_ok;
 }
 
 /* Copy @p value into a new process-independent environment and put it. */
-static ERL_NIF_TERM store_term(ErlNifEnv *env, ccn_instance *inst, ccache_key key,
+static ERL_NIF_TERM store_term(ErlNifEnv *env, ccn_instance *inst, const ccn_key *key,
                                ERL_NIF_TERM value, int dirty, int want_ref) {
   ErlNifBinary ext;
   if (!enif_term_to_binary(env, value, &ext)) return ccn_error_status(env, CCACHE_ENOMEM);
@@ -220,9 +220,9 @@ static ERL_NIF_TERM store_term(ErlNifEnv *env, ccn_instance *inst, ccache_key ke
 
 /* A new value holding one more handle on the program @p pkey of @p inst
  * (alive: the caller holds a handle).  NULL with *rc set on failure. */
-static ccn_value *native_value(ccn_instance *inst, ccache_key pkey, int *rc) {
+static ccn_value *native_value(ccn_instance *inst, const ccn_key *pkey, int *rc) {
   ccache_program *handle = NULL;
-  *rc = ccache_program_fetch(inst->c, pkey, &handle);
+  *rc = ccn_program_fetch(inst, pkey, &handle);
   if (*rc != CCACHE_OK) return NULL;
   ccn_value *v = value_new(inst);
   if (v == NULL) {
@@ -231,7 +231,7 @@ static ccn_value *native_value(ccn_instance *inst, ccache_key pkey, int *rc) {
     return NULL;
   }
   v->native = handle;
-  v->pkey = pkey;
+  v->pkey = *pkey;
   return v;
 }
 
@@ -240,13 +240,13 @@ static ccn_value *native_value(ccn_instance *inst, ccache_key pkey, int *rc) {
  * same cache only: a program belongs to one C cache); a term value shares
  * the stored term (O(1) whatever its size; the new value holds the one
  * that owns the environment). */
-static ERL_NIF_TERM store_shared(ErlNifEnv *env, ccn_instance *inst, ccache_key key, ccn_value *src,
-                                 int want_ref) {
+static ERL_NIF_TERM store_shared(ErlNifEnv *env, ccn_instance *inst, const ccn_key *key,
+                                 ccn_value *src, int want_ref) {
   int rc = CCACHE_OK;
   ccn_value *v;
   if (src->native != NULL) {
     if (src->inst != inst) return enif_make_tuple2(env, ccn_atom_error, ccn_atom_other_cache);
-    v = native_value(inst, src->pkey, &rc);
+    v = native_value(inst, &src->pkey, &rc);
     if (v == NULL) return ccn_error_status(env, rc);
     return put_value(env, inst, key, v, v->native, want_ref);
   }
@@ -265,20 +265,16 @@ static ERL_NIF_TERM store_shared(ErlNifEnv *env, ccn_instance *inst, ccache_key 
 /* A native program from ccache_nif.h: interned at its first put (its
  * program key is new, so two programs never merge), shared by every key
  * it is put under. */
-static ERL_NIF_TERM store_native(ErlNifEnv *env, ccn_instance *inst, ccache_key key, ccn_prog *prog,
-                                 int want_ref) {
+static ERL_NIF_TERM store_native(ErlNifEnv *env, ccn_instance *inst, const ccn_key *key,
+                                 ccn_prog *prog, int want_ref) {
   int rc = CCACHE_OK;
   enif_mutex_lock(prog->lock);
   if (prog->inst == NULL) {
-    static const char tag[] = "ccache-elixir: native program";
-    ccache_fp fp;
-    ccache_fp_init(&fp);
-    ccache_fp_str(&fp, tag, sizeof tag - 1);
-    ccache_fp_u64(&fp, atomic_fetch_add(&inst->next_native, 1));
-    ccache_fp_final(&fp, &prog->pkey);
+    ccn_program_key(inst, "ccache-elixir: native program", atomic_fetch_add(&inst->next_native, 1),
+                    &prog->pkey);
     ccn_native *n = prog->pending;
     prog->pending = NULL; /* the cache's from here, on error too */
-    rc = ccache_program_intern(inst->c, prog->pkey, n, prog->cost_bytes, &prog->handle);
+    rc = ccn_program_intern(inst, &prog->pkey, n, prog->cost_bytes, &prog->handle);
     if (rc == CCACHE_OK) {
       prog->inst = inst;
       ccn_hold(inst); /* until the program term's dtor releases its handle */
@@ -289,18 +285,18 @@ static ERL_NIF_TERM store_native(ErlNifEnv *env, ccn_instance *inst, ccache_key 
   }
   /* The entry's value holds its own handle; the put (which may run
    * destroy callbacks) runs without prog->lock. */
-  ccache_key pkey = prog->pkey;
+  ccn_key pkey = prog->pkey;
   enif_mutex_unlock(prog->lock);
   if (rc != CCACHE_OK) return ccn_error_status(env, rc);
-  ccn_value *v = native_value(inst, pkey, &rc);
+  ccn_value *v = native_value(inst, &pkey, &rc);
   if (v == NULL) return ccn_error_status(env, rc);
   return put_value(env, inst, key, v, v->native, want_ref);
 }
 
 static ERL_NIF_TERM put_dirty_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
-  ccache_key k;
-  ccn_get_key(env, argv[1], &k);
-  return store_term(env, inst, k, argv[2], 1, argv[3] == ccn_atom_ref);
+  ccn_key k;
+  ccn_get_key(env, inst, argv[1], &k);
+  return store_term(env, inst, &k, argv[2], 1, argv[3] == ccn_atom_ref);
 }
 ENTERED(put_dirty)
 
@@ -310,20 +306,20 @@ ENTERED(put_dirty)
  * program; a reference to a term value puts that stored term (shared);
  * any other term is copied in. */
 static ERL_NIF_TERM put_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
-  ccache_key k;
-  if (!ccn_get_key(env, argv[1], &k) || (argv[3] != ccn_atom_ok && argv[3] != ccn_atom_ref)) {
+  ccn_key k;
+  if (!ccn_get_key(env, inst, argv[1], &k) || (argv[3] != ccn_atom_ok && argv[3] != ccn_atom_ref)) {
     return enif_make_badarg(env);
   }
   int want_ref = argv[3] == ccn_atom_ref;
   ccn_prog *prog;
   if (enif_get_resource(env, argv[2], ccn_prog_type, (void **)&prog)) {
-    return store_native(env, inst, k, prog, want_ref);
+    return store_native(env, inst, &k, prog, want_ref);
   }
   ccn_value *src = ccn_ref_get(env, argv[2]);
-  if (src != NULL) return store_shared(env, inst, k, src, want_ref);
+  if (src != NULL) return store_shared(env, inst, &k, src, want_ref);
   uint64_t inline_max = atomic_load_explicit(&inst->inline_max, memory_order_relaxed);
   if (inline_max == CCACHE_UNBOUNDED || provably_small(env, argv[2], inline_max)) {
-    return store_term(env, inst, k, argv[2], 0, want_ref);
+    return store_term(env, inst, &k, argv[2], 0, want_ref);
   }
   return enif_schedule_nif(env, "put_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, put_dirty, 4, argv);
 }
@@ -344,12 +340,13 @@ static ERL_NIF_TERM copy_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 
 /* fetch(name, key, :copy | :ref) -> {:ok, value | ref} | {:error, :cache_miss} */
 static ERL_NIF_TERM fetch_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
-  ccache_key k;
-  if (!ccn_get_key(env, argv[1], &k) || (argv[2] != ccn_atom_copy && argv[2] != ccn_atom_ref)) {
+  ccn_key k;
+  if (!ccn_get_key(env, inst, argv[1], &k) ||
+      (argv[2] != ccn_atom_copy && argv[2] != ccn_atom_ref)) {
     return enif_make_badarg(env);
   }
   ccache_lease lease;
-  int rc = ccache_fetch(inst->c, k, &lease);
+  int rc = ccn_fetch(inst, &k, &lease);
   if (rc == CCACHE_MISS) return enif_make_tuple2(env, ccn_atom_error, ccn_atom_cache_miss);
   if (rc != CCACHE_OK) return ccn_error_status(env, rc);
   const ccn_value *v = lease.closure;

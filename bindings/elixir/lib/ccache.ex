@@ -67,7 +67,7 @@ defmodule CCache do
   @typedoc "A reference to a cached value (a NIF resource)."
   @type ref :: reference()
 
-  @compile {:inline, key!: 1}
+  @compile {:inline, key!: 2}
 
   # ---- the owner
 
@@ -143,10 +143,11 @@ defmodule CCache do
     ttl = Keyword.get(opts, :ttl, :infinity)
     im = Keyword.get(opts, :inline_max, @inline_max)
     manual = Keyword.get(opts, :manual_clock, false)
+    keys = Keyword.get(opts, :keys, :fast)
     # so a supervisor's :shutdown reaches terminate/2 (which closes the cache)
     Process.flag(:trap_exit, true)
 
-    case Nif.open(name, mi, ttl, im, manual) do
+    case Nif.open(name, mi, ttl, im, manual, keys) do
       {status, ^name} -> {:ok, %{name: name, status: status}}
       {:error, reason} -> {:stop, reason}
     end
@@ -192,11 +193,12 @@ defmodule CCache do
   """
   @spec fetch(key, keyword) :: {:ok, term} | {:error, :cache_miss | :no_cache}
   def fetch(key, opts \\ [])
-  def fetch(key, []), do: Nif.fetch(@default, key!(key), :copy)
-  def fetch(key, as: :ref), do: Nif.fetch(@default, key!(key), :ref)
+  def fetch(key, []), do: Nif.fetch(@default, key!(@default, key), :copy)
+  def fetch(key, as: :ref), do: Nif.fetch(@default, key!(@default, key), :ref)
 
   def fetch(key, opts) do
-    Nif.fetch(Keyword.get(opts, :cache, @default), key!(key), Keyword.get(opts, :as, :copy))
+    cache = Keyword.get(opts, :cache, @default)
+    Nif.fetch(cache, key!(cache, key), Keyword.get(opts, :as, :copy))
   end
 
   @doc """
@@ -221,7 +223,8 @@ defmodule CCache do
   `{:error, {:ccache, status, text}}` (the C library's status).
   """
   def put(key, value, opts \\ []) do
-    Nif.put(Keyword.get(opts, :cache, @default), key!(key), value, :ok)
+    cache = Keyword.get(opts, :cache, @default)
+    Nif.put(cache, key!(cache, key), value, :ok)
   end
 
   @doc """
@@ -245,20 +248,42 @@ defmodule CCache do
   def ref_info(ref), do: Nif.ref_info(ref)
 
   @doc "Remove `key`: `:ok` or `{:error, :cache_miss}`.  References stay valid."
-  def remove(key, opts \\ []), do: Nif.remove(Keyword.get(opts, :cache, @default), key!(key))
+  def remove(key, opts \\ []) do
+    cache = Keyword.get(opts, :cache, @default)
+    Nif.remove(cache, key!(cache, key))
+  end
 
   @doc "Remove every entry.  References stay valid."
   def clear(cache \\ @default), do: Nif.clear(cache)
 
   @doc """
-  The 16-byte key of a term: ccache's fingerprint builder (XXH3-128) over a
-  domain tag and `:erlang.term_to_binary(term, [:deterministic])`.  Compute
-  it once and keep it when the same key is used often.
-  """
-  def key(term), do: Nif.hash(:erlang.term_to_binary(term, [:deterministic]))
+  The key of a term, to compute once and keep where the same key is used
+  often: ccache's fingerprint builder over a domain tag and
+  `:erlang.term_to_binary(term, [:deterministic])`.
 
-  defp key!(k) when is_binary(k) and byte_size(k) == 16, do: k
-  defp key!(term), do: key(term)
+  Options: `cache:` (the key for that cache: 32 bytes if it was opened with
+  `keys: :strong`, else 16) or `keys: :fast | :strong`.  Default: fast.
+  Returns the binary: 16 bytes (XXH3-128, fast) or 32 bytes (BLAKE2b-256,
+  strong).  A binary of the cache's key size given to any call is the key
+  itself; a binary of the other size is hashed as a term.
+  """
+  def key(term, opts \\ []) do
+    mode =
+      case opts do
+        [] -> false
+        [cache: c] -> c
+        [keys: :fast] -> false
+        [keys: :strong] -> true
+      end
+
+    case Nif.hash(mode, :erlang.term_to_binary(term, [:deterministic])) do
+      k when is_binary(k) -> k
+      {:error, _} = e -> raise ArgumentError, "CCache.key: #{inspect(e)}"
+    end
+  end
+
+  defp key!(_cache, k) when is_binary(k) and (byte_size(k) == 16 or byte_size(k) == 32), do: k
+  defp key!(cache, term), do: key(term, cache: cache)
 
   # ---- bounds and stats
 
@@ -339,7 +364,7 @@ defmodule CCache do
   def get_or_compile(key, fun, opts \\ []) when is_function(fun, 0) do
     cache = Keyword.get(opts, :cache, @default)
     as = Keyword.get(opts, :as, :copy)
-    k = key!(key)
+    k = key!(cache, key)
 
     case Nif.fetch(cache, k, as) do
       {:error, :cache_miss} -> join(cache, k, fun, as, make_ref(), nil)
@@ -348,7 +373,7 @@ defmodule CCache do
   end
 
   @doc false
-  def flight_waiters(key, cache \\ @default), do: Nif.flight_waiters(cache, key!(key))
+  def flight_waiters(key, cache \\ @default), do: Nif.flight_waiters(cache, key!(cache, key))
 
   defp join(cache, k, fun, as, wref, dead) do
     case Nif.flight_join(cache, k, wref, dead) do

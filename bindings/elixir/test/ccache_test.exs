@@ -543,4 +543,33 @@ defmodule CCacheTest do
     start_supervised!({CCache, name: :t_env_default})
     assert CCache.limits(:t_env_default).max_items == 5
   end
+
+  # Issue 38 item 6: keys from terms that others choose.
+  test "issue 38: keys: :strong compares all 256 bits (BLAKE2b-256 keys); every call works on it" do
+    c = start(:t_strong, keys: :strong)
+    k = CCache.key({:tenant, 1, %{op: :matmul}}, cache: c)
+    assert {byte_size(k), byte_size(CCache.key(:x)), CCache.key(:x, keys: :strong) == CCache.key(:x, cache: c)} == {32, 16, true}
+    # two keys equal in their first 128 bits (a fast-key collision) are two entries
+    <<lo::binary-16, _::binary-16>> = k
+    k2 = lo <> :binary.copy(<<0>>, 16)
+    :ok = CCache.put(k, :mine, cache: c)
+    assert {CCache.fetch(k, cache: c), CCache.fetch(k2, cache: c)} == {{:ok, :mine}, {:error, :cache_miss}}
+    :ok = CCache.put(k2, :other, cache: c)
+    assert {CCache.fetch(k, cache: c), CCache.fetch(k2, cache: c)} == {{:ok, :mine}, {:ok, :other}}
+    # a term key is hashed strong; a 16-byte binary is hashed as a term, never taken as is
+    :ok = CCache.put({:tenant, 1, %{op: :matmul}}, :again, cache: c)
+    assert CCache.fetch(k, cache: c) == {:ok, :again}
+    k16 = CCache.key(:fast_key)
+    :ok = CCache.put(k16, :v16, cache: c)
+    assert CCache.fetch(CCache.key(k16, cache: c), cache: c) == {:ok, :v16}
+    # native programs, single-flight, lend and remove in strong mode
+    {:ok, p} = CCache.get_or_compile(:prog, fn -> {:ok, Native.compile(3, 1)} end, cache: c, as: :ref)
+    :ok = CCache.put(:site, p, cache: c)
+    assert {Native.run(p, 2), Native.run_key(c, CCache.key(:site, cache: c), 2)} == {7, 7}
+    assert CCache.remove(k2, cache: c) == :ok
+    assert CCache.fetch(k2, cache: c) == {:error, :cache_miss}
+    assert stats(c).programs == 1
+    # one name, one key mode
+    assert {:error, :other_key_mode} = CCache.Nif.open(c, :infinity, :infinity, 8192, false, :fast)
+  end
 end

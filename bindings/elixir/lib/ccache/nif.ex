@@ -36,7 +36,7 @@ defmodule CCache.Nif do
   def so_path, do: :erlang.nif_error(:not_loaded)
 
   @doc false
-  def open(_name, _max_items, _ttl, _inline_max, _manual_clock), do: :erlang.nif_error(:not_loaded)
+  def open(_name, _max_items, _ttl, _inline_max, _manual_clock, _keys), do: :erlang.nif_error(:not_loaded)
   @doc false
   def set_limits(_name, _max_items, _ttl, _inline_max), do: :erlang.nif_error(:not_loaded)
   @doc false
@@ -52,7 +52,7 @@ defmodule CCache.Nif do
   @doc false
   def advance_clock(_name, _ms), do: :erlang.nif_error(:not_loaded)
   @doc false
-  def hash(_bytes), do: :erlang.nif_error(:not_loaded)
+  def hash(_mode, _bytes), do: :erlang.nif_error(:not_loaded)
   @doc false
   def put(_name, _key, _value, _answer), do: :erlang.nif_error(:not_loaded)
   @doc false
