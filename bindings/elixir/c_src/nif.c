@@ -200,7 +200,10 @@ static int open_types(ErlNifEnv *env, ErlNifResourceFlags flags) {
   ccn_prog_type = enif_open_resource_type(env, NULL, "ccache_program", ccn_prog_dtor, flags, NULL);
   ccn_replica_type =
       enif_open_resource_type(env, NULL, "ccache_ref", ccn_replica_dtor, flags, NULL);
-  return ccn_value_type != NULL && ccn_prog_type != NULL && ccn_replica_type != NULL;
+  ccn_sending_type =
+      enif_open_resource_type(env, NULL, "ccache_flight_send", ccn_sending_dtor, flags, NULL);
+  return ccn_value_type != NULL && ccn_prog_type != NULL && ccn_replica_type != NULL &&
+         ccn_sending_type != NULL;
 }
 
 /* The caches hold pointers to this library's functions (the destroy

@@ -381,8 +381,8 @@ defmodule CCache do
         flush(wref)
         compile(cache, k, fun, as)
 
-      {:wait, owner} ->
-        await(cache, k, fun, as, wref, owner)
+      {:wait, owner, id} ->
+        await(cache, k, fun, as, wref, owner, id)
 
       :deadlock ->
         {:error, :deadlock}
@@ -392,7 +392,7 @@ defmodule CCache do
     end
   end
 
-  defp await(cache, k, fun, as, wref, owner) do
+  defp await(cache, k, fun, as, wref, owner, id) do
     mref = Process.monitor(owner)
 
     receive do
@@ -407,7 +407,7 @@ defmodule CCache do
         end
 
       {:DOWN, ^mref, :process, ^owner, _} ->
-        join(cache, k, fun, as, wref, owner)
+        join(cache, k, fun, as, wref, {owner, id})
     end
   end
 
