@@ -129,7 +129,8 @@ ERL_NIF_TERM ccn_nif_flight_join(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
   ccn_instance *inst = ccn_lookup(env, argv[0]);
   ccn_key k;
   ErlNifPid self, dead;
-  if (inst == NULL || !ccn_get_key(env, inst, argv[1], &k) || !enif_is_ref(env, argv[2]) ||
+  if (inst == NULL) return ccn_no_cache(env, argv[0]);
+  if (!ccn_get_key(env, inst, argv[1], &k) || !enif_is_ref(env, argv[2]) ||
       !enif_self(env, &self)) {
     return enif_make_badarg(env);
   }
@@ -267,4 +268,24 @@ ERL_NIF_TERM ccn_nif_flight_waiters(ErlNifEnv *env, int argc, const ERL_NIF_TERM
   unsigned n = f == NULL ? 0 : f->n_waiters;
   enif_mutex_unlock(inst->flight_lock);
   return enif_make_uint(env, n);
+}
+
+/* At close (a dirty NIF): every flight ends, each waiter gets
+ * {:error, :no_cache} (a compiler that finishes later finds no flight). */
+void ccn_flights_abort(ErlNifEnv *env, ccn_instance *inst) {
+  ERL_NIF_TERM msg = enif_make_tuple2(env, ccn_atom_error, ccn_atom_no_cache);
+  enif_mutex_lock(inst->flight_lock);
+  ccn_flight *f, *tmp;
+  HASH_ITER(hh, inst->flights, f, tmp) {
+    HASH_DEL(inst->flights, f);
+    for (ccn_block *b = f->first; b != NULL; b = b->next) {
+      for (unsigned i = 0; i < b->n; i++) {
+        ERL_NIF_TERM m =
+            enif_make_tuple3(env, ccn_atom_ccache_flight, enif_make_copy(env, b->w[i].ref), msg);
+        enif_send(env, &b->w[i].pid, NULL, m);
+      }
+    }
+    flight_free(f);
+  }
+  enif_mutex_unlock(inst->flight_lock);
 }

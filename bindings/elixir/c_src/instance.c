@@ -170,9 +170,9 @@ ERL_NIF_TERM ccn_nif_open(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
 /* close(name) -> :ok | {:error, :no_cache}.  Dirty (the clear runs destroy
  * callbacks for every entry).  The name is free at once; the entries
  * leave now; references to values stay valid, and the C cache closes when
- * the last of them (and of the program terms and loans) is gone.  A
- * get_or_compile waiting on a flight of this cache gets no answer from a
- * compiler that finishes after the close (it keeps its monitor). */
+ * the last of them (and of the program terms and loans) is gone.  Every
+ * get_or_compile waiting on a flight of this cache gets {:error,
+ * :no_cache}. */
 ERL_NIF_TERM ccn_nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   ccn_registry *reg = ccn_registry_in_use(env);
@@ -193,6 +193,7 @@ ERL_NIF_TERM ccn_nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
   for (int i = 0; i < CCN_REPLICAS; i++) {
     while (atomic_load(&inst->per_slot[i].active) != 0) sched_yield(); /* NIF calls: short */
   }
+  ccn_flights_abort(env, inst);
   ccache_clear(inst->c);
   ccn_unhold(inst); /* the registry's */
   return ccn_atom_ok;

@@ -115,6 +115,7 @@ extern ErlNifResourceType *ccn_replica_type;
 extern ErlNifResourceType *ccn_prog_type;
 extern ErlNifResourceType *ccn_sending_type; /* flight.c */
 void ccn_sending_dtor(ErlNifEnv *env, void *obj);
+void ccn_flights_abort(ErlNifEnv *env, ccn_instance *inst);
 
 /* atoms (nif.c) */
 extern ERL_NIF_TERM ccn_atom_ok, ccn_atom_error, ccn_atom_cache_miss, ccn_atom_no_cache,
@@ -179,6 +180,7 @@ ERL_NIF_TERM ccn_nif_ref_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
 /* flight.c */
 void ccn_sending_dtor(ErlNifEnv *env, void *obj);
+void ccn_flights_abort(ErlNifEnv *env, ccn_instance *inst);
 ERL_NIF_TERM ccn_nif_flight_join(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM ccn_nif_flight_finish(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM ccn_nif_flight_waiters(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

@@ -535,6 +535,20 @@ defmodule CCacheTest do
     assert Native.destroyed() - before == 1
   end
 
+  test "issue 38: stopping a cache answers the processes waiting on its flights" do
+    {:ok, _} = CCache.start_link(name: :t_stop_flight)
+    n = :counters.new(1, [])
+    fun = gated(n, fn -> {:ok, :late} end)
+    pids = for _ <- 1..4, do: spawn_call(fn -> CCache.get_or_compile(:k, fun, cache: :t_stop_flight) end)
+    comp = compiler()
+    wait_until(fn -> CCache.flight_waiters(:k, :t_stop_flight) == 3 end)
+    :ok = CCache.stop(:t_stop_flight)
+    waiters = Enum.reject(pids, &(&1 == comp))
+    assert Enum.map(waiters, &result_of/1) == List.duplicate({:error, :no_cache}, 3)
+    send(comp, :go)
+    assert result_of(comp) == {:error, :no_cache}
+  end
+
   test "issue 38: options from the application environment (config :my_app, MyCache, ...)" do
     Application.put_env(:ccache_test_app, :t_env_cache, max_items: 7, ttl: 1000)
     start_supervised!({CCache, name: :t_env_cache, otp_app: :ccache_test_app, ttl: 2000})
