@@ -169,7 +169,8 @@ defmodule CCacheLongScheduleTest do
 
       joins =
         for _ <- 1..20 do
-          {us, {:wait, ^compiler, _}} = :timer.tc(fn -> CCache.Nif.flight_join(:ls_crowd, k, make_ref(), nil) end)
+          {us, w} = :timer.tc(fn -> CCache.Nif.flight_join(:ls_crowd, k, make_ref(), nil) end)
+          {:wait, ^compiler} = {elem(w, 0), elem(w, 1)}
           us
         end
 
@@ -203,7 +204,10 @@ defmodule CCacheLongScheduleTest do
     # yielding between them: its typical run stays under 1 ms.  (Single
     # runs and reports can still be long when the OS preempts a scheduler
     # thread, in either crowd, on a loaded machine: printed, not asserted.)
-    assert length(runs) >= 20 and run_median < 1000
+    assert length(runs) >= 100 and run_median < 1000
+    # and the crowd is no worse off than as many plain waiting processes
+    # (before: 7,856 reports, worst 1,537 ms, against 234)
+    assert length(reports) < 5 * max(length(plain_reports), 100)
   end
 
   # The compiler's runs (in to out, microseconds, sorted) from trace events.
