@@ -15,15 +15,16 @@ defmodule CCache do
 
   ## Keys
 
-  A 16-byte binary is taken as the 128-bit key itself (a fingerprint the
-  runtime already computed).  Any other term is hashed: ccache's fingerprint
-  builder (XXH3-128, unseeded) over a domain tag and
-  `:erlang.term_to_binary(term, [:deterministic])`, see `key/1`.  XXH3-128
-  is a fast, non-cryptographic hash: accidental collisions are negligible
-  (about 2^-64 at 2^32 keys), but whoever can choose the terms can build a
-  collision on purpose, so do not key a cache on terms from untrusted
-  sources.  The deterministic external format is stable within one OTP
-  release; keys are not promised to be equal across releases.
+  A cache takes fast keys (default) or strong keys (`keys: :strong`).
+  Fast: a 16-byte binary is the 128-bit key itself; any other term is
+  hashed with ccache's fingerprint builder (XXH3-128) over a domain tag and
+  `:erlang.term_to_binary(term, [:deterministic])`, see `key/2`.  XXH3-128
+  is not collision-resistant: whoever can choose the terms can build a
+  collision on purpose.  For keys from terms that others choose, open the
+  cache with `keys: :strong`: 32-byte BLAKE2b-256 keys, all 256 bits
+  compared on every lookup.  The deterministic external format is stable
+  within one OTP release; keys are not promised to be equal across
+  releases.
 
   ## Copy or reference
 
@@ -49,11 +50,13 @@ defmodule CCache do
 
   ## The owner process
 
-  `start_link/1` opens the C cache, or re-attaches to it if it already
-  exists: a crash and restart of the owner keeps every entry.  The cache
-  itself lives until the VM exits (like `ccache_default()`), and survives
-  a hot upgrade of `CCache.Nif`.  Reads and writes do not go through the
-  owner: they are NIF calls from the calling process.
+  `start_link/1` opens the C cache, or re-attaches to it if it is open: a
+  crash and restart of the owner keeps every entry.  `stop/1` (or the
+  owner's supervisor shutting it down) closes the cache and frees its
+  name; references already fetched stay valid.  The cache survives a hot
+  upgrade of `CCache.Nif`.  Reads and writes do not go through the owner:
+  they are NIF calls from the calling process.  Options can come from the
+  application environment (`otp_app:`, see `child_spec/1`).
   """
 
   use GenServer
@@ -79,7 +82,9 @@ defmodule CCache do
   `:inline_max` (bytes of external format up to which a copy runs inline;
   a copy costs ~10 ns per word and a byte of external format is at most ~2 words,
   so keep it at most ~32768 to stay under 1 ms on a normal scheduler),
-  `:manual_clock` (tests: the clock only moves with `advance_clock/2`), and
+  `:manual_clock` (tests: the clock only moves with `advance_clock/2`),
+  `:keys` (`:fast`, the default, or `:strong`: 256-bit BLAKE2b keys for
+  caches whose key terms others choose, see `key/2`; fixed at open), and
   `:otp_app` (read the options from the application environment, below).
 
   ## Configuration from the application environment
