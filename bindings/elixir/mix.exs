@@ -13,7 +13,6 @@ defmodule CCache.MixProject do
       elixir: "~> 1.14",
       compilers: [:ccache_nif] ++ Mix.compilers(),
       elixirc_paths: elixirc_paths(Mix.env()),
-      elixirc_options: [warnings_as_errors: true],
       deps: [],
       test_paths: ["test"],
       test_pattern: "*_test.exs"
