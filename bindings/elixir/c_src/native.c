@@ -9,6 +9,7 @@ void ccn_prog_dtor(ErlNifEnv *env, void *obj) {
   ccn_prog *p = obj;
   if (p->handle != NULL) {
     ccache_program_release(p->inst->c, p->handle);
+    ccn_unhold(p->inst);
   } else if (p->pending != NULL) {
     p->pending->destroy(p->pending->native, p->pending->ctx);
     enif_free(p->pending);
@@ -72,17 +73,20 @@ static int lend(ErlNifEnv *env, ERL_NIF_TERM cache, ERL_NIF_TERM key, void **nat
                 ccache_nif_loan *loan) {
   loan_parts *lp = (loan_parts *)loan;
   memset(loan, 0, sizeof *loan);
-  ccn_instance *inst = ccn_lookup(env, cache);
-  ccache_key k;
-  if (inst == NULL || !ccn_get_key(env, key, &k)) return -1;
-  int rc = ccache_fetch(inst->c, k, &lp->lease);
-  if (rc == CCACHE_MISS) return 1;
-  if (rc != CCACHE_OK) return -1;
-  const ccn_native *n = lp->lease.native;
-  if (n == NULL) {
-    ccache_lease_release(inst->c, &lp->lease);
+  ccn_key k;
+  ccn_instance *inst = ccn_enter(env, cache);
+  if (inst == NULL) return -1;
+  if (!ccn_get_key(env, inst, key, &k)) {
+    ccn_leave(inst);
     return -1;
   }
+  int rc = ccn_fetch(inst, &k, &lp->lease);
+  const ccn_native *n = rc == CCACHE_OK ? lp->lease.native : NULL;
+  if (rc == CCACHE_OK && n == NULL) ccache_lease_release(inst->c, &lp->lease);
+  if (n != NULL) ccn_hold(inst); /* the loan may outlive this call: give_back lets go */
+  ccn_leave(inst);
+  if (rc == CCACHE_MISS) return 1;
+  if (n == NULL) return -1;
   lp->inst = inst;
   *native_out = n->native;
   return 0;
@@ -90,7 +94,10 @@ static int lend(ErlNifEnv *env, ERL_NIF_TERM cache, ERL_NIF_TERM key, void **nat
 
 static void give_back(ccache_nif_loan *loan) {
   loan_parts *lp = (loan_parts *)loan;
-  if (loan != NULL && lp->inst != NULL) ccache_lease_release(lp->inst->c, &lp->lease);
+  if (loan != NULL && lp->inst != NULL) {
+    ccache_lease_release(lp->inst->c, &lp->lease);
+    ccn_unhold(lp->inst);
+  }
   if (loan != NULL) memset(loan, 0, sizeof *loan);
 }
 

@@ -7,7 +7,6 @@
  * grows with a term's size runs on a dirty CPU scheduler. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
-#include <endian.h>
 #include <string.h>
 #include "nif.h"
 
@@ -18,54 +17,20 @@ ErlNifResourceType *ccn_prog_type;
 ERL_NIF_TERM ccn_atom_ok, ccn_atom_error, ccn_atom_cache_miss, ccn_atom_no_cache, ccn_atom_infinity,
     ccn_atom_copy, ccn_atom_ref, ccn_atom_owner, ccn_atom_wait, ccn_atom_deadlock, ccn_atom_retry,
     ccn_atom_ccache_flight, ccn_atom_not_owner, ccn_atom_true, ccn_atom_false, ccn_atom_native,
-    ccn_atom_term;
+    ccn_atom_term, ccn_atom_other_cache;
 
 /* This library's own registry.  After an upgrade from another file the
  * registry of the first library is used instead (priv_data). */
 static ccn_registry own_registry;
-
-/* Keys longer than this are hashed on a dirty scheduler (XXH3 runs at
- * several GB/s: 256 KiB is well under 1 ms). */
-#define HASH_INLINE_MAX (256u * 1024u)
 
 /* The registry in use, set at load and upgrade.  Not enif_priv_data():
  * the ccache_nif.h functions run in other libraries' NIF calls, whose
  * environments carry those libraries' private data. */
 static ccn_registry *_Atomic registry_in_use;
 
-static ccn_registry *registry(ErlNifEnv *env) {
+ccn_registry *ccn_registry_in_use(ErlNifEnv *env) {
   (void)env;
   return atomic_load_explicit(&registry_in_use, memory_order_acquire);
-}
-
-ccn_instance *ccn_lookup(ErlNifEnv *env, ERL_NIF_TERM name) {
-  ccn_registry *reg = registry(env);
-  int n = atomic_load_explicit(&reg->count, memory_order_acquire);
-  for (int i = 0; i < n; i++) {
-    if (reg->slots[i]->name == name) return reg->slots[i];
-  }
-  return NULL;
-}
-
-int ccn_get_key(ErlNifEnv *env, ERL_NIF_TERM term, ccache_key *out) {
-  ErlNifBinary b;
-  if (!enif_inspect_binary(env, term, &b) || b.size != 16) return 0;
-  uint64_t lo, hi; /* little-endian halves, whatever the host's order */
-  memcpy(&lo, b.data, 8);
-  memcpy(&hi, b.data + 8, 8);
-  out->lo = le64toh(lo);
-  out->hi = le64toh(hi);
-  return 1;
-}
-
-static ERL_NIF_TERM make_key(ErlNifEnv *env, ccache_key k) {
-  ERL_NIF_TERM t;
-  unsigned char *p = enif_make_new_binary(env, 16, &t);
-  for (int i = 0; i < 8; i++) {
-    p[i] = (unsigned char)(k.lo >> (8 * i));
-    p[8 + i] = (unsigned char)(k.hi >> (8 * i));
-  }
-  return t;
 }
 
 ERL_NIF_TERM ccn_ok(ErlNifEnv *env, ERL_NIF_TERM value) {
@@ -81,124 +46,27 @@ ERL_NIF_TERM ccn_error_status(ErlNifEnv *env, int status) {
   return enif_make_tuple2(env, ccn_atom_error, detail);
 }
 
-/* :infinity or a positive integer -> a ccache bound */
-static int get_bound(ErlNifEnv *env, ERL_NIF_TERM t, uint64_t *out) {
-  ErlNifUInt64 v;
-  if (t == ccn_atom_infinity) {
-    *out = CCACHE_UNBOUNDED;
-    return 1;
-  }
-  if (!enif_get_uint64(env, t, &v) || v == 0 || v >= CCACHE_UNBOUNDED) return 0;
-  *out = v;
-  return 1;
-}
-
 static ERL_NIF_TERM make_bound(ErlNifEnv *env, uint64_t v) {
   return v == CCACHE_UNBOUNDED ? ccn_atom_infinity : enif_make_uint64(env, v);
 }
 
-static uint64_t manual_clock(void *ctx) {
-  return atomic_load_explicit(&((ccn_instance *)ctx)->now_ms, memory_order_relaxed);
-}
-
-static void destroy_instance_parts(ccn_instance *inst) {
-  if (inst->flight_lock != NULL) enif_mutex_destroy(inst->flight_lock);
-  enif_free(inst);
-}
-
-/* open(name, max_items, ttl, inline_max, manual_clock) ->
- *   {:created | :attached, name}, or {:error, _}.  An existing cache of
- * that name is attached to as it is (entries kept); its bounds are set to
- * the ones given. */
-static ERL_NIF_TERM nif_open(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
+/* set_limits(name, max_items, ttl, inline_max) */
+static ERL_NIF_TERM nif_set_limits_in(ErlNifEnv *env, ccn_instance *inst,
+                                      const ERL_NIF_TERM argv[]) {
   uint64_t max_items, ttl, inline_max;
-  if (!enif_is_atom(env, argv[0]) || !get_bound(env, argv[1], &max_items) ||
-      !get_bound(env, argv[2], &ttl) || !get_bound(env, argv[3], &inline_max) ||
-      (argv[4] != ccn_atom_true && argv[4] != ccn_atom_false)) {
-    return enif_make_badarg(env);
-  }
-  ccn_registry *reg = registry(env);
-  enif_mutex_lock(reg->lock);
-  ccn_instance *inst = ccn_lookup(env, argv[0]);
-  if (inst != NULL) {
-    enif_mutex_unlock(reg->lock);
-    int rc = ccache_set_limits(inst->c, max_items, ttl, CCACHE_UNBOUNDED);
-    if (rc != CCACHE_OK) return ccn_error_status(env, rc);
-    inst->inline_max = inline_max;
-    return enif_make_tuple2(env, enif_make_atom(env, "attached"), argv[0]);
-  }
-  int n = atomic_load_explicit(&reg->count, memory_order_relaxed);
-  if (n == CCN_MAX_INSTANCES) {
-    enif_mutex_unlock(reg->lock);
-    return enif_make_tuple2(env, ccn_atom_error, enif_make_atom(env, "too_many_caches"));
-  }
-  inst = enif_alloc(sizeof *inst);
-  if (inst == NULL) {
-    enif_mutex_unlock(reg->lock);
-    return ccn_error_status(env, CCACHE_ENOMEM);
-  }
-  memset(inst, 0, sizeof *inst);
-  inst->name = argv[0];
-  inst->inline_max = inline_max;
-  inst->manual_clock = argv[4] == ccn_atom_true;
-  inst->flight_lock = enif_mutex_create("ccache_flights");
-  ccache_config cfg;
-  ccache_config_init(&cfg);
-  cfg.max_items = max_items;
-  cfg.ttl_ms = ttl;
-  cfg.destroy_closure = ccn_destroy_closure;
-  cfg.destroy_program = ccn_destroy_program;
-  cfg.ctx = inst;
-  if (inst->manual_clock) {
-    cfg.clock_ms = manual_clock;
-    cfg.sweeper_thread = 0; /* expiry then happens at lookups, judged on the manual clock */
-  }
-  int rc = inst->flight_lock == NULL ? CCACHE_ENOMEM : ccache_open(&cfg, &inst->c);
-  if (rc == CCACHE_OK) {
-    ccache_fp fp;
-    ccache_key pkey;
-    static const char tag[] = "ccache-elixir: term values";
-    ccache_fp_init(&fp);
-    ccache_fp_str(&fp, tag, sizeof tag - 1);
-    ccache_fp_final(&fp, &pkey);
-    rc = ccache_program_intern(inst->c, pkey, NULL, 0, &inst->term_prog);
-    if (rc != CCACHE_OK) ccache_close(inst->c);
-  }
-  if (rc != CCACHE_OK) {
-    enif_mutex_unlock(reg->lock);
-    destroy_instance_parts(inst);
-    return ccn_error_status(env, rc);
-  }
-  reg->slots[n] = inst;
-  atomic_store_explicit(&reg->count, n + 1, memory_order_release);
-  enif_mutex_unlock(reg->lock);
-  return enif_make_tuple2(env, enif_make_atom(env, "created"), argv[0]);
-}
-
-#define GET_INST(env, t, inst)                                       \
-  ccn_instance *inst = ccn_lookup(env, t);                           \
-  if (inst == NULL) {                                                \
-    if (!enif_is_atom(env, t)) return enif_make_badarg(env);         \
-    return enif_make_tuple2(env, ccn_atom_error, ccn_atom_no_cache); \
-  }
-
-/* set_limits(name, max_items, ttl) */
-static ERL_NIF_TERM nif_set_limits(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  GET_INST(env, argv[0], inst);
-  uint64_t max_items, ttl;
-  if (!get_bound(env, argv[1], &max_items) || !get_bound(env, argv[2], &ttl)) {
+  if (!ccn_get_bound(env, argv[1], &max_items) || !ccn_get_bound(env, argv[2], &ttl) ||
+      !ccn_get_bound(env, argv[3], &inline_max)) {
     return enif_make_badarg(env);
   }
   int rc = ccache_set_limits(inst->c, max_items, ttl, CCACHE_UNBOUNDED);
+  if (rc == CCACHE_OK) atomic_store(&inst->inline_max, inline_max);
   return rc == CCACHE_OK ? ccn_atom_ok : ccn_error_status(env, rc);
 }
+ENTERED(nif_set_limits)
 
 /* limits(name) -> {:ok, %{max_items: _, ttl: _, inline_max: _}} */
-static ERL_NIF_TERM nif_limits(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  GET_INST(env, argv[0], inst);
+static ERL_NIF_TERM nif_limits_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
+  (void)argv;
   uint64_t max_items, ttl;
   int rc = ccache_get_limits(inst->c, &max_items, &ttl, NULL);
   if (rc != CCACHE_OK) return ccn_error_status(env, rc);
@@ -210,11 +78,11 @@ static ERL_NIF_TERM nif_limits(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
   enif_make_map_from_arrays(env, keys, vals, 3, &map);
   return ccn_ok(env, map);
 }
+ENTERED(nif_limits)
 
 /* stats(name) -> {:ok, map} */
-static ERL_NIF_TERM nif_stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  GET_INST(env, argv[0], inst);
+static ERL_NIF_TERM nif_stats_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
+  (void)argv;
   ccache_stats s;
   memset(&s, 0, sizeof s);
   s.size = sizeof s;
@@ -255,63 +123,33 @@ static ERL_NIF_TERM nif_stats(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
   enif_make_map_from_arrays(env, keys, vals, N, &map);
   return ccn_ok(env, map);
 }
+ENTERED(nif_stats)
 
 /* remove(name, key) -> :ok | {:error, :cache_miss} */
-static ERL_NIF_TERM nif_remove(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  GET_INST(env, argv[0], inst);
-  ccache_key k;
-  if (!ccn_get_key(env, argv[1], &k)) return enif_make_badarg(env);
-  int rc = ccache_remove(inst->c, k);
+static ERL_NIF_TERM nif_remove_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
+  ccn_key k;
+  if (!ccn_get_key(env, inst, argv[1], &k)) return enif_make_badarg(env);
+  int rc = ccn_remove(inst, &k);
   if (rc == CCACHE_MISS) return enif_make_tuple2(env, ccn_atom_error, ccn_atom_cache_miss);
   return rc == CCACHE_OK ? ccn_atom_ok : ccn_error_status(env, rc);
 }
+ENTERED(nif_remove)
 
-static ERL_NIF_TERM nif_clear(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  GET_INST(env, argv[0], inst);
+static ERL_NIF_TERM nif_clear_in(ErlNifEnv *env, ccn_instance *inst, const ERL_NIF_TERM argv[]) {
+  (void)argv;
   int rc = ccache_clear(inst->c);
   return rc == CCACHE_OK ? ccn_atom_ok : ccn_error_status(env, rc);
 }
+ENTERED(nif_clear)
 
 /* advance_clock(name, ms): only for caches opened with the manual clock */
-static ERL_NIF_TERM nif_advance_clock(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  GET_INST(env, argv[0], inst);
+static ERL_NIF_TERM nif_advance_clock_in(ErlNifEnv *env, ccn_instance *inst,
+                                         const ERL_NIF_TERM argv[]) {
   ErlNifUInt64 ms;
   if (!inst->manual_clock || !enif_get_uint64(env, argv[1], &ms)) return enif_make_badarg(env);
   return enif_make_uint64(env, atomic_fetch_add(&inst->now_ms, ms) + ms);
 }
-
-/* hash(ext_binary) -> 16-byte key: the fingerprint builder over a domain
- * tag and the bytes (XXH3-128). */
-static ERL_NIF_TERM hash_bytes(ErlNifEnv *env, const ErlNifBinary *b) {
-  static const char tag[] = "ccache-elixir: term key";
-  ccache_fp fp;
-  ccache_key k;
-  ccache_fp_init(&fp);
-  ccache_fp_str(&fp, tag, sizeof tag - 1);
-  ccache_fp_bytes(&fp, b->data, b->size);
-  if (ccache_fp_final(&fp, &k) != CCACHE_OK) return enif_make_badarg(env);
-  return make_key(env, k);
-}
-
-static ERL_NIF_TERM nif_hash_dirty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  ErlNifBinary b;
-  if (!enif_inspect_binary(env, argv[0], &b)) return enif_make_badarg(env);
-  return hash_bytes(env, &b);
-}
-
-static ERL_NIF_TERM nif_hash(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  ErlNifBinary b;
-  if (!enif_inspect_binary(env, argv[0], &b)) return enif_make_badarg(env);
-  if (b.size > HASH_INLINE_MAX) {
-    return enif_schedule_nif(env, "hash_dirty", ERL_NIF_DIRTY_JOB_CPU_BOUND, nif_hash_dirty, argc,
-                             argv);
-  }
-  return hash_bytes(env, &b);
-}
+ENTERED(nif_advance_clock)
 
 /* so_path() -> the path this library was loaded from (for ccache_nif.h) */
 static ERL_NIF_TERM nif_so_path(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -331,7 +169,7 @@ static ERL_NIF_TERM nif_so_path(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
 static ERL_NIF_TERM nif_load_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   (void)argv;
-  ccn_registry *reg = registry(env);
+  ccn_registry *reg = ccn_registry_in_use(env);
   return enif_make_tuple2(env, enif_make_uint64(env, atomic_load(&reg->loads)),
                           enif_make_uint64(env, atomic_load(&reg->upgrades)));
 }
@@ -354,6 +192,7 @@ static void make_atoms(ErlNifEnv *env) {
   ccn_atom_false = enif_make_atom(env, "false");
   ccn_atom_native = enif_make_atom(env, "native");
   ccn_atom_term = enif_make_atom(env, "term");
+  ccn_atom_other_cache = enif_make_atom(env, "other_cache");
 }
 
 static int open_types(ErlNifEnv *env, ErlNifResourceFlags flags) {
@@ -361,7 +200,10 @@ static int open_types(ErlNifEnv *env, ErlNifResourceFlags flags) {
   ccn_prog_type = enif_open_resource_type(env, NULL, "ccache_program", ccn_prog_dtor, flags, NULL);
   ccn_replica_type =
       enif_open_resource_type(env, NULL, "ccache_ref", ccn_replica_dtor, flags, NULL);
-  return ccn_value_type != NULL && ccn_prog_type != NULL && ccn_replica_type != NULL;
+  ccn_sending_type =
+      enif_open_resource_type(env, NULL, "ccache_flight_send", ccn_sending_dtor, flags, NULL);
+  return ccn_value_type != NULL && ccn_prog_type != NULL && ccn_replica_type != NULL &&
+         ccn_sending_type != NULL;
 }
 
 /* The caches hold pointers to this library's functions (the destroy
@@ -407,15 +249,16 @@ static void on_unload(ErlNifEnv *env, void *priv) {
 }
 
 static ErlNifFunc nif_funcs[] = {
-    {"open", 5, nif_open, 0},
-    {"set_limits", 3, nif_set_limits, 0},
+    {"open", 6, ccn_nif_open, 0},
+    {"close", 1, ccn_nif_close, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"set_limits", 4, nif_set_limits, 0},
     {"limits", 1, nif_limits, 0},
     {"stats", 1, nif_stats, 0},
     {"remove", 2, nif_remove, 0},
     {"clear", 1, nif_clear, 0},
     {"advance_clock", 2, nif_advance_clock, 0},
-    {"hash", 1, nif_hash, 0},
-    {"put", 3, ccn_nif_put, 0},
+    {"hash", 2, ccn_nif_hash, 0},
+    {"put", 4, ccn_nif_put, 0},
     {"fetch", 3, ccn_nif_fetch, 0},
     {"ref_value", 1, ccn_nif_ref_value, 0},
     {"ref_info", 1, ccn_nif_ref_info, 0},

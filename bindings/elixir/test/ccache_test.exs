@@ -1,6 +1,6 @@
 # The CCache suite: elixir -pa ebin -pa test_ebin test/ccache_test.exs
-# (ctest: elixir_ccache).  Offline: no mix, no hex.  Every cache name is
-# used by one test only (caches live until the VM exits).
+# (ctest: elixir_ccache), or `mix test`.  Offline: no hex.  Each test
+# starts its caches with start_supervised!, which closes them at its end.
 ExUnit.start(seed: 0)
 Code.require_file("support/big.exs", __DIR__)
 
@@ -181,6 +181,7 @@ defmodule CCacheTest do
 
   test "a native program from another NIF: shared by two keys, run by reference, destroyed once" do
     c = start(:t_native)
+    other = start(:t_native_other)
     before = Native.destroyed()
 
     pid =
@@ -196,7 +197,7 @@ defmodule CCacheTest do
         alive = {stats(c).programs, Native.destroyed() - before}
 
         {Native.run(r1, 10), Native.run(r2, -1), Native.run(prog, 0), CCache.ref_info(r1),
-         CCache.put(:elsewhere, prog, cache: :t_roundtrip), alive}
+         CCache.put(:elsewhere, prog, cache: other), alive}
       end)
 
     assert result_of(pid) == {34, 1, 4, :native, {:error, :other_cache}, {1, 0}}
@@ -382,5 +383,207 @@ defmodule CCacheTest do
     assert for(i <- 1..3, do: CCache.fetch(i, cache: :t_survive)) == [ok: {:v, 1}, ok: {:v, 2}, ok: {:v, 3}]
     assert stats(:t_survive).items == 3
     Supervisor.stop(sup)
+  end
+
+  # ---- issue 38
+
+  # Issue 38 item 1: the README's 30-layer recipe, each layer in its own
+  # process (the compiler gets its program term, the others a reference).
+  test "issue 38: 30 layers compiled in 30 processes give 30 native sites sharing one program" do
+    c = start(:t_layers30)
+    before = Native.destroyed()
+    structural = {:decoder_layer, {1, 512}, :f32}
+
+    pids =
+      for i <- 1..30 do
+        spawn_call(fn ->
+          compile = fn -> Process.sleep(20) && {:ok, Native.compile(2, 3)} end
+          {:ok, prog} = CCache.get_or_compile(structural, compile, cache: c)
+          CCache.put({:site, i}, prog, cache: c)
+        end)
+      end
+
+    assert Enum.map(pids, &result_of/1) == List.duplicate(:ok, 30)
+
+    native_sites =
+      Enum.count(1..30, fn i ->
+        {:ok, r} = CCache.fetch({:site, i}, cache: c, as: :ref)
+        CCache.ref_info(r) == :native and Native.run(r, 5) == 13 and
+          Native.run_key(c, CCache.key({:site, i}), 5) == 13
+      end)
+
+    IO.puts("30-layer recipe, one process per layer: #{native_sites} of 30 native sites, " <>
+              "#{stats(c).programs} program(s)")
+    assert {native_sites, stats(c).programs} == {30, 1}
+    :ok = CCache.clear(c)
+    :erlang.garbage_collect()
+    wait_until(fn -> Native.destroyed() - before >= 1 end)
+    assert {Native.destroyed() - before, stats(c).natives_destroyed} == {1, 1}
+  end
+
+  test "issue 38: a reference put under another key is that value, never a silent copy" do
+    c = start(:t_ref_put)
+    :ok = CCache.put(:a, %{w: [1, 2, 3]}, cache: c)
+    {:ok, r} = CCache.fetch(:a, cache: c, as: :ref)
+    assert CCache.put(:b, r, cache: c) == :ok
+    # the term itself, not a reference stored as a term
+    assert CCache.fetch(:b, cache: c) == {:ok, %{w: [1, 2, 3]}}
+    {:ok, rb} = CCache.fetch(:b, cache: c, as: :ref)
+    assert CCache.ref_info(rb) == CCache.ref_info(r)
+    # a native program of one cache cannot be put in another
+    :ok = CCache.put(:n, Native.compile(1, 1), cache: c)
+    {:ok, rn} = CCache.fetch(:n, cache: c, as: :ref)
+    other = start(:t_ref_put_other)
+    assert CCache.put(:n, rn, cache: other) == {:error, :other_cache}
+    assert CCache.fetch(:n, cache: other) == {:error, :cache_miss}
+  end
+
+  defp write_forever(c, k) do
+    CCache.put(k, :w, cache: c)
+    write_forever(c, k)
+  end
+
+  # Issue 38 item 4: the entry a compile just put can be evicted before the
+  # fetch that followed the put (main: ~5% of the calls missed).
+  test "issue 38: get_or_compile as: :ref never answers a miss for what it just compiled" do
+    c = start(:t_goc_evict, max_items: 1)
+    w = CCache.key(:writer)
+    writers = for _ <- 1..2, do: spawn(fn -> write_forever(c, w) end)
+
+    results =
+      for i <- 1..20_000 do
+        case CCache.get_or_compile({:k, i}, fn -> {:ok, i} end, cache: c, as: :ref) do
+          {:ok, ref} -> if CCache.value(ref) == {:ok, i}, do: :ok, else: :wrong
+          other -> other
+        end
+      end
+
+    Enum.each(writers, &Process.exit(&1, :kill))
+    freq = Enum.frequencies(results)
+    IO.puts("get_or_compile as: :ref under max_items 1 + a writer: #{inspect(freq)}")
+    assert freq == %{ok: 20_000}
+  end
+
+  # Issue 38 item 3: the smaller surprises.
+  test "issue 38: set_limits accepts what limits returns (a map) and a keyword list" do
+    c = start(:t_limits_map, max_items: 10)
+    l = CCache.limits(c)
+    assert CCache.set_limits(c, l) == :ok
+    assert CCache.set_limits(c, %{l | max_items: 3, inline_max: 100}) == :ok
+    assert CCache.set_limits(c, ttl: 500) == :ok
+    assert CCache.limits(c) == %{max_items: 3, ttl: 500, inline_max: 100}
+    assert_raise ArgumentError, fn -> CCache.set_limits(c, bogus: 1) end
+  end
+
+  test "issue 38: ref_info answers for every value get_or_compile returns" do
+    c = start(:t_ref_info_all)
+    # the compiler, as: :copy: its own term, and its own program term
+    {:ok, t} = CCache.get_or_compile(:t, fn -> {:ok, {:a, 1}} end, cache: c)
+    {:ok, p} = CCache.get_or_compile(:p, fn -> {:ok, Native.compile(1, 2)} end, cache: c)
+    # hits, both modes
+    {:ok, th} = CCache.get_or_compile(:t, fn -> :unused end, cache: c)
+    {:ok, tr} = CCache.get_or_compile(:t, fn -> :unused end, cache: c, as: :ref)
+    {:ok, ph} = CCache.get_or_compile(:p, fn -> :unused end, cache: c)
+    infos = Enum.map([t, p, th, tr, ph], &CCache.ref_info/1)
+    assert infos == [:not_a_reference, :native, :not_a_reference, {:term, byte_size(:erlang.term_to_binary({:a, 1}))}, :native]
+    assert {CCache.value(p), CCache.value(tr)} == {{:ok, p}, {:ok, {:a, 1}}}
+  end
+
+  test "issue 38: the docs of each call say what it returns; value/1 shows {:ok, term}" do
+    {:docs_v1, _, _, _, _, _, docs} = Code.fetch_docs(CCache)
+    doc = fn f, a -> for({{:function, ^f, ^a}, _, _, %{"en" => d}, _} <- docs, do: d) |> Enum.join() end
+    assert doc.(:value, 1) =~ "{:ok, term}"
+    assert doc.(:ref_info, 1) =~ ":not_a_reference"
+
+    for {f, a} <- [fetch: 2, put: 3, get_or_compile: 3, value: 1, stop: 1, set_limits: 2] do
+      assert doc.(f, a) =~ "Returns", "#{f}/#{a}"
+    end
+  end
+
+  test "issue 38: a stopped cache frees its name; 200 caches, one per test, reach no limit" do
+    # other tests' program terms die first (the destroy count is global)
+    Enum.each(Process.list(), &:erlang.garbage_collect/1)
+    Process.sleep(50)
+    before = Native.destroyed()
+    {:ok, _} = CCache.start_link(name: :t_stop)
+    :ok = CCache.put(:a, %{w: 1}, cache: :t_stop)
+    :ok = CCache.put(:n, Native.compile(2, 0), cache: :t_stop)
+    {:ok, r} = CCache.fetch(:a, cache: :t_stop, as: :ref)
+    {:ok, rn} = CCache.fetch(:n, cache: :t_stop)
+    assert CCache.stop(:t_stop) == :ok
+    assert CCache.fetch(:a, cache: :t_stop) == {:error, :no_cache}
+    # references outlive the cache
+    assert {CCache.value(r), Native.run(rn, 4)} == {{:ok, %{w: 1}}, 8}
+    {:ok, _} = CCache.start_link(name: :t_stop)
+    assert {CCache.attach_status(:t_stop), CCache.fetch(:a, cache: :t_stop)} == {:created, {:error, :cache_miss}}
+    :ok = CCache.stop(:t_stop)
+
+    opened =
+      for i <- 1..200 do
+        name = :"t_per_test_#{i}"
+        {:ok, _} = start_supervised({CCache, name: name, max_items: 4})
+        :ok = CCache.put(i, i, cache: name)
+        :ok = stop_supervised({CCache, name})
+        CCache.fetch(i, cache: name)
+      end
+
+    assert Enum.uniq(opened) == [{:error, :no_cache}]
+    rn = nil
+    _ = rn
+    :erlang.garbage_collect()
+    wait_until(fn -> Native.destroyed() - before >= 1 end)
+    assert Native.destroyed() - before == 1
+  end
+
+  test "issue 38: stopping a cache answers the processes waiting on its flights" do
+    {:ok, _} = CCache.start_link(name: :t_stop_flight)
+    n = :counters.new(1, [])
+    fun = gated(n, fn -> {:ok, :late} end)
+    pids = for _ <- 1..4, do: spawn_call(fn -> CCache.get_or_compile(:k, fun, cache: :t_stop_flight) end)
+    comp = compiler()
+    wait_until(fn -> CCache.flight_waiters(:k, :t_stop_flight) == 3 end)
+    :ok = CCache.stop(:t_stop_flight)
+    waiters = Enum.reject(pids, &(&1 == comp))
+    assert Enum.map(waiters, &result_of/1) == List.duplicate({:error, :no_cache}, 3)
+    send(comp, :go)
+    assert result_of(comp) == {:error, :no_cache}
+  end
+
+  test "issue 38: options from the application environment (config :my_app, MyCache, ...)" do
+    Application.put_env(:ccache_test_app, :t_env_cache, max_items: 7, ttl: 1000)
+    start_supervised!({CCache, name: :t_env_cache, otp_app: :ccache_test_app, ttl: 2000})
+    assert CCache.limits(:t_env_cache) == %{max_items: 7, ttl: 2000, inline_max: 8192}
+    Application.put_env(:ccache, :t_env_default, max_items: 5)
+    start_supervised!({CCache, name: :t_env_default})
+    assert CCache.limits(:t_env_default).max_items == 5
+  end
+
+  # Issue 38 item 6: keys from terms that others choose.
+  test "issue 38: keys: :strong compares all 256 bits (BLAKE2b-256 keys); every call works on it" do
+    c = start(:t_strong, keys: :strong)
+    k = CCache.key({:tenant, 1, %{op: :matmul}}, cache: c)
+    assert {byte_size(k), byte_size(CCache.key(:x)), CCache.key(:x, keys: :strong) == CCache.key(:x, cache: c)} == {32, 16, true}
+    # two keys equal in their first 128 bits (a fast-key collision) are two entries
+    <<lo::binary-16, _::binary-16>> = k
+    k2 = lo <> :binary.copy(<<0>>, 16)
+    :ok = CCache.put(k, :mine, cache: c)
+    assert {CCache.fetch(k, cache: c), CCache.fetch(k2, cache: c)} == {{:ok, :mine}, {:error, :cache_miss}}
+    :ok = CCache.put(k2, :other, cache: c)
+    assert {CCache.fetch(k, cache: c), CCache.fetch(k2, cache: c)} == {{:ok, :mine}, {:ok, :other}}
+    # a term key is hashed strong; a 16-byte binary is hashed as a term, never taken as is
+    :ok = CCache.put({:tenant, 1, %{op: :matmul}}, :again, cache: c)
+    assert CCache.fetch(k, cache: c) == {:ok, :again}
+    k16 = CCache.key(:fast_key)
+    :ok = CCache.put(k16, :v16, cache: c)
+    assert CCache.fetch(CCache.key(k16, cache: c), cache: c) == {:ok, :v16}
+    # native programs, single-flight, lend and remove in strong mode
+    {:ok, p} = CCache.get_or_compile(:prog, fn -> {:ok, Native.compile(3, 1)} end, cache: c, as: :ref)
+    :ok = CCache.put(:site, p, cache: c)
+    assert {Native.run(p, 2), Native.run_key(c, CCache.key(:site, cache: c), 2)} == {7, 7}
+    assert CCache.remove(k2, cache: c) == :ok
+    assert CCache.fetch(k2, cache: c) == {:error, :cache_miss}
+    assert stats(c).programs == 1
+    # one name, one key mode
+    assert {:error, :other_key_mode} = CCache.Nif.open(c, :infinity, :infinity, 8192, false, :fast)
   end
 end

@@ -5,7 +5,9 @@ defmodule CCache.Nif do
   use `ccache_nif.h`.
 
   The library is found at `$CLOSURE_CACHE_ELIXIR_NIF` (a path without the
-  `.so`) when that is set, else at the path the build baked in.
+  `.so`) when that is set, else in the `:ccache` application's `priv/`
+  (`ccache_nif.so`, where the mix build puts it and a release copies it),
+  else at the path the CMake build baked in.
   """
 
   @on_load :load_nif
@@ -13,17 +15,32 @@ defmodule CCache.Nif do
 
   @doc false
   def load_nif do
-    path = System.get_env("CLOSURE_CACHE_ELIXIR_NIF", @built_path)
+    path = System.get_env("CLOSURE_CACHE_ELIXIR_NIF") || priv_path("ccache_nif") || @built_path
     :erlang.load_nif(String.to_charlist(path), 0)
+  end
+
+  @doc false
+  # `<priv>/<name>` when the :ccache application's priv/ holds `<name>.so`.
+  def priv_path(name) do
+    case :code.priv_dir(:ccache) do
+      {:error, _} ->
+        nil
+
+      dir ->
+        p = Path.join(to_string(dir), name)
+        if File.exists?(p <> ".so"), do: p
+    end
   end
 
   @doc "The path of the loaded NIF library, for `ccache_nif_api_get()` in `ccache_nif.h`."
   def so_path, do: :erlang.nif_error(:not_loaded)
 
   @doc false
-  def open(_name, _max_items, _ttl, _inline_max, _manual_clock), do: :erlang.nif_error(:not_loaded)
+  def open(_name, _max_items, _ttl, _inline_max, _manual_clock, _keys), do: :erlang.nif_error(:not_loaded)
   @doc false
-  def set_limits(_name, _max_items, _ttl), do: :erlang.nif_error(:not_loaded)
+  def set_limits(_name, _max_items, _ttl, _inline_max), do: :erlang.nif_error(:not_loaded)
+  @doc false
+  def close(_name), do: :erlang.nif_error(:not_loaded)
   @doc false
   def limits(_name), do: :erlang.nif_error(:not_loaded)
   @doc false
@@ -35,9 +52,9 @@ defmodule CCache.Nif do
   @doc false
   def advance_clock(_name, _ms), do: :erlang.nif_error(:not_loaded)
   @doc false
-  def hash(_bytes), do: :erlang.nif_error(:not_loaded)
+  def hash(_mode, _bytes), do: :erlang.nif_error(:not_loaded)
   @doc false
-  def put(_name, _key, _value), do: :erlang.nif_error(:not_loaded)
+  def put(_name, _key, _value, _answer), do: :erlang.nif_error(:not_loaded)
   @doc false
   def fetch(_name, _key, _mode), do: :erlang.nif_error(:not_loaded)
   @doc false

@@ -6,7 +6,8 @@ defmodule CCacheTest.Native do
   @built_path System.get_env("CLOSURE_CACHE_ELIXIR_TEST_NIF", "ccache_test_native")
 
   def load_nif do
-    :erlang.load_nif(String.to_charlist(@built_path), CCache.Nif.so_path())
+    path = CCache.Nif.priv_path("ccache_test_native") || @built_path
+    :erlang.load_nif(String.to_charlist(path), CCache.Nif.so_path())
   end
 
   def compile(_a, _b), do: :erlang.nif_error(:not_loaded)
