@@ -51,6 +51,7 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "event_ctx",
             "tier_max_entry_bytes",
             "trust",
+            "trust_flags",
         ],
     ),
     (

@@ -144,6 +144,10 @@ typedef void (*ccache_free_fn)(void *alloc_ctx, void *ptr);
 
 struct ccache_trust; /* ccache/trust.h */
 
+/** ccache_config::trust_flags: accept unsigned entries from tiers that
+ *  others can write (opt out of the safe default).  Since 0.2. */
+#define CCACHE_TRUST_UNSIGNED 0x1u
+
 /**
  * Options for ccache_open() (and ccache_default_init()).  Initialise with
  * ccache_config_init(), then set the fields you need.  The cache copies the
@@ -221,6 +225,8 @@ typedef struct ccache_config {
    *  the default instance's creation after ccache_default_init()); NULL
    *  (default): tiers are trusted by declaration.  Since 0.2. */
   const struct ccache_trust *trust;
+  /** CCACHE_TRUST_* flags (0 default).  Since 0.2. */
+  uint32_t trust_flags;
 } ccache_config;
 
 /** Default ccache_config::tier_max_entry_bytes: 64 MiB, room to spare over a

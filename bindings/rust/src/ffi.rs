@@ -150,6 +150,8 @@ pub struct ccache_config {
     pub tier_max_entry_bytes: u64,
     /// `const ccache_trust *` (signed tier entries); the crate leaves it NULL.
     pub trust: *const c_void,
+    /// `CCACHE_TRUST_*` flags; the crate leaves them 0.
+    pub trust_flags: u32,
 }
 
 #[repr(C)]
