@@ -202,10 +202,55 @@ class FunctionCache(_CCacheBase):
         return dumps(cres._reduce())
 
     def _rebuild(self, target_context, data):
-        import pickle
-
         from numba.core import compiler
-        return compiler.CompileResult._rebuild(target_context, *pickle.loads(data))
+        payload = _Unpickler(data, self._py_func.__globals__).load()
+        return compiler.CompileResult._rebuild(target_context, *payload)
+
+
+def _unpickler_class():
+    import io
+    import pickle
+
+    class Unpickler(pickle.Unpickler):
+        """numba's environment is rebuilt from the module named in the entry;
+        a function without one (exec'd code: numba#4908) gets the live
+        function's globals instead."""
+
+        def __init__(self, data, globals_):
+            super().__init__(io.BytesIO(data))
+            self._globals = globals_
+
+        def find_class(self, module, name):
+            if module == "numba.core.environment" and name == "_rebuild_env":
+                return self._rebuild_env
+            return super().find_class(module, name)
+
+        def _rebuild_env(self, modname, consts, env_name):
+            from numba.core import environment as e
+            if modname:
+                try:
+                    return e._rebuild_env(modname, consts, env_name)
+                except ImportError:
+                    pass
+            env = e.lookup_environment(env_name)
+            if env is None:
+                env = e.Environment(self._globals)
+                env.consts[:] = consts
+                env.env_name = env_name
+                e.Environment._memo[env_name] = env
+            return env
+
+    return Unpickler
+
+
+def _Unpickler(data, globals_):
+    global _UNPICKLER
+    if _UNPICKLER is None:
+        _UNPICKLER = _unpickler_class()
+    return _UNPICKLER(data, globals_)
+
+
+_UNPICKLER = None
 
 
 class GufWrapperCache(_CCacheBase):
