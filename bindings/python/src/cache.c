@@ -42,7 +42,7 @@ static KeyObject *key_arg(CacheObject *self, PyObject *o) {
   KeyObject *k = (KeyObject *)o;
   if (k->strong != self->strong) {
     PyErr_SetString(PyExc_ValueError, self->strong ? "this strong cache takes strong keys"
-                                                    : "this fast cache takes fast keys");
+                                                   : "this fast cache takes fast keys");
     return NULL;
   }
   return k;
@@ -59,8 +59,8 @@ static void destroy_obj(void *obj, void *ctx) {
 }
 
 static const char *const event_kinds[] = {
-    NULL,        "compile_start", "compile_end",  "tier_hit", "tier_miss",
-    "tier_write", "tier_error",   "tier_corrupt", "tier_rejected", "evict"};
+    NULL,         "compile_start", "compile_end",  "tier_hit",      "tier_miss",
+    "tier_write", "tier_error",    "tier_corrupt", "tier_rejected", "evict"};
 static const char *const causes[] = {NULL,      "capacity", "ttl",      "cost",
                                      "removed", "cleared",  "replaced", "closed"};
 
@@ -76,20 +76,19 @@ static void on_event(void *ctx, const ccache_event *ev) {
   PyObject *e = PyStructSequence_New(pyc_EventType);
   if (e) {
     int kind = ev->kind >= 1 && ev->kind <= 9 ? ev->kind : 0;
-    PyObject *items[11] = {
-        str_or_none(event_kinds[kind]),
-        str_or_none(ev->level == CCACHE_LEVEL_CLOSURE   ? "closure"
-                    : ev->level == CCACHE_LEVEL_PROGRAM ? "program"
-                                                        : NULL),
-        pyc_key_new(ev->key, NULL),
-        PyLong_FromLong(ev->status),
-        PyLong_FromLong(ev->err),
-        str_or_none(ev->cause >= 1 && ev->cause <= 7 ? causes[ev->cause] : NULL),
-        PyLong_FromUnsignedLong(ev->tier),
-        str_or_none(ev->tier_name),
-        str_or_none(ev->op),
-        str_or_none(ev->reason),
-        PyLong_FromUnsignedLongLong(ev->duration_ns)};
+    PyObject *items[11] = {str_or_none(event_kinds[kind]),
+                           str_or_none(ev->level == CCACHE_LEVEL_CLOSURE   ? "closure"
+                                       : ev->level == CCACHE_LEVEL_PROGRAM ? "program"
+                                                                           : NULL),
+                           pyc_key_new(ev->key, NULL),
+                           PyLong_FromLong(ev->status),
+                           PyLong_FromLong(ev->err),
+                           str_or_none(ev->cause >= 1 && ev->cause <= 7 ? causes[ev->cause] : NULL),
+                           PyLong_FromUnsignedLong(ev->tier),
+                           str_or_none(ev->tier_name),
+                           str_or_none(ev->op),
+                           str_or_none(ev->reason),
+                           PyLong_FromUnsignedLongLong(ev->duration_ns)};
     int ok = 1;
     for (int i = 0; i < 11; i++) {
       if (!items[i]) ok = 0;
@@ -267,11 +266,9 @@ static PyObject *Cache_get_or_compile(CacheObject *self, PyObject *const *args, 
   char detail[512] = "";
   Py_INCREF(self); /* a close from another thread is refused while we wait */
   self->active++;
-  Py_BEGIN_ALLOW_THREADS rc = self->strong
-                                  ? ccache_get_or_compile_strong(self->c, &k->k, closure_compile,
-                                                                 &ud, &l)
-                                  : ccache_get_or_compile(self->c, k->k.key, closure_compile, &ud,
-                                                          &l);
+  Py_BEGIN_ALLOW_THREADS rc =
+      self->strong ? ccache_get_or_compile_strong(self->c, &k->k, closure_compile, &ud, &l)
+                   : ccache_get_or_compile(self->c, k->k.key, closure_compile, &ud, &l);
   if (rc != CCACHE_OK) snprintf(detail, sizeof detail, "%s", ccache_error_detail());
   Py_END_ALLOW_THREADS self->active--;
   PyObject *r = rc == CCACHE_OK ? lease_value(self, &l) : raise_failure(self, &ud, rc, detail);
@@ -389,8 +386,7 @@ static PyObject *Cache_limits(CacheObject *self, void *c) {
 static PyObject *Cache_set_limits(CacheObject *self, PyObject *args, PyObject *kw) {
   static char *names[] = {"max_items", "ttl_ms", "max_cost_bytes", NULL};
   PyObject *oa = NULL, *ob = NULL, *od = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOO:set_limits", names, &oa, &ob, &od))
-    return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOO:set_limits", names, &oa, &ob, &od)) return NULL;
   if (check_open(self) < 0) return NULL;
   uint64_t a, b, d;
   int rc = ccache_get_limits(self->c, &a, &b, &d);
@@ -421,8 +417,7 @@ static PyObject *Cache_program(CacheObject *self, PyObject *args, PyObject *kw) 
   static char *names[] = {"pkey", "compile", "cost", NULL};
   PyObject *ko, *fn;
   unsigned long long cost = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$K:program", names, &ko, &fn, &cost))
-    return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$K:program", names, &ko, &fn, &cost)) return NULL;
   if (check_open(self) < 0) return NULL;
   KeyObject *k = key_arg(self, ko);
   if (!k) return NULL;
@@ -493,8 +488,9 @@ static int do_close(CacheObject *self, unsigned flags) {
 static PyObject *close_cache(CacheObject *self, int abandon) {
   if (!self->c) Py_RETURN_NONE;
   if (self->active > 0) { /* a call released the GIL inside the library */
-    PyErr_SetString(pyc_BusyError, "close: a get_or_compile or program call is in flight "
-                                   "(on another thread, or this close comes from its compile)");
+    PyErr_SetString(pyc_BusyError,
+                    "close: a get_or_compile or program call is in flight "
+                    "(on another thread, or this close comes from its compile)");
     return NULL;
   }
   int rc = do_close(self, abandon ? CCACHE_CLOSE_ABANDON : 0);
@@ -586,15 +582,25 @@ fail:
 }
 
 static int Cache_init(CacheObject *self, PyObject *args, PyObject *kw) {
-  static char *names[] = {"max_items",       "ttl_ms",         "max_cost_bytes",
-                          "tiers",           "codec",          "runtime_tag",
-                          "key_mode",        "on_event",       "signing_key_file",
-                          "trusted_keys",    "trusted_key_files", "trust_unsigned",
-                          "tier_min_compile_us", "tier_max_entry_bytes", "sweeper_thread",
+  static char *names[] = {"max_items",
+                          "ttl_ms",
+                          "max_cost_bytes",
+                          "tiers",
+                          "codec",
+                          "runtime_tag",
+                          "key_mode",
+                          "on_event",
+                          "signing_key_file",
+                          "trusted_keys",
+                          "trusted_key_files",
+                          "trust_unsigned",
+                          "tier_min_compile_us",
+                          "tier_max_entry_bytes",
+                          "sweeper_thread",
                           NULL};
   PyObject *mi = Py_None, *ttl = Py_None, *mc = Py_None, *tiers = NULL, *codec = Py_None,
-           *event = Py_None, *signing = Py_None, *keys = NULL, *key_files = NULL,
-           *min_us = Py_None, *max_entry = Py_None;
+           *event = Py_None, *signing = Py_None, *keys = NULL, *key_files = NULL, *min_us = Py_None,
+           *max_entry = Py_None;
   const char *tag = NULL, *mode = "fast";
   int unsigned_ok = 0, sweeper = 1;
   if (self->c) {
@@ -602,8 +608,8 @@ static int Cache_init(CacheObject *self, PyObject *args, PyObject *kw) {
     return -1;
   }
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOzsOOOOpOOp:Cache", names, &mi, &ttl, &mc,
-                                   &tiers, &codec, &tag, &mode, &event, &signing, &keys,
-                                   &key_files, &unsigned_ok, &min_us, &max_entry, &sweeper))
+                                   &tiers, &codec, &tag, &mode, &event, &signing, &keys, &key_files,
+                                   &unsigned_ok, &min_us, &max_entry, &sweeper))
     return -1;
   ccache_config cfg;
   ccache_config_init(&cfg);
@@ -767,8 +773,9 @@ PyTypeObject pyc_CacheType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ccache._ccache.Cache",
     .tp_basicsize = sizeof(CacheObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Cache(*, max_items=None, ttl_ms=None, max_cost_bytes=None, tiers=(), codec=None, "
-              "...): a compile cache.",
+    .tp_doc =
+        "Cache(*, max_items=None, ttl_ms=None, max_cost_bytes=None, tiers=(), codec=None, "
+        "...): a compile cache.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Cache_init,
     .tp_dealloc = (destructor)Cache_dealloc,

@@ -23,20 +23,28 @@ PyObject *pyc_raise(int status, const char *detail) {
   const char *text = ccache_strerror(status);
   PyObject *type = pyc_Error;
   switch (status) {
-  case CCACHE_ENOMEM: return PyErr_NoMemory();
-  case CCACHE_EFORKED:
-    PyErr_Format(pyc_ForkedError,
-                 "this Cache was opened before fork() and cannot be used in the child "
-                 "(pid %ld); open a new Cache here",
-                 (long)getpid());
-    return NULL;
-  case CCACHE_EBUSY: type = pyc_BusyError; break;
-  case CCACHE_EDEADLK: type = pyc_DeadlockError; break;
-  case CCACHE_ECOMPILE: type = pyc_CompileError; break;
-  default: break;
+    case CCACHE_ENOMEM:
+      return PyErr_NoMemory();
+    case CCACHE_EFORKED:
+      PyErr_Format(pyc_ForkedError,
+                   "this Cache was opened before fork() and cannot be used in the child "
+                   "(pid %ld); open a new Cache here",
+                   (long)getpid());
+      return NULL;
+    case CCACHE_EBUSY:
+      type = pyc_BusyError;
+      break;
+    case CCACHE_EDEADLK:
+      type = pyc_DeadlockError;
+      break;
+    case CCACHE_ECOMPILE:
+      type = pyc_CompileError;
+      break;
+    default:
+      break;
   }
-  PyObject *msg = detail && *detail ? PyUnicode_FromFormat("%s: %s", text, detail)
-                                    : PyUnicode_FromString(text);
+  PyObject *msg =
+      detail && *detail ? PyUnicode_FromFormat("%s: %s", text, detail) : PyUnicode_FromString(text);
   if (!msg) return NULL;
   PyObject *exc = PyObject_CallFunction(type, "O", msg);
   Py_DECREF(msg);
@@ -366,15 +374,51 @@ PyTypeObject pyc_FingerprintType = {
 
 /* ---- Stats and Event ---------------------------------------------------- */
 
-#define PYC_STATS_FIELDS(X)                                                                      \
-  X(hits) X(misses) X(inserts) X(replaced) X(evicted_capacity) X(evicted_ttl) X(evicted_cost)   \
-  X(removed) X(cleared) X(items) X(programs) X(programs_destroyed) X(closures_destroyed)          \
-  X(leases_out) X(cost_bytes) X(program_hits) X(program_misses) X(compiles) X(program_compiles) \
-  X(compile_failures) X(waits) X(compile_ns) X(sweeper_wakeups) X(tier_hits) X(tier_misses)     \
-  X(tier_writes) X(tier_errors) X(tier_corrupt) X(tier_bytes_read) X(tier_bytes_written)        \
-  X(tier_lock_waits) X(tier_wait_ms_max) X(tier_leases_lost) X(tier_lock_timeouts)              \
-  X(handles_out) X(program_waits) X(program_compile_failures) X(program_compile_ns)            \
-  X(misses_evicted) X(tier_oversize) X(tier_rejected) X(tier_unpublished)
+/* clang-format off */
+#define PYC_STATS_FIELDS(X) \
+  X(hits) \
+  X(misses) \
+  X(inserts) \
+  X(replaced) \
+  X(evicted_capacity) \
+  X(evicted_ttl) \
+  X(evicted_cost) \
+  X(removed) \
+  X(cleared) \
+  X(items) \
+  X(programs) \
+  X(programs_destroyed) \
+  X(closures_destroyed) \
+  X(leases_out) \
+  X(cost_bytes) \
+  X(program_hits) \
+  X(program_misses) \
+  X(compiles) \
+  X(program_compiles) \
+  X(compile_failures) \
+  X(waits) \
+  X(compile_ns) \
+  X(sweeper_wakeups) \
+  X(tier_hits) \
+  X(tier_misses) \
+  X(tier_writes) \
+  X(tier_errors) \
+  X(tier_corrupt) \
+  X(tier_bytes_read) \
+  X(tier_bytes_written) \
+  X(tier_lock_waits) \
+  X(tier_wait_ms_max) \
+  X(tier_leases_lost) \
+  X(tier_lock_timeouts) \
+  X(handles_out) \
+  X(program_waits) \
+  X(program_compile_failures) \
+  X(program_compile_ns) \
+  X(misses_evicted) \
+  X(tier_oversize) \
+  X(tier_rejected) \
+  X(tier_unpublished)
+/* clang-format on */
 
 #define PYC_FIELD(name) {#name, NULL},
 static PyStructSequence_Field stats_fields[] = {PYC_STATS_FIELDS(PYC_FIELD){NULL, NULL}};
@@ -383,8 +427,9 @@ static PyStructSequence_Desc stats_desc = {
     stats_fields, (int)(sizeof stats_fields / sizeof stats_fields[0]) - 1};
 
 static PyStructSequence_Field event_fields[] = {
-    {"kind", "compile_start, compile_end, tier_hit, tier_miss, tier_write, tier_error, "
-             "tier_corrupt, tier_rejected or evict"},
+    {"kind",
+     "compile_start, compile_end, tier_hit, tier_miss, tier_write, tier_error, "
+     "tier_corrupt, tier_rejected or evict"},
     {"level", "'closure' or 'program'"},
     {"key", "the closure key (closure level) or program key (first half of a strong one)"},
     {"status", "compile_end: what the call returns; tier_error: the op's status"},
@@ -411,14 +456,14 @@ PyObject *pyc_stats_new(const ccache_stats *s) {
   PyObject *r = PyStructSequence_New(pyc_StatsType);
   if (!r) return NULL;
   Py_ssize_t i = 0;
-#define PYC_SET(name)                                                                     \
-  {                                                                                       \
-    PyObject *o = PyLong_FromUnsignedLongLong(s->name);                                   \
-    if (!o) {                                                                             \
-      Py_DECREF(r);                                                                       \
-      return NULL;                                                                        \
-    }                                                                                     \
-    PyStructSequence_SET_ITEM(r, i++, o);                                                 \
+#define PYC_SET(name)                                   \
+  {                                                     \
+    PyObject *o = PyLong_FromUnsignedLongLong(s->name); \
+    if (!o) {                                           \
+      Py_DECREF(r);                                     \
+      return NULL;                                      \
+    }                                                   \
+    PyStructSequence_SET_ITEM(r, i++, o);               \
   }
   PYC_STATS_FIELDS(PYC_SET)
 #undef PYC_SET
@@ -456,9 +501,15 @@ static PyMethodDef mod_methods[] = {
     {"strerror", mod_strerror, METH_O, "Text of a ccache status code."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "ccache._ccache",
-                                    "The C extension behind the ccache package.", -1,
-                                    mod_methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
+                                    "ccache._ccache",
+                                    "The C extension behind the ccache package.",
+                                    -1,
+                                    mod_methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 static int add_exc(PyObject *m, PyObject **slot, const char *name, PyObject *base,
                    const char *doc) {
@@ -493,7 +544,8 @@ PyMODINIT_FUNC PyInit__ccache(void) {
   if (add_exc(m, &pyc_BusyError, "BusyError", pyc_Error,
               "Busy: handles or compiles are outstanding, or a call from inside a callback.") < 0)
     goto fail;
-  if (add_type(m, &pyc_KeyType, "Key") < 0 || add_type(m, &pyc_FingerprintType, "Fingerprint") < 0 ||
+  if (add_type(m, &pyc_KeyType, "Key") < 0 ||
+      add_type(m, &pyc_FingerprintType, "Fingerprint") < 0 ||
       add_type(m, &pyc_CacheType, "Cache") < 0 || add_type(m, &pyc_ProgramType, "Program") < 0 ||
       add_type(m, &pyc_DirectoryTierType, "DirectoryTier") < 0 ||
       add_type(m, &pyc_RedisTierType, "RedisTier") < 0 || pyc_init_structs(m) < 0)

@@ -42,15 +42,15 @@ struct CacheObject {
   PyObject *failures;         /* dict: failure id -> exception (last 64) */
   PyObject *last_codec_error; /* the last exception a codec call raised, or NULL */
   unsigned long long next_failure;
-  long active;                        /* calls inside the library without the GIL */
+  long active; /* calls inside the library without the GIL */
   ccache_codec ccodec;
   PyObject *weakreflist;
 };
 
 extern PyTypeObject pyc_KeyType, pyc_FingerprintType, pyc_CacheType, pyc_ProgramType,
     pyc_DirectoryTierType, pyc_RedisTierType;
-extern PyObject *pyc_Error, *pyc_CompileError, *pyc_ForkedError, *pyc_BusyError,
-    *pyc_DeadlockError, *pyc_CorruptEntry, *pyc_ClosedError;
+extern PyObject *pyc_Error, *pyc_CompileError, *pyc_ForkedError, *pyc_BusyError, *pyc_DeadlockError,
+    *pyc_CorruptEntry, *pyc_ClosedError;
 extern PyTypeObject *pyc_StatsType, *pyc_EventType;
 
 /* A new Key object (check NULL: a fast key). */

@@ -41,8 +41,8 @@ static PyObject *DirTier_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                   *touch = NULL;
   int fsync = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|$OpOOOOO:DirectoryTier", names,
-                                   PyUnicode_FSConverter, &path, &max_bytes, &fsync, &wait,
-                                   &poll, &pollmax, &io, &touch))
+                                   PyUnicode_FSConverter, &path, &max_bytes, &fsync, &wait, &poll,
+                                   &pollmax, &io, &touch))
     return NULL;
   ccache_disk_options o;
   ccache_disk_options_init(&o);
@@ -80,10 +80,18 @@ static PyObject *DirTier_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *RedisTier_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *names[] = {"servers",     "prefix",           "user",
-                          "password",    "connect_timeout_ms", "command_timeout_ms",
-                          "entry_ttl_ms", "lease_ms",         "poll_ms",
-                          "poll_max_ms", "wait_ms",          NULL};
+  static char *names[] = {"servers",
+                          "prefix",
+                          "user",
+                          "password",
+                          "connect_timeout_ms",
+                          "command_timeout_ms",
+                          "entry_ttl_ms",
+                          "lease_ms",
+                          "poll_ms",
+                          "poll_max_ms",
+                          "wait_ms",
+                          NULL};
   const char *servers, *prefix = NULL, *user = NULL, *password = NULL;
   PyObject *ct = NULL, *cmd = NULL, *ttl = NULL, *lease = NULL, *poll = NULL, *pollmax = NULL,
            *wait = NULL;
@@ -138,8 +146,9 @@ PyTypeObject pyc_DirectoryTierType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ccache.DirectoryTier",
     .tp_basicsize = sizeof(TierObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "DirectoryTier(path, *, max_bytes=None, fsync=False, lock_wait_ms=None, ...): "
-              "one file per program in a private directory; one compile per machine and key.",
+    .tp_doc =
+        "DirectoryTier(path, *, max_bytes=None, fsync=False, lock_wait_ms=None, ...): "
+        "one file per program in a private directory; one compile per machine and key.",
     .tp_new = DirTier_new,
     .tp_dealloc = (destructor)Tier_dealloc,
     .tp_repr = (reprfunc)Tier_repr,
@@ -151,8 +160,9 @@ PyTypeObject pyc_RedisTierType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ccache.RedisTier",
     .tp_basicsize = sizeof(TierObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "RedisTier(servers, *, prefix=None, user=None, password=None, ...): a fleet's "
-              "shared tier; one compile per fleet and key.",
+    .tp_doc =
+        "RedisTier(servers, *, prefix=None, user=None, password=None, ...): a fleet's "
+        "shared tier; one compile per fleet and key.",
     .tp_new = RedisTier_new,
     .tp_dealloc = (destructor)Tier_dealloc,
     .tp_repr = (reprfunc)Tier_repr,
