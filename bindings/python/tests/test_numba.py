@@ -229,50 +229,68 @@ def test_numba_lock_is_not_held_while_waiting_for_another_process(tmp_path):
         @njit(cache=True)
         def other(x):
             return x - 7
+        @njit
+        def warm(x):
+            return x
         """)
-    # The first process's compile of slow() takes 6 s (a numba event listener
-    # sleeps at its start, under numba's lock, inside the compile lock).
+    flags = {"FLAGS": str(tmp_path)}
+    # The first process's compile of slow() (inside numba's lock and the
+    # directory tier's compile lock) lasts until the second process has
+    # compiled other(): a numba event listener waits for the file "release".
     first = run(tmp_path, """
-import json, time, slow
+import json, os, time, slow
 from numba.core import event as ev
-class Slow(ev.Listener):
+flags = os.environ["FLAGS"]
+class Hold(ev.Listener):
     def on_start(self, event):
-        time.sleep(6)
+        open(os.path.join(flags, "compiling"), "w").close()
+        deadline = time.monotonic() + 240
+        while not os.path.exists(os.path.join(flags, "release")) and time.monotonic() < deadline:
+            time.sleep(0.02)
     def on_end(self, event):
         pass
-ev.register("numba:compile", Slow())
-print(json.dumps({"r": slow.slow(1)}))
-""", tmp_path / "c", wait=False)
-    lock_dir = tmp_path / "c"
+ev.register("numba:compile", Hold())
+print(json.dumps({"r": slow.slow(1), "stats": [sum(slow.slow.stats.cache_hits.values()),
+                                               sum(slow.slow.stats.cache_misses.values())]}))
+""", tmp_path / "c", flags, wait=False)
     deadline = time.monotonic() + TIMEOUT
-    while not lock_dir.exists() or time.monotonic() < deadline and not any(
-            "lock" in f for _, _, fs in os.walk(lock_dir) for f in fs if f != "lock"):
-        if time.monotonic() > deadline:
+    while not (tmp_path / "compiling").exists():
+        if time.monotonic() > deadline or first.poll() is not None:
             pytest.fail("the first process never started compiling")
         time.sleep(0.05)
-    time.sleep(1.0)  # its compile has begun
+    # The second process: a thread asks for slow() and waits for the first
+    # process's compile; meanwhile the main thread compiles other(), which
+    # needs numba's lock.  Were the lock held while waiting, other() could
+    # only compile after the waiter gave up (lock_wait_ms, 60 s) and compiled
+    # slow() itself: a miss below.
     second = run(tmp_path, """
-import json, threading, time, slow
+import json, os, threading, time, slow, ccache.numba
+flags = os.environ["FLAGS"]
+slow.warm(1)  # numba's first compile of the process (its set-up) is done here
 done = {}
 def waiter():
-    done["slow"] = (slow.slow(1), time.monotonic())
+    done["slow"] = slow.slow(1)
 t = threading.Thread(target=waiter)
 t.start()
-time.sleep(0.5)   # the thread now waits for the first process's compile of slow()
+deadline = time.monotonic() + 120
+while ccache.numba.installed().stats().program_misses < 1 and time.monotonic() < deadline:
+    time.sleep(0.01)  # the waiter's lookup has begun; next it waits on the compile lock
+time.sleep(1)
 t0 = time.monotonic()
-r = slow.other(10)  # needs numba's lock: must not wait for slow()
-t_other = time.monotonic()
+r = slow.other(10)
+took = time.monotonic() - t0
+open(os.path.join(flags, "release"), "w").close()
 t.join()
-print(json.dumps({"other": r, "slow": done["slow"][0], "other_first": t_other < done["slow"][1],
+print(json.dumps({"other": r, "other_s": took, "slow": done["slow"],
                   "stats": [sum(slow.slow.stats.cache_hits.values()),
                             sum(slow.slow.stats.cache_misses.values())]}))
-""", tmp_path / "c", wait=False)
+""", tmp_path / "c", flags, wait=False)
     s = finish(second)
     f = finish(first)
-    assert f == {"r": 8}
+    assert f == {"r": 8, "stats": [0, 1]}
     assert s["other"] == 3 and s["slow"] == 8
-    assert s["other_first"] is True
     assert s["stats"] == [1, 0]  # slow() was loaded, not compiled, in the second process
+    assert s["other_s"] < 50
 
 
 def test_untested_numba_version_is_refused(monkeypatch):
