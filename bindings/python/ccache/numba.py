@@ -23,8 +23,10 @@ How (numba 0.56 has no plug-in point for either):
     (numba takes it first); if another thread of this process is already
     compiling that callee, it is compiled here as numba would, without ccache,
     so that the two never wait on each other.
-  - cfunc and ufunc compiles load and save through the tiers (a warm
-    process compiles nothing) but have no cross-process single-flight.
+  - ``CFunc.compile`` (``@cfunc``) is replaced the same way.  ufunc
+    compiles (``@vectorize``, ``@guvectorize``) load and save through the
+    tiers (a warm process compiles nothing) but have no cross-process
+    single-flight.
 
 ``Dispatcher.stats.cache_hits`` / ``cache_misses`` keep numba's meaning: a
 miss is a compile in this process, a hit a program loaded from ccache.
@@ -389,6 +391,49 @@ def _dispatcher_compile(self, sig):
         return cres.entry_point
 
 
+# ---- @cfunc: CFunc.compile with the same single-flight ----------------------
+
+
+def _cfunc_compile(self):
+    cache = self._cache
+    from numba.core.compiler_lock import global_compiler_lock as lock
+    if (not isinstance(cache, FunctionCache) or not cache._enabled or _state is None
+            or lock.is_locked()):
+        return _orig[("CFunc", "compile")](self)
+    tctx = self._targetdescr.target_context
+    with lock:
+        tctx.refresh()
+        pkey = cache.key(self._sig, tctx.codegen())
+    done = {}
+
+    def compile_fn():
+        with lock:
+            cres = self._compile_uncached()
+            done["cres"] = cres
+            return cache._payload(cres)
+
+    try:
+        h = _state.get().program(pkey, compile_fn)
+    except ccache.DeadlockError:
+        return _orig[("CFunc", "compile")](self)
+    native = h.native
+    h.release()
+    with lock:
+        cres = done.get("cres")
+        if cres is None and native is not None:
+            try:
+                cres = cache._rebuild(tctx, native)
+                self._cache_hits += 1
+            except Exception as e:  # noqa: BLE001 - a bad entry is a miss
+                warnings.warn(f"ccache.numba: could not load {cache._name} ({e!r}); compiling",
+                              RuntimeWarning)
+        if cres is None:
+            cres = self._compile_uncached()
+        self._library = cres.library
+        self._wrapper_name = cres.fndesc.llvm_cfunc_wrapper_name
+        self._wrapper_address = self._library.get_pointer_to_function(self._wrapper_name)
+
+
 # ---- install ---------------------------------------------------------------
 
 
@@ -414,6 +459,7 @@ def _patch_numba() -> None:
     _patch(dispatcher.Dispatcher, "enable_caching", disp_enable, ("Dispatcher", "enable_caching"))
     _patch(dispatcher.Dispatcher, "compile", _dispatcher_compile, ("Dispatcher", "compile"))
     _patch(ccallback.CFunc, "enable_caching", cfunc_enable, ("CFunc", "enable_caching"))
+    _patch(ccallback.CFunc, "compile", _cfunc_compile, ("CFunc", "compile"))
     _patch(ufuncbuilder.UFuncDispatcher, "enable_caching", ufunc_enable,
            ("UFuncDispatcher", "enable_caching"))
     _patch(wrappers, "GufWrapperCache", GufWrapperCache, ("wrappers", "GufWrapperCache"))

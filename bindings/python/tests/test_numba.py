@@ -309,3 +309,20 @@ print(json.dumps({"mod": dispatcher.Dispatcher.enable_caching.__module__,
 """
     assert run(tmp_path, code) == {"mod": "numba.core.dispatcher", "ccache_imported": False}
     assert run(tmp_path, code, tmp_path / "c") == {"mod": "ccache.numba", "ccache_imported": True}
+
+
+def test_cfunc_racing_processes_compile_once(tmp_path):
+    write(tmp_path, "cf.py", """
+        from numba import cfunc
+        @cfunc("int64(int64)", cache=True)
+        def triple(x):
+            return 3 * x
+        """)
+    code = """
+import json, cf
+print(json.dumps({"r": cf.triple.ctypes(5), "hits": cf.triple.cache_hits}))
+"""
+    procs = [run(tmp_path, code, tmp_path / "c", wait=False) for _ in range(3)]
+    outs = [finish(p) for p in procs]
+    assert [o["r"] for o in outs] == [15, 15, 15]
+    assert sorted(o["hits"] for o in outs) == [0, 1, 1]  # one process compiled
