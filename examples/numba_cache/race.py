@@ -105,6 +105,10 @@ def main():
                 redis_proc.wait(timeout=20)
     if a.bench:
         base = results.get("numba")
+        print("### numba_race: N processes racing on an empty cache (examples/numba_cache)\n")
+        print("| figure | measured (median) | baseline (median) | ratio: median [min, max] (reps) "
+              "| target | status | notes |")
+        print("|---|---|---|---|---|---|---|")
         for mode, (race, warm) in results.items():
             if mode == "numba":
                 continue
