@@ -45,6 +45,8 @@ ccache *t_cache_over(t_ctx *ctx, t_codec *tc, size_t payload, ccache_tier *t, co
   cfg.tier_min_compile_us = 0;
   cfg.tiers = &t;
   cfg.n_tiers = 1;
+  /* Some callers pass a Redis tier: unsigned entries by name (no keys). */
+  cfg.trust_flags = CCACHE_TRUST_UNSIGNED;
   ccache *c = NULL;
   if (ccache_open(&cfg, &c) != CCACHE_OK) return NULL;
   return c;
