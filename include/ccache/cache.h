@@ -623,8 +623,6 @@ CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_stro
  * (docs/design.md, "Bounds and expiry"; each field in full: "Statistics").
  * @{ */
 
-/** Counters (monotonic since open) and gauges (current values).  Fields past
- *  the caller's `size` are not written. */
 /** ccache_stats::read_side: hits enter without a fence; writers issue
  *  membarrier(2) (MEMBARRIER_CMD_PRIVATE_EXPEDITED).  Since 0.2. */
 #define CCACHE_READ_SIDE_MEMBARRIER 1u
@@ -638,6 +636,8 @@ CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_stro
  *  thread has used the cache.  Since 0.2. */
 #define CCACHE_RECLAIM_BATCH        128u
 
+/** Counters (monotonic since open) and gauges (current values).  Fields past
+ *  the caller's `size` are not written. */
 typedef struct ccache_stats {
   uint32_t size;               /**< sizeof(ccache_stats), set by the caller; kept */
   uint64_t hits;               /**< closure lookups that returned a lease (not a waiter's).
