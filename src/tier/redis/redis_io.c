@@ -31,6 +31,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -257,8 +258,13 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
     freeReplyObject(g);
     return CCACHE__RX_OVER;
   }
-  if (g->len <= head) { /* the whole value (GETRANGE stops at its end) */
-    if (g->len == 0 && len == 0) g->type = REDIS_REPLY_NIL; /* no such key */
+  if (g->len <= head) {            /* the whole value (GETRANGE stops at its end) */
+    if (g->len == 0 && len == 0) { /* no such key: a nil (its 1-byte string freed first:
+                                      freeReplyObject frees no nil's str) */
+      free(g->str);
+      g->str = NULL;
+      g->type = REDIS_REPLY_NIL;
+    }
     if (g->len > max) {
       freeReplyObject(g);
       return CCACHE__RX_OVER;
