@@ -421,9 +421,13 @@ impl<C: Send + 'static, P: Send + 'static, M: KeyMode> Cache<C, P, M> {
         let mut raw = ptr::null_mut();
         // SAFETY: cfg is initialised; codec_c, tag and raw_tiers are copied by the call.
         let rc = unsafe { ffi::ccache_open(&cfg, &mut raw) };
+        // Read this thread's detail line before anything else can call into
+        // the library: a refused open (a shared tier without keys, say) says
+        // what to do there, and the caller must see it.
+        let opened = if rc == ffi::CCACHE_OK { Ok(()) } else { Err(Status::with_detail(rc)) };
         drop(trust); // copied by the open
         panic::resume_pending();
-        check(rc)?; // on error the tiers are still ours: `tiers` drops and frees them
+        opened?; // on error the tiers are still ours: `tiers` drops and frees them
         for t in tiers {
             std::mem::forget(t); // the cache owns and closes them now
         }

@@ -255,3 +255,22 @@ fn close_abandon_closes_past_a_leaked_lease() {
     cache.close_abandon().unwrap();
     assert_eq!(drops.load(Ordering::SeqCst), 2, "the closure and the program were dropped");
 }
+
+/// A shared tier without keys and without the opt-out is refused at open,
+/// and the error carries the library's detail (what to do), not only
+/// "invalid argument".  The tier is never contacted, so no server is needed.
+#[test]
+fn a_shared_tier_without_keys_is_refused_with_the_reason() {
+    let tier = match redis_tier("127.0.0.1:1") {
+        Some(t) => t,
+        None => return,
+    };
+    let e = match Cache::<(), String>::open_with_codec(fleet_config(tier), Text) {
+        Ok(_) => panic!("a Redis tier without keys opened"),
+        Err(e) => e,
+    };
+    assert_eq!(e.code(), Status::EINVAL);
+    let detail = e.detail().expect("the refusal says why");
+    assert!(detail.contains("trusted keys") && detail.contains("CCACHE_TRUST_UNSIGNED"), "{detail}");
+    assert!(e.to_string().contains(detail), "{e}");
+}
