@@ -373,6 +373,12 @@ static int writing_child(const char *dir) {
 
 static void cap_bound_holds_with_8_writing_processes(void **state) {
   (void)state;
+#if CCACHE_TEST_SCALE >= 20
+  /* Under valgrind (.ci/valgrind.sh, scale 20) each writer runs ~50x slower
+   * than its cleaner's io_lock_ms wait assumes: the bound is a property of
+   * the plain, ASan and TSan builds, where this case runs. */
+  skip();
+#endif
   char *dir = t_tempdir("cap8");
   int rep[2];
   assert_int_equal(pipe(rep), 0);
