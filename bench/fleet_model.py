@@ -23,7 +23,7 @@ checked against a measured fleet on this machine (issue 24).
       the model on fixed inputs against counts worked out by hand (exit 1
       if one differs).
 
-What the model counts comes from the tier's code (src/tier/tier.c,
+What the model counts comes from the tier's code (src/tier/tier_stack.c,
 src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
   lookup    STRLEN <k> and GETRANGE <k> 0 131072, pipelined (one round
             trip; an entry over 128 KiB and within the bound: a second
@@ -33,8 +33,8 @@ src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
   lease     SET <k>:lease <token> NX PX lease_ms on the first live server;
   waiting   while the lease is held: sleep poll_ms doubling to poll_max_ms,
             then a poll: the same lookup on the key's first live server only
-            (tier.c poll_load, tier_redis.c op_get_poll: the holder publishes
-            nowhere else), then SET NX again (tier.c lock_one);
+            (tier_stack.c poll_load, tier_redis.c op_get_poll: the holder publishes
+            nowhere else), then SET NX again (tier_stack.c lock_one);
   taken     after SET NX succeeds, one more lookup (the holder before may
             have published), then the compile;
   publish   SET <k> <entry> on the first live server; then

@@ -1,5 +1,5 @@
 /*
- * test_tier.c - the tier stack (tier.c) and the entry format, over an
+ * test_tier.c - the tier stack (tier_stack.c) and the entry format, over an
  * in-memory tier whose every op is counted and logged and can be made to
  * fail, be busy, or publish an entry "from another process".
  */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "disk_support.h"
+#include "tier/disk/disk.h"
 #include "tier/tier.h"
 
 /* ------------------------------------------------------------- options, trust */

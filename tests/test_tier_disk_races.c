@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "disk_support.h"
+#include "tier/disk/disk.h"
 #include "tier/tier.h"
 
 static uint64_t mono_ms(void) {

@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "core/table_inline.h"
+#include "core/table.h"
 
 /* The README's pattern is a fetch, then on a miss a get-or-compile of the
  * same key: one miss, so the get-or-compile must not count it again.  The

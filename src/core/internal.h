@@ -3,9 +3,9 @@
  * calls grouped by floor.  Not installed.  docs/design.md explains the why.
  *
  * Floors: a file calls only files on its own floor or below, and files never
- * call each other in a circle.  The floors are listed in docs/design.md (the
- * one list; .ci/layers.py checks the call graph against it); the prototypes
- * below are grouped by them.
+ * call each other in a circle.  The floors are listed in docs/design.md
+ * (the floors:core table, the one list; .ci/layers.py checks the call graph
+ * against it); the prototypes below are grouped by them.
  *
  * Locking: the lock tree at the top of docs/design.md names every mutex and
  * how they nest (here: readers.c's readers_mu, then c->wlock, then the reader
@@ -220,7 +220,7 @@ struct ccache {
   int is_default;
   void *raw; /* what the allocator returned; the cache is aligned inside it */
 
-  struct ccache__tiers *tiers; /* persistent tiers (tier.c), NULL if none */
+  struct ccache__tiers *tiers; /* persistent tiers (tier_stack.c), NULL if none */
 };
 
 /* A writer section (table.c): wlock held from begin to end; the reader side
@@ -409,7 +409,7 @@ static inline void *ccache__entry_closure(const ccache__entry *e) {
   return e->closure;
 }
 /* Fill a lease on e.  @p slot is its second word: the reader and slot index
- * holding it (table_inline.h's ccache__claim_slot), or NULL when it is counted in
+ * holding it (table.h's ccache__claim_slot), or NULL when it is counted in
  * e->refs. */
 static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void *slot) {
   out->closure = ccache__entry_closure(e);
@@ -418,7 +418,7 @@ static inline void ccache__lease_fill(ccache_lease *out, ccache__entry *e, void 
   out->internal_[1] = slot;
 }
 /* Look up key; on a live hit take a lease (counted as a hit).  Returns OK,
- * MISS, or CCACHE__EXPIRED.  The hit path proper is table_inline.h's, inlined into
+ * MISS, or CCACHE__EXPIRED.  The hit path proper is table.h's, inlined into
  * ccache_fetch(); these are its out-of-line forms and slow paths. */
 #define CCACHE__EXPIRED    2
 /* What a lookup counts: a hit, a miss (either, both or neither). */

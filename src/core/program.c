@@ -225,7 +225,7 @@ static int call_compile(void *arg, void **native_out, uint64_t *cost_out, uint64
   return crc;
 }
 
-/* The owner: with no lock held, a native program from the tiers (tier.c),
+/* The owner: with no lock held, a native program from the tiers (tier_stack.c),
  * which run the compile only when none of them has it; intern it, hand one
  * handle to each waiter, wake them. */
 static int run_compile(ccache *c, ccache__flight *f, ccache_program_compile_fn compile, void *ud,

@@ -1,7 +1,7 @@
 /*
  * readers.h - the closure table's reader side (readers.c): the per-thread
  * reader, the TLS array that finds it, and the inline pieces of a read-side
- * section that the hit path (table_inline.h, closure.c) needs.  Included by
+ * section that the hit path (table.h, closure.c) needs.  Included by
  * the files that use the reader side, after (or instead of) internal.h.
  */
 #ifndef CCACHE_READERS_H

@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "core/table_inline.h"
+#include "core/table.h"
 
 #ifdef CCACHE_TESTING
 void (*ccache__after_write_hook)(ccache *c);

@@ -1,5 +1,5 @@
 /*
- * tier.h - internal interface of the persistent tiers (tier.c: the stack;
+ * tier.h - internal interface of the persistent tiers (tier_stack.c: the stack;
  * tier_open.c: the tiers at open and close; tier_renew.c: the lease-renewal
  * threads; tier_health.c: the error counts and health reports;
  * tier_format.c: the entry format), and what the backends (disk/, redis/)
@@ -195,7 +195,7 @@ struct ccache__tiers {
 void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, ccache_key key, const char *op, int rc,
                        int err, const char *reason);
 /* A tier event (ccache_event) for tier i, when the owner set a hook: run
- * under a callback frame, no lock held (tier.c). */
+ * under a callback frame, no lock held (tier_health.c). */
 void ccache__tier_event(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key,
                         const char *op, int status, int err, const char *reason);
 /* Tier i's op succeeded (or answered a miss / busy): it is up. */
@@ -224,7 +224,7 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint
 /* Unregister, waiting out a renew() in progress on it. */
 void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r);
 
-/* -------------------------------------------------------- tier_open.c, tier.c */
+/* -------------------------------------------------------- tier_open.c, tier_stack.c */
 /* EINVAL unless the config's tier fields (if its size covers them) are
  * usable; no side effects. */
 int ccache__tiers_check(const ccache_config *cfg);
@@ -254,23 +254,5 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *pkey,
                         bool *compiled, uint64_t *compile_ns);
 /* Fills the tier_* fields of a stats snapshot (ts NULL: leaves them). */
 void ccache__tier_stats(const struct ccache__tiers *ts, ccache_stats *s);
-
-/* ---------------------------------------------------------- tier_disk.c */
-#ifdef CCACHE_TESTING
-/* Fault injection for the directory tier's tests: called at each named
- * point ("open_tmp", "write", "rename", "read", "mkdir", "size_read";
- * "scan", "scan_folder", "sweep" and "dup" are notices, their result
- * unused); a
- * non-zero
- * return is taken as that call's errno.  NULL: no faults. */
-extern int (*ccache__disk_fault)(const char *point);
-/* The tests' clock for the folder re-sweep interval (seconds; NULL: the
- * monotonic clock) and a fixed temp-name word (0: random). */
-extern uint64_t (*ccache__disk_clock_s)(void);
-extern uint64_t ccache__disk_fixed_word;
-/* Wait (at most wait_ms) until a directory tier's cleaner has no pass asked
- * or running; false on timeout. */
-bool ccache__disk_settle(ccache_tier *t, uint64_t wait_ms);
-#endif
 
 #endif /* CCACHE_TIER_H */

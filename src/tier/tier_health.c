@@ -1,13 +1,31 @@
 /*
  * tier_health.c - what ccache_tier_health_get() reports: each tier's own
- * counts (kept by tier.c and tier_renew.c through ccache__tier_fail and the
+ * counts (kept by tier_stack.c and tier_renew.c through ccache__tier_fail and the
  * per-tier atomics), completed by the backend's health op where it has one
- * (the Redis tier reports each server as a part of its own).
+ * (the Redis tier reports each server as a part of its own); and the tier
+ * events, which tier_stack.c, tier_renew.c and ccache__tier_fail send.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "tier/tier.h"
+
+void ccache__tier_event(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key,
+                        const char *op, int status, int err, const char *reason) {
+  ccache_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.size = sizeof ev;
+  ev.kind = kind;
+  ev.level = CCACHE_LEVEL_PROGRAM;
+  ev.key = key;
+  ev.status = status;
+  ev.err = err;
+  ev.tier = i;
+  ev.tier_name = i < ts->n ? ts->t[i]->ops.name : NULL;
+  ev.op = op;
+  ev.reason = reason;
+  CCACHE__IN_FRAME(ts, ts->on_event(ts->event_ctx, &ev));
+}
 
 void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, ccache_key key, const char *op, int rc,
                        int err, const char *reason) {

@@ -29,7 +29,22 @@
 #define FOLDERS      256u                  /* <xx> subdirectories per runtime tag */
 
 #ifdef CCACHE_TESTING
-/* Fault injection for the tests (defined in tier_disk.c, declared in tier.h). */
+/* The folder's test hooks, at its floor: every file of tier/disk reads them
+ * (defined in disk_space.c, the folder's lowest source).
+ *
+ * Fault injection for the directory tier's tests: called at each named
+ * point ("open_tmp", "write", "rename", "read", "mkdir", "size_read";
+ * "scan", "scan_folder", "sweep" and "dup" are notices, their result
+ * unused); a non-zero return is taken as that call's errno.  NULL: no
+ * faults. */
+extern int (*ccache__disk_fault)(const char *point);
+/* The tests' clock for the folder re-sweep interval (seconds; NULL: the
+ * monotonic clock) and a fixed temp-name word (0: random). */
+extern uint64_t (*ccache__disk_clock_s)(void);
+extern uint64_t ccache__disk_fixed_word;
+/* Wait (at most wait_ms) until a directory tier's cleaner has no pass asked
+ * or running; false on timeout (disk_clean.c). */
+bool ccache__disk_settle(ccache_tier *t, uint64_t wait_ms);
 #define FAULT(point) (ccache__disk_fault ? ccache__disk_fault(point) : 0)
 #else
 #define FAULT(point) 0

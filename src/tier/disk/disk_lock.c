@@ -21,7 +21,7 @@
  * process finds the lock busy (CCACHE_EBUSY), as another process would:
  * it waits for the entry (at most lock_wait_ms) and loads it, so two
  * caches over one directory compile a key once.  A cache takes and drops
- * its tier locks on the one thread that runs the miss (tier.c), so the
+ * its tier locks on the one thread that runs the miss (tier_stack.c), so the
  * owner is well defined; nested work handed to another thread (a pool) is
  * such another thread: it waits lock_wait_ms at most, then compiles
  * without the lock.

@@ -24,6 +24,14 @@
 
 #include "tier/disk/disk.h"
 
+#ifdef CCACHE_TESTING
+/* The folder's test hooks (declared in disk.h): here, on its lowest floor,
+ * since every file of tier/disk reads them. */
+int (*ccache__disk_fault)(const char *point);
+uint64_t (*ccache__disk_clock_s)(void);
+uint64_t ccache__disk_fixed_word;
+#endif
+
 /* ------------------------------------------------------------------ paths */
 
 static const char hexd[] = "0123456789abcdef";

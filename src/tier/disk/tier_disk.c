@@ -50,12 +50,6 @@
 
 #include "tier/disk/disk.h"
 
-#ifdef CCACHE_TESTING
-int (*ccache__disk_fault)(const char *point);
-uint64_t (*ccache__disk_clock_s)(void);
-uint64_t ccache__disk_fixed_word;
-#endif
-
 /* ------------------------------------------------------------ fork registry */
 /* A child of fork() must not keep the parent's lock file descriptions
  * open: if the parent died holding the cleaner's byte, the child's copy

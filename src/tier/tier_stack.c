@@ -1,5 +1,5 @@
 /*
- * tier.c - the tier stack behind the program table.
+ * tier_stack.c - the tier stack behind the program table.
  *
  * Only the single-flight owner of a program miss comes here (flight.c), with
  * no cache lock held, so every tier op and codec call below runs outside the
@@ -37,23 +37,6 @@ enum { T_MISS = 0, T_HIT = 1 };
 
 static void count_bytes(_Atomic uint64_t *counter, size_t n) {
   atomic_fetch_add_explicit(counter, (uint64_t)n, memory_order_relaxed);
-}
-
-void ccache__tier_event(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key,
-                        const char *op, int status, int err, const char *reason) {
-  ccache_event ev;
-  memset(&ev, 0, sizeof ev);
-  ev.size = sizeof ev;
-  ev.kind = kind;
-  ev.level = CCACHE_LEVEL_PROGRAM;
-  ev.key = key;
-  ev.status = status;
-  ev.err = err;
-  ev.tier = i;
-  ev.tier_name = i < ts->n ? ts->t[i]->ops.name : NULL;
-  ev.op = op;
-  ev.reason = reason;
-  CCACHE__IN_FRAME(ts, ts->on_event(ts->event_ctx, &ev));
 }
 
 /* An event that is not a failure (the hook is optional). */

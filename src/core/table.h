@@ -1,5 +1,5 @@
 /*
- * table_inline.h - the hit path: the lookup inside ccache_fetch() and the release of
+ * table.h - the hit path: the lookup inside ccache_fetch() and the release of
  * a lease taken by one, inlined into closure.c's public calls so a hit is one
  * call deep.  Part of the closure table's mechanism (table.c owns the slow
  * paths and everything that changes the table).
