@@ -206,6 +206,21 @@
  *     260 KiB at 2 OpenMP threads, 132 KiB at 1).  If workers differ, put
  *     the count into the program key.
  */
+/**
+ * @defgroup basic The basic calls
+ * @brief The dozen calls a runtime needs first: a configuration, open and
+ * close, get-or-compile (closure and program), fetch and release, put, a
+ * fingerprint, the statistics, the status and error texts.
+ */
+
+/**
+ * @defgroup advanced Advanced calls
+ * @brief What only some runtimes need: the strong-key twins of the calls
+ * (256-bit keys, ccache_config::key_mode), custom tier backends
+ * (ccache_tier_custom() and ccache_tier_ops) and the trust object of signed
+ * tier entries (ccache/trust.h).
+ */
+
 #ifndef CCACHE_H
 #define CCACHE_H
 

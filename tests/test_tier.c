@@ -407,9 +407,11 @@ static void open_validates_tiers_and_codec(void **state) {
   mem_free(m);
 }
 
-/* A caller built before the tier fields passes a struct that ends before
- * them: accepted, no tiers, and nothing past its end is read (the struct
- * sits alone in a heap block of exactly that size, so ASan would see it). */
+/* 0.2.0's layout is the first with a size and a magic, so a struct that ends
+ * before the tier fields was never released: refused (CCACHE_EINVAL), and
+ * nothing past its end is read (the struct sits alone in a heap block of
+ * exactly that size, so ASan would see it).  A struct of 0.2.0's size (up
+ * to trust_flags) opens. */
 static void config_from_before_the_tiers(void **state) {
   (void)state;
   t_ctx t = {0};
@@ -423,6 +425,20 @@ static void config_from_before_the_tiers(void **state) {
   memcpy(raw + offsetof(ccache_config, size), &size, sizeof size);
   const ccache_config *cfg = (const ccache_config *)(void *)raw;
   ccache *c = NULL;
+  assert_int_equal(ccache_open(cfg, &c), CCACHE_EINVAL);
+  assert_null(c);
+  size = (uint32_t)old - 1;
+  memcpy(raw + offsetof(ccache_config, size), &size, sizeof size);
+  assert_int_equal(ccache_open(cfg, &c), CCACHE_EINVAL);
+  free(raw);
+  /* 0.2.0's size, alone in its block: opens, no tiers. */
+  const size_t v020 = offsetof(ccache_config, trust_flags) + sizeof full.trust_flags;
+  raw = malloc(v020);
+  assert_non_null(raw);
+  memcpy(raw, &full, v020);
+  size = (uint32_t)v020;
+  memcpy(raw + offsetof(ccache_config, size), &size, sizeof size);
+  cfg = (const ccache_config *)(void *)raw;
   assert_int_equal(ccache_open(cfg, &c), CCACHE_OK);
   t_compiler comp = {0};
   assert_int_equal(t_goc(c, PK(1), &comp, CCACHE_OK), 1);
@@ -430,9 +446,6 @@ static void config_from_before_the_tiers(void **state) {
   assert_int_equal(s.program_compiles, 1);
   assert_int_equal(s.tier_misses + s.tier_hits + s.tier_errors, 0);
   t_close(c);
-  size = (uint32_t)old - 1;
-  memcpy(raw + offsetof(ccache_config, size), &size, sizeof size);
-  assert_int_equal(ccache_open(cfg, &c), CCACHE_EINVAL);
   free(raw);
 }
 
@@ -1309,14 +1322,16 @@ static void tier_health_reports_each_tier(void **state) {
   assert_int_equal(ccache_tier_health_get(r.c, 2, 0, &h), CCACHE_MISS);
   h.size = CCACHE_TIER_HEALTH_SIZE_V1 - 1;
   assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_EINVAL);
-  /* A caller built before the fallback fields: only its size is written. */
+  /* 0.2.0's layout, the first (every field up to failovers), is the
+   * smallest accepted, and its fields are all written. */
+  assert_int_equal(CCACHE_TIER_HEALTH_SIZE_V1, sizeof h);
   memset(&h, 0xAB, sizeof h);
   h.size = CCACHE_TIER_HEALTH_SIZE_V1;
   assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_OK);
   assert_int_equal(h.size, CCACHE_TIER_HEALTH_SIZE_V1);
   assert_int_equal(h.errors, 4);
-  assert_int_equal(h.fallback_reads, 0xABABABABABABABABull); /* past its size: untouched */
-  assert_int_equal(h.failovers, 0xABABABABABABABABull);
+  assert_int_equal(h.fallback_reads, 0);
+  assert_int_equal(h.failovers, 0);
   h.size = sizeof h;
   assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_OK);
   assert_int_equal(h.fallback_reads + h.fallback_writes + h.failovers, 0);

@@ -159,8 +159,10 @@ struct ccache_trust; /* ccache/trust.h */
  * CCACHE_OK (for the default instance: until the process exits).
  */
 typedef struct ccache_config {
-  /** sizeof(ccache_config), from ccache_config_init(): lets the struct grow
-   *  (a 0.1-sized struct gets defaults for the later fields). */
+  /** sizeof(ccache_config), from ccache_config_init(): lets the struct grow.
+   *  0.2.0's layout (every field up to trust_flags) is the first with a size
+   *  and a magic and the smallest accepted; a field appended after it gets
+   *  its default when a caller's size ends before it. */
   uint32_t size;
   /** CCACHE_CONFIG_MAGIC, from ccache_config_init().  Since 0.2. */
   uint32_t magic;
@@ -187,8 +189,6 @@ typedef struct ccache_config {
   ccache_alloc_fn alloc;
   ccache_free_fn free; /**< its release half; NULL: free */
   void *alloc_ctx;     /**< passed to alloc and free */
-  /* ---- Persistent tiers (0.2; see "Persistent tiers").  A config whose
-   * size ends before these fields (a 0.1 caller's) gets their defaults. ---- */
   /** Serialisation callbacks, copied at open; NULL (default): no tiers. */
   const ccache_codec *codec;
   /** Everything a program depends on that its key does not hold (compiler,
@@ -206,23 +206,17 @@ typedef struct ccache_config {
   /** A ccache_key_mode, fixed for the cache's life: CCACHE_KEYS_FAST (0,
    *  default) or CCACHE_KEYS_STRONG.  Since 0.2. */
   uint32_t key_mode;
-  /* ---- First use (0.2): a config whose size ends before these fields gets
-   * their defaults. ---- */
   /** The event hook (see ccache_event_fn); NULL (default): no events, and
    *  nothing is spent on them. */
   ccache_event_fn on_event;
   /** Passed to on_event; never dereferenced by the cache. */
   void *event_ctx;
-  /* ---- Untrusted sizes (0.2): a config whose size ends before
-   * this field gets its default. ---- */
   /** Largest tier entry read or written (the whole framed entry), bytes:
    *  default CCACHE_TIER_MAX_ENTRY_DEFAULT, 1 .. CCACHE_UNBOUNDED (the
    *  format's own 2^40-byte limit).  Checked before a buffer of that size
    *  exists; an entry over it is a miss and a program over it is not written
    *  (tier_oversize +1; @ref untrusted_sizes).  Fixed. */
   uint64_t tier_max_entry_bytes;
-  /* ---- Signed entries (0.2): a config whose size ends before
-   * this field has no trust object. ---- */
   /** Signing and trusted keys (ccache/trust.h), copied at ccache_open() (at
    *  the default instance's creation after ccache_default_init()); NULL
    *  (default): tiers are trusted by declaration.  Since 0.2. */
@@ -233,9 +227,10 @@ typedef struct ccache_config {
    *  only with ccache_config::trust (entries must be signed) or with
    *  CCACHE_TRUST_UNSIGNED here (whoever can write that tier can hand this
    *  process a program to run).  Ignored when ccache_config::trust is set:
-   *  signatures are then checked on every tier.  A config whose size ends
-   *  before this field has 0. */
+   *  signatures are then checked on every tier. */
   uint32_t trust_flags;
+  /* The end of 0.2.0's layout.  Fields appended after it go below, each
+   * read only when the caller's size covers it (else its default). */
 } ccache_config;
 
 /** Default ccache_config::tier_max_entry_bytes: 64 MiB, room to spare over a
@@ -252,6 +247,7 @@ typedef struct ccache_config {
  * tier_min_compile_us 1000, key_mode CCACHE_KEYS_FAST, tier_max_entry_bytes
  * CCACHE_TIER_MAX_ENTRY_DEFAULT, trust_flags 0.
  * @param cfg caller-owned.
+  * @ingroup basic
  */
 CCACHE_API void ccache_config_init(ccache_config *cfg);
 
@@ -271,6 +267,7 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *         CCACHE_ENOTSUP (a trust object without libsodium: fail closed);
  *         CCACHE_ENOMEM; CCACHE_ETHREAD (a thread or lock).  On every error
  *         the caller keeps its tiers and nothing is left running.
+  * @ingroup basic
  */
 CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
 
@@ -285,6 +282,7 @@ CCACHE_API int ccache_open(const ccache_config *cfg, ccache **out);
  * Not concurrently with, nor followed by, any other call on @p c.  Destroys
  * it runs may call in; calls that would add get CCACHE_EBUSY (docs/design.md,
  * "Close and fork").
+  * @ingroup basic
  */
 CCACHE_API int ccache_close(ccache *c);
 
@@ -384,6 +382,7 @@ CCACHE_API void *ccache_program_native(const ccache_program *p);
  * @param c the cache the handle came from; NULL is a no-op.
  * @param p the handle; NULL is a no-op.  Invalid afterwards; a handle a
  *        compile handed to the cache is the cache's (do not release it).
+  * @ingroup basic
  */
 CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
 
@@ -395,6 +394,7 @@ CCACHE_API void ccache_program_release(ccache *c, ccache_program *p);
  * @param cost_bytes as ccache_program_intern() (bytes).
  * @param out as ccache_program_intern().
  * @return as ccache_program_intern().
+  * @ingroup advanced
  */
 CCACHE_API int ccache_program_intern_strong(ccache *c, const ccache_strong_key *pkey, void *native,
                                             uint64_t cost_bytes, ccache_program **out);
@@ -405,6 +405,7 @@ CCACHE_API int ccache_program_intern_strong(ccache *c, const ccache_strong_key *
  * @param pkey the strong key.
  * @param out as ccache_program_fetch().
  * @return as ccache_program_fetch().
+  * @ingroup advanced
  */
 CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *pkey,
                                            ccache_program **out);
@@ -432,6 +433,7 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
  * @param p a live handle of this cache (not consumed).
  * @return CCACHE_OK; CCACHE_EINVAL (also a handle of another cache);
  *         CCACHE_ENOMEM; CCACHE_EBUSY; CCACHE_EFORKED.
+  * @ingroup basic
  */
 CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_program *p);
 
@@ -442,6 +444,7 @@ CCACHE_API int ccache_put(ccache *c, ccache_key key, void *closure, ccache_progr
  * @param closure as ccache_put() (the cache's, on error too).
  * @param p as ccache_put() (not consumed).
  * @return as ccache_put().
+  * @ingroup advanced
  */
 CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *closure,
                                  ccache_program *p);
@@ -456,6 +459,7 @@ CCACHE_API int ccache_put_strong(ccache *c, const ccache_strong_key *key, void *
  * @param out lease, set on CCACHE_OK (release with ccache_lease_release()).
  * @return CCACHE_OK (a hit); CCACHE_MISS (a miss); CCACHE_EINVAL;
  *         CCACHE_EBUSY; CCACHE_EFORKED.
+  * @ingroup basic
  */
 CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
 
@@ -465,6 +469,7 @@ CCACHE_API int ccache_fetch(ccache *c, ccache_key key, ccache_lease *out);
  * @param key the strong key.
  * @param out as ccache_fetch().
  * @return as ccache_fetch().
+  * @ingroup advanced
  */
 CCACHE_API int ccache_fetch_strong(ccache *c, const ccache_strong_key *key, ccache_lease *out);
 
@@ -473,6 +478,7 @@ CCACHE_API int ccache_fetch_strong(ccache *c, const ccache_strong_key *key, ccac
  * closure (then, if last, its program) is destroyed on this thread.
  * @param c the cache the lease came from; NULL is a no-op.
  * @param lease the lease, zeroed on return; NULL or zeroed is a no-op.
+  * @ingroup basic
  */
 CCACHE_API void ccache_lease_release(ccache *c, ccache_lease *lease);
 
@@ -488,7 +494,9 @@ CCACHE_API int ccache_remove(ccache *c, ccache_key key);
 /** @brief ccache_remove() for a strong cache (all 256 bits must match).
  *  @param c the cache.
  *  @param key the strong key.
- *  @return as ccache_remove(). */
+ *  @return as ccache_remove(). 
+ * @ingroup advanced
+ */
 CCACHE_API int ccache_remove_strong(ccache *c, const ccache_strong_key *key);
 
 /**
@@ -551,6 +559,7 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  *         status (to every waiter, same detail; nothing cached);
  *         CCACHE_ENOMEM; CCACHE_EDEADLK (this thread is already compiling
  *         @p key); CCACHE_EBUSY; CCACHE_EFORKED.
+  * @ingroup basic
  */
 CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_fn compile, void *ud,
                                      ccache_lease *out);
@@ -563,6 +572,7 @@ CCACHE_API int ccache_get_or_compile(ccache *c, ccache_key key, ccache_compile_f
  * @param ud as ccache_get_or_compile().
  * @param out as ccache_get_or_compile().
  * @return as ccache_get_or_compile().
+  * @ingroup advanced
  */
 CCACHE_API int ccache_get_or_compile_strong(ccache *c, const ccache_strong_key *key,
                                             ccache_compile_fn compile, void *ud, ccache_lease *out);
@@ -595,6 +605,7 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  * @param out receives a handle (+1) on CCACHE_OK, NULL otherwise.
  * @return as ccache_get_or_compile(), at the program level (no handle to
  *         check: its EINVAL is for NULL arguments only).
+  * @ingroup basic
  */
 CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
                                              ccache_program_compile_fn compile, void *ud,
@@ -609,6 +620,7 @@ CCACHE_API int ccache_program_get_or_compile(ccache *c, ccache_key pkey,
  * @param ud as ccache_program_get_or_compile().
  * @param out as ccache_program_get_or_compile().
  * @return as ccache_program_get_or_compile().
+  * @ingroup advanced
  */
 CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_strong_key *pkey,
                                                     ccache_program_compile_fn compile, void *ud,
@@ -728,6 +740,7 @@ CCACHE_API void ccache_stats_init(ccache_stats *s);
  * @return CCACHE_OK; CCACHE_EINVAL with a detail, nothing written, for NULL
  *         out or a size never set (below offsetof(ccache_stats, hits) + 8 or
  *         above CCACHE_STRUCT_SIZE_MAX); CCACHE_EFORKED.  (void before 0.2.)
+  * @ingroup basic
  */
 CCACHE_API int ccache_stats_get(ccache *c, ccache_stats *out);
 

@@ -118,6 +118,7 @@ typedef enum ccache_status {
  * @param status any int; unknown values get "unknown ccache status".
  * @return a static, NUL-terminated, non-empty string; never NULL.  Never
  *         free it.  Thread-safe.
+  * @ingroup basic
  */
 CCACHE_API const char *ccache_strerror(int status);
 
@@ -128,6 +129,7 @@ CCACHE_API const char *ccache_strerror(int status);
  * @return the line ("" if none; at most 511 bytes), owned by the library,
  *         valid until this thread's next ccache call; never NULL.  Each
  *         thread has its own.
+  * @ingroup basic
  */
 CCACHE_API const char *ccache_error_detail(void);
 

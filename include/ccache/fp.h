@@ -50,7 +50,9 @@ typedef struct ccache_fp {
 } ccache_fp;
 
 /** @brief Start (or restart) a fingerprint: clears any poisoning.
- *  @param fp caller-owned builder. */
+ *  @param fp caller-owned builder. 
+ * @ingroup basic
+ */
 CCACHE_API void ccache_fp_init(ccache_fp *fp);
 /** @brief Append an unsigned 64-bit integer (tag + 8 bytes LE).
  *  @param fp an initialised builder (caller-owned).
@@ -72,7 +74,9 @@ CCACHE_API int ccache_fp_f64(ccache_fp *fp, double v);
  *  @param fp an initialised builder (caller-owned).
  *  @param data the bytes; NULL only when @p len is 0.
  *  @param len their length in bytes.
- *  @return CCACHE_OK; CCACHE_EINVAL (NULL data with len > 0 poisons). */
+ *  @return CCACHE_OK; CCACHE_EINVAL (NULL data with len > 0 poisons). 
+ * @ingroup basic
+ */
 CCACHE_API int ccache_fp_bytes(ccache_fp *fp, const void *data, size_t len);
 /** @brief Append a string of @p len bytes: as ccache_fp_bytes() but tag 0x05
  *  (the string "ab" and the bytes "ab" differ); NULs count, none is read.
@@ -98,7 +102,9 @@ CCACHE_API int ccache_fp_key(ccache_fp *fp, ccache_key key);
  *  unchanged and may go on.
  *  @param fp the builder (read only).
  *  @param out receives the key; untouched on error.
- *  @return CCACHE_OK; CCACHE_EINVAL (also a poisoned or strong builder). */
+ *  @return CCACHE_OK; CCACHE_EINVAL (also a poisoned or strong builder). 
+ * @ingroup basic
+ */
 CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out);
 
 /**
@@ -108,6 +114,7 @@ CCACHE_API int ccache_fp_final(const ccache_fp *fp, ccache_key *out);
  * @param fp caller-owned builder (copyable by value).
  * @return CCACHE_OK; CCACHE_EINVAL; CCACHE_ENOTSUP (no libsodium: the builder
  *         refuses every later call).  The first one runs sodium_init().
+  * @ingroup advanced
  */
 CCACHE_API int ccache_fp_init_strong(ccache_fp *fp);
 
@@ -116,6 +123,7 @@ CCACHE_API int ccache_fp_init_strong(ccache_fp *fp);
  * @param fp a builder from ccache_fp_init_strong() (read only).
  * @param out receives the key; untouched on error.
  * @return CCACHE_OK; CCACHE_EINVAL (also a poisoned or fast builder).
+  * @ingroup advanced
  */
 CCACHE_API int ccache_fp_final_strong(const ccache_fp *fp, ccache_strong_key *out);
 
@@ -185,6 +193,7 @@ CCACHE_API int ccache_fp_graph(const ccache_fp_node *nodes, size_t n_nodes,
  * @param out receives the key.
  * @return CCACHE_OK; CCACHE_EINVAL (as ccache_fp_graph()); CCACHE_ENOTSUP
  *         (no libsodium); nothing written on error.  Reentrant.
+  * @ingroup advanced
  */
 CCACHE_API int ccache_fp_graph_strong(const ccache_fp_node *nodes, size_t n_nodes,
                                       const ccache_fp_ref *outputs, size_t n_outputs,

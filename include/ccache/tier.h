@@ -205,8 +205,8 @@ typedef struct ccache_tier_ops {
   uint64_t poll_max_ms; /**< backoff cap, ms, >= poll_ms */
   uint64_t wait_ms;     /**< total wait for a busy lock before compiling without
                              it, ms (0: never wait) */
-  /* ---- Appended in 0.2; zero (NULL) keeps the behaviour a
-   * backend without them had. ---- */
+  /* The optional ops: zero (NULL) keeps the behaviour of a backend
+   * without them. */
   /**
    * Remove the entry for @p pkey only if it is still what get() returned;
    * used instead of remove() when set (@ref tier_ops).
@@ -243,8 +243,8 @@ typedef struct ccache_tier_ops {
    * @return CCACHE_OK; CCACHE_MISS if @p part is past the last part.
    */
   int (*health)(void *state, uint32_t part, struct ccache_tier_health *out);
-  /* ---- Appended in 0.2: leases carrying the signed token of a
-   * cache with ccache_config::trust.  NULL: no value; no reader waits. ---- */
+  /* Leases carrying the signed token of a cache with ccache_config::trust.
+   * NULL: no value; no reader waits. */
   /**
    * lock() that stores @p value (up to 160 bytes) for lease_peek(); used
    * instead of lock() by a cache with a signing key.  Returns as lock().
@@ -274,10 +274,10 @@ typedef struct ccache_tier_ops {
    *         +1, taken as not held.
    */
   int (*lease_peek)(void *state, ccache_key pkey, void *buf, size_t cap, size_t *len);
-  /* ---- Appended in 0.2: safe by default (ccache_config::trust_flags).  An
-   * ops struct whose size ends before flags gets 0. ---- */
   /** CCACHE_TIER_* flags; 0: a tier others can write. */
   uint32_t flags;
+  /* The end of 0.2.0's layout (CCACHE_TIER_OPS_SIZE_V1); appended fields
+   * go below. */
 } ccache_tier_ops;
 
 /** ccache_tier_ops::flags: only the effective user can write this
@@ -288,9 +288,11 @@ typedef struct ccache_tier_ops {
  *  ccache_config::trust or CCACHE_TRUST_UNSIGNED. */
 #define CCACHE_TIER_PRIVATE 0x1u
 
-/** The size of ccache_tier_ops before flags: the smallest
- *  ccache_tier_ops::size ccache_tier_custom() accepts. */
-#define CCACHE_TIER_OPS_SIZE_V1 (offsetof(ccache_tier_ops, flags))
+/** The size of 0.2.0's ccache_tier_ops (every field up to flags), the first
+ *  layout: the smallest ccache_tier_ops::size ccache_tier_custom() accepts.
+ *  A field appended after it is 0 (NULL) when a caller's size ends before
+ *  it. */
+#define CCACHE_TIER_OPS_SIZE_V1 (offsetof(ccache_tier_ops, flags) + sizeof(uint32_t))
 
 /** Most renewal groups one tier may declare (ccache_tier_ops::renew_groups). */
 #define CCACHE_MAX_RENEW_GROUPS 64u
@@ -306,6 +308,7 @@ typedef struct ccache_tier_ops {
  *        ccache_open() or ccache_default_init() takes it (else
  *        ccache_tier_free()).
  * @return CCACHE_OK; CCACHE_EINVAL; CCACHE_ENOMEM (malloc, not the hook).
+  * @ingroup advanced
  */
 CCACHE_API int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **out);
 
@@ -346,15 +349,15 @@ typedef struct ccache_tier_health {
   uint64_t leases_held;     /**< gauge: compile locks this cache holds on it now */
   uint64_t leases_lost;     /**< leases whose renewal failed (tier_leases_lost, per part) */
   uint64_t lock_waits;      /**< lock attempts answered CCACHE_EBUSY */
-  /* Appended in 0.2: a caller whose size ends before them gets the fields above. */
   uint64_t fallback_reads;  /**< hits here for keys whose first server is another */
   uint64_t fallback_writes; /**< writes here because the keys' earlier servers were down */
   uint64_t failovers;       /**< new primary addresses followed (Sentinel; 0 otherwise) */
 } ccache_tier_health;
 
-/** The size of ccache_tier_health before fallback_reads: the smallest
- * out->size ccache_tier_health_get() accepts. */
-#define CCACHE_TIER_HEALTH_SIZE_V1 (offsetof(ccache_tier_health, fallback_reads))
+/** The size of 0.2.0's ccache_tier_health (every field up to failovers), the
+ *  first layout: the smallest out->size ccache_tier_health_get() accepts.
+ *  A field appended after it is not written when out->size ends before it. */
+#define CCACHE_TIER_HEALTH_SIZE_V1 (offsetof(ccache_tier_health, failovers) + sizeof(uint64_t))
 
 /**
  * @brief Report the health of one part (a server) of one of a cache's tiers;

@@ -88,6 +88,7 @@ typedef struct ccache_trust ccache_trust;
  * @brief Whether this build can sign and verify (libsodium is in it and
  * initialised).
  * @return 1 or 0.  Thread-safe.
+  * @ingroup advanced
  */
 CCACHE_API int ccache_trust_available(void);
 
@@ -96,6 +97,7 @@ CCACHE_API int ccache_trust_available(void);
  * @param out receives it, owned by the caller (free with
  *        ccache_trust_free()); untouched on error.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL out); CCACHE_ENOMEM.  Thread-safe.
+  * @ingroup advanced
  */
 CCACHE_API int ccache_trust_new(ccache_trust **out);
 
@@ -104,6 +106,7 @@ CCACHE_API int ccache_trust_new(ccache_trust **out);
  * @param t from ccache_trust_new(), or NULL (no-op).  Caches opened with it
  *        keep their own copies, so it may be freed right after
  *        ccache_open().  Not to be called concurrently with other use of @p t.
+  * @ingroup advanced
  */
 CCACHE_API void ccache_trust_free(ccache_trust *t);
 
@@ -120,6 +123,7 @@ CCACHE_API void ccache_trust_free(ccache_trust *t);
  *         others: the detail names the path, its mode and owner); CCACHE_EIO (cannot be opened or
  *         read); CCACHE_ENOTSUP (built without libsodium).  The detail is
  *         ccache_error_detail().  Not thread-safe on one @p t.
+  * @ingroup advanced
  */
 CCACHE_API int ccache_trust_set_signing_key_file(ccache_trust *t, const char *path);
 
@@ -133,6 +137,7 @@ CCACHE_API int ccache_trust_set_signing_key_file(ccache_trust *t, const char *pa
  *         CCACHE_TRUST_MAX_KEYS keys already: the detail says which);
  *         CCACHE_ENOTSUP (built without libsodium).  Not thread-safe on
  *         one @p t.
+  * @ingroup advanced
  */
 CCACHE_API int ccache_trust_add_key(ccache_trust *t, const char *text);
 
@@ -145,6 +150,7 @@ CCACHE_API int ccache_trust_add_key(ccache_trust *t, const char *text);
  *         writable by group or others: the detail names the path, its mode
  *         and owner); CCACHE_EIO (cannot be opened or read: the detail names
  *         the path).  Not thread-safe on one @p t.
+  * @ingroup advanced
  */
 CCACHE_API int ccache_trust_add_key_file(ccache_trust *t, const char *path);
 
@@ -162,6 +168,7 @@ CCACHE_API int ccache_trust_add_key_file(ccache_trust *t, const char *path);
  * @param unix_ms the time, ms since 1970-01-01 UTC; 0 (default): none.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL @p t); CCACHE_ENOTSUP (built
  *         without libsodium).  Not thread-safe on one @p t.  Since 0.2.
+  * @ingroup advanced
  */
 CCACHE_API int ccache_trust_set_not_before(ccache_trust *t, uint64_t unix_ms);
 
@@ -175,6 +182,7 @@ CCACHE_API int ccache_trust_set_not_before(ccache_trust *t, uint64_t unix_ms);
  *         CCACHE_EIO (a file exists already or cannot be written: the
  *         detail names it; nothing is left behind); CCACHE_ENOTSUP (built
  *         without libsodium).  Thread-safe.
+  * @ingroup advanced
  */
 CCACHE_API int ccache_trust_generate(const char *name, const char *secret_path,
                                      const char *public_path);

@@ -7,15 +7,10 @@
 #include "core/readers.h"
 #include "tier/tier.h"
 
-/* Whether a caller's config is long enough to hold a field (fields were
- * appended over versions: tiers, then the event hook). */
-#define CFG_HAS(cfg, field) ((cfg)->size >= offsetof(ccache_config, field) + sizeof((cfg)->field))
-
 bool ccache__config_valid(const ccache_config *cfg) {
   /* The size bound and the marker catch a struct that never went through
-   * ccache_config_init(): its allocator fields would be garbage.  Fields
-   * appended later (the tiers) take their defaults when a caller's struct
-   * ends before them. */
+   * ccache_config_init(): its allocator fields would be garbage.  Every
+   * field of 0.2.0's layout is there (CCACHE__CONFIG_MIN_SIZE). */
   if (cfg->size < CCACHE__CONFIG_MIN_SIZE || cfg->size > CCACHE_STRUCT_SIZE_MAX ||
       cfg->magic != CCACHE_CONFIG_MAGIC) {
     ccache__detail("ccache_config: size %u, magic 0x%08x: not set up by ccache_config_init()",
@@ -23,7 +18,7 @@ bool ccache__config_valid(const ccache_config *cfg) {
     return 0;
   }
   if (ccache__tiers_check(cfg) != CCACHE_OK) return 0; /* it says why */
-  if (CFG_HAS(cfg, n_tiers) && cfg->n_tiers > 0 && !cfg->codec) {
+  if (cfg->n_tiers > 0 && !cfg->codec) {
     /* Without a codec no tier is ever asked or written: refuse rather than
      * open a cache whose tiers silently do nothing. */
     ccache__detail(
@@ -117,10 +112,8 @@ int ccache_open(const ccache_config *cfg, ccache **out) {
   c->clock_ms = cfg->clock_ms;
   c->ctx = cfg->ctx;
   c->sweeper_enabled = cfg->sweeper_thread != 0;
-  if (CFG_HAS(cfg, event_ctx)) {
-    c->on_event = cfg->on_event;
-    c->event_ctx = cfg->event_ctx;
-  }
+  c->on_event = cfg->on_event;
+  c->event_ctx = cfg->event_ctx;
   c->strong = ccache__config_key_mode(cfg) == CCACHE_KEYS_STRONG;
   c->klen = c->strong ? (uint32_t)sizeof(ccache_strong_key) : (uint32_t)sizeof(ccache_key);
   c->next_idx = 1;

@@ -280,14 +280,10 @@ static inline ccache_strong_key ccache__fast_key(ccache_key key) {
  * fast cache takes ccache_key calls only, a strong one the *_strong calls. */
 static inline bool ccache__mode_ok(const ccache *c, bool strong) { return c->strong == strong; }
 
-/* Every ccache_config accepted by ccache_open() is at least this long (the
- * struct as of 0.1: the fields before the tier fields). */
-#define CCACHE__CONFIG_MIN_SIZE offsetof(ccache_config, codec)
-/* The key mode of a config (fast when its size ends before the field). */
-static inline uint32_t ccache__config_key_mode(const ccache_config *cfg) {
-  return cfg->size >= offsetof(ccache_config, key_mode) + sizeof cfg->key_mode ? cfg->key_mode
-                                                                               : CCACHE_KEYS_FAST;
-}
+/* Every ccache_config accepted by ccache_open() holds 0.2.0's layout, the
+ * first with a size and a magic: every field up to trust_flags. */
+#define CCACHE__CONFIG_MIN_SIZE (offsetof(ccache_config, trust_flags) + sizeof(uint32_t))
+static inline uint32_t ccache__config_key_mode(const ccache_config *cfg) { return cfg->key_mode; }
 
 /* ================================================================ floor 1 */
 

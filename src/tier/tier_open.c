@@ -27,7 +27,7 @@ int ccache_tier_custom(const ccache_tier_ops *ops, void *state, ccache_tier **ou
   if (ops->renew_group && ops->renew_groups > CCACHE_MAX_RENEW_GROUPS) return CCACHE_EINVAL;
   ccache_tier *t = calloc(1, sizeof *t);
   if (!t) return CCACHE_ENOMEM;
-  /* A struct that ends before the fields appended since keeps them 0. */
+  /* A struct that ends before a field appended after 0.2.0 keeps it 0. */
   memcpy(&t->ops, ops, ops->size < sizeof t->ops ? ops->size : sizeof t->ops);
   t->ops.size = sizeof t->ops;
   if (!t->ops.name) t->ops.name = "custom";
@@ -46,13 +46,11 @@ void ccache_tier_free(ccache_tier *t) {
 
 /* ------------------------------------------------------------- open, close */
 
-/* The tier fields exist only in configs whose size covers them: a caller
- * built before them passes a shorter struct (CCACHE__CONFIG_MIN_SIZE), and
- * reading past its end would read its stack. */
-#define CFG_HAS(cfg, field) ((cfg)->size >= offsetof(ccache_config, field) + sizeof((cfg)->field))
+/* Every field read here is in 0.2.0's layout, which ccache_open() requires
+ * of every config; a field appended later is read only when the caller's
+ * size covers it (offsetof + sizeof), else it has its default. */
 
 int ccache__tiers_check(const ccache_config *cfg) {
-  if (!CFG_HAS(cfg, n_tiers)) return CCACHE_OK; /* no tiers */
   const ccache_codec *k = cfg->codec;
   const char *why = NULL;
   if (k && (!k->encode || !k->free_bytes || !k->decode))
@@ -61,7 +59,7 @@ int ccache__tiers_check(const ccache_config *cfg) {
     why = "more than CCACHE_MAX_TIERS tiers";
   else if (cfg->n_tiers && !cfg->tiers)
     why = "n_tiers > 0 with tiers NULL";
-  else if (CFG_HAS(cfg, tier_max_entry_bytes) && cfg->tier_max_entry_bytes == 0)
+  else if (cfg->tier_max_entry_bytes == 0)
     why = "tier_max_entry_bytes 0 (the default is CCACHE_TIER_MAX_ENTRY_DEFAULT)";
   for (uint32_t i = 0; !why && i < cfg->n_tiers; i++) {
     if (!cfg->tiers[i] || atomic_load(&cfg->tiers[i]->owner))
@@ -77,8 +75,8 @@ int ccache__tiers_check(const ccache_config *cfg) {
 /* Fail closed (ccache_config::trust_flags): with a codec, a tier others can
  * write needs keys or the explicit CCACHE_TRUST_UNSIGNED. */
 static int shared_tiers_ok(const ccache_config *cfg) {
-  if (!cfg->codec || (CFG_HAS(cfg, trust) && cfg->trust)) return CCACHE_OK;
-  if (CFG_HAS(cfg, trust_flags) && (cfg->trust_flags & CCACHE_TRUST_UNSIGNED)) return CCACHE_OK;
+  if (!cfg->codec || cfg->trust) return CCACHE_OK;
+  if (cfg->trust_flags & CCACHE_TRUST_UNSIGNED) return CCACHE_OK;
   for (uint32_t i = 0; i < cfg->n_tiers; i++) {
     const ccache_tier *t = cfg->tiers[i];
     if ((t->ops.flags & CCACHE_TIER_PRIVATE) || t->kept_disabled) continue;
@@ -111,11 +109,11 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
   /* Fail closed: a trust object this build cannot honour (no libsodium) or
    * that holds no key refuses the open, whatever the tiers. */
   struct ccache_trust *trust = NULL;
-  if (CFG_HAS(cfg, trust) && cfg->trust) {
+  if (cfg->trust) {
     int trc = ccache__trust_copy(&trust, mem, cfg->trust);
     if (trc != CCACHE_OK) return trc;
   }
-  if (!CFG_HAS(cfg, n_tiers) || (cfg->n_tiers == 0 && !cfg->codec)) {
+  if (cfg->n_tiers == 0 && !cfg->codec) {
     ccache__trust_release(trust, mem);
     return CCACHE_OK;
   }
@@ -147,17 +145,12 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
     ts->has_codec = 1;
   }
   ts->tag_hash = ccache__tier_tag_hash(cfg->runtime_tag);
-  /* A config that ends before key_mode is a fast cache's. */
-  ts->strong = cfg->size >= offsetof(ccache_config, key_mode) + sizeof cfg->key_mode &&
-               cfg->key_mode == CCACHE_KEYS_STRONG;
+  ts->strong = cfg->key_mode == CCACHE_KEYS_STRONG;
   ts->min_compile_us = cfg->tier_min_compile_us;
-  ts->max_entry = CFG_HAS(cfg, tier_max_entry_bytes) ? cfg->tier_max_entry_bytes
-                                                     : CCACHE_TIER_MAX_ENTRY_DEFAULT;
+  ts->max_entry = cfg->tier_max_entry_bytes;
   if (ts->max_entry > CCACHE__TIER_MAX_ENTRY) ts->max_entry = CCACHE__TIER_MAX_ENTRY;
-  if (CFG_HAS(cfg, event_ctx)) {
-    ts->on_event = cfg->on_event;
-    ts->event_ctx = cfg->event_ctx;
-  }
+  ts->on_event = cfg->on_event;
+  ts->event_ctx = cfg->event_ctx;
   *out = ts;
   /* Without a codec the tiers are only owned (and closed at close). */
   if (!ts->has_codec) return CCACHE_OK;
