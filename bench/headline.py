@@ -44,6 +44,12 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "RESULTS.md")
     rows = summary_rows(path)
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("- machine:"):
+                cpu = line.split(":", 1)[1].split(";")[0].strip()
+                print(f"Measured on {cpu} (bench/RESULTS.md names the run).\n")
+                break
     print("| figure | measured | ratio: median [min, max] (reps) | target | status |")
     print("|---|---|---|---|---|")
     for prefix, label in ROWS:
