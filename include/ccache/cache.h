@@ -677,8 +677,8 @@ typedef struct ccache_stats {
   uint64_t compile_ns;         /**< ns in closure compiles, nested slow paths excluded.
                                     Changed in 0.2 */
   uint64_t sweeper_wakeups;    /**< sweeper waits that ended at their deadline.  Since 0.2 */
-  /* ---- Persistent tiers (0.2).  Each program miss that asks the tiers
-   * ends in exactly one of tier_hits / tier_misses. ---- */
+  /* ---- Persistent tiers.  Each program miss that asks the tiers ends in
+   * exactly one of tier_hits / tier_misses. ---- */
   uint64_t tier_hits;          /**< program misses served by a tier (decoded, no compile) */
   uint64_t tier_misses;        /**< program misses the tiers did not serve (then compiled) */
   uint64_t tier_writes;        /**< successful puts, one per tier written (fills included) */
@@ -691,7 +691,7 @@ typedef struct ccache_stats {
   uint64_t tier_leases_lost;   /**< compile leases whose renewal failed.  Since 0.2 */
   uint64_t tier_lock_timeouts; /**< directory-tier size updates deferred past io_lock_ms,
                                     and writes withheld at its cap's bound */
-  /* ---- First use (0.2; one block: fields move together) ---- */
+  /* ---- Handles, program-level single-flight, misses of evicted keys ---- */
   uint64_t handles_out;              /**< gauge: program handles not yet released */
   uint64_t program_waits;            /**< program-level single-flight joins */
   uint64_t program_compile_failures; /**< program compile callbacks that failed */
@@ -700,17 +700,17 @@ typedef struct ccache_stats {
   uint64_t misses_evicted;           /**< misses on a key among the last 64 evicted
                                           for capacity or cost: a large share of
                                           misses means a bound below the working set */
-  /* ---- Untrusted sizes (0.2) ---- */
+  /* ---- Untrusted sizes ---- */
   /** Tier entries over ccache_config::tier_max_entry_bytes found (a miss;
    *  often counted twice per miss), and programs not written for it. */
   uint64_t tier_oversize;
-  /* ---- Signed entries (0.2) ---- */
+  /* ---- Signed entries ---- */
   uint64_t tier_rejected;    /**< lookups that found an intact entry ccache_config::trust
                                   refused (not decoded, copied or removed; a writer looks
                                   again after its compile lock, so often twice per miss) */
   uint64_t tier_unpublished; /**< programs a reader (trusted keys, no signing key) compiled
                                   and did not write to its tiers */
-  /* ---- Read side (0.2; one block) ---- */
+  /* ---- Read side ---- */
   /** How hits are ordered against writers, the same for every cache of the
    *  process (decided at its first ccache_open()): CCACHE_READ_SIDE_MEMBARRIER
    *  (no fence on the hit path; writers use Linux's membarrier(2)) or
