@@ -320,21 +320,39 @@ int ccache__disk_put(void *state, ccache_key key, const void *blob, size_t len) 
   return rc;
 }
 
+/* The first steps of both removes: name moved aside and measured.  true
+ * (and its size) if the aside holds an entry to remove; false and *rc
+ * otherwise: CCACHE_MISS (no entry), CCACHE_OK (taken over by a sweep in
+ * between, which accounted it), CCACHE_EIO (a failure, or not an entry:
+ * put back). */
+static bool entry_aside(disk *d, int sfd, const char *name, char aside[REL_MAX], uint64_t *size,
+                        int *rc) {
+  if (ccache__disk_move_aside(d, sfd, name, ".", aside) != 0) {
+    *rc = errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
+    return false;
+  }
+  struct stat st;
+  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    *rc = errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
+    *rc = CCACHE_EIO;
+    return false;
+  }
+  *size = (uint64_t)st.st_size;
+  return true;
+}
+
 /* Moved aside first, so what is subtracted is exactly the file removed.
  * Whoever unlinks an aside subtracts it: if a sweep took it over (this
  * process stalled an hour in between), the sweep did. */
 static int remove_in(disk *d, int sfd, const char *name) {
   char aside[REL_MAX];
-  if (ccache__disk_move_aside(d, sfd, name, ".", aside) != 0)
-    return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
-  struct stat st;
-  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
-  if (!S_ISREG(st.st_mode)) {
-    renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
-    return CCACHE_EIO;
-  }
-  uint64_t size = (uint64_t)st.st_size;
+  uint64_t size = 0;
+  int rc = CCACHE_OK;
+  if (!entry_aside(d, sfd, name, aside, &size, &rc)) return rc;
   if (unlinkat(sfd, aside, 0) != 0) /* taken over: accounted there; else swept later */
     return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
   account(d, -(int64_t)size);
@@ -366,17 +384,9 @@ static bool file_holds(int dfd, const char *rel, const void *blob, size_t len) {
  * finds no entry: the residual race, stated in the header. */
 static int remove_if_in(disk *d, int sfd, const char *name, const void *blob, size_t len) {
   char aside[REL_MAX];
-  if (ccache__disk_move_aside(d, sfd, name, ".", aside) != 0)
-    return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
-  struct stat st;
-  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
-  if (!S_ISREG(st.st_mode)) {
-    renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
-    return CCACHE_EIO;
-  }
-  uint64_t size = (uint64_t)st.st_size;
+  uint64_t size = 0;
   int rc = CCACHE_OK;
+  if (!entry_aside(d, sfd, name, aside, &size, &rc)) return rc;
   if (!file_holds(sfd, aside, blob, len)) {
     rc = CCACHE_MISS; /* published after our read: it stays */
     if (linkat(sfd, aside, sfd, name, 0) == 0) size = 0;
