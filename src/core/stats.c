@@ -91,7 +91,6 @@ int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part, ccache_tier_
   return ccache__tier_health(c->tiers, tier, part, out);
 }
 
-
 int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
   if (!s || !size_ok(s) || (!buf && len)) return CCACHE_EINVAL;
   size_t n = 0; /* the whole line's length, as snprintf counts */
