@@ -298,7 +298,7 @@ int main(int argc, char **argv) {
            f.membarrier, f.barrier_ns, f.sweep_blocks, f.sweep_heavy);
     return 0;
   }
-  bench_parse(argc, argv, &o, "issue 36: the writers' cost of the membarrier read side", false);
+  bench_parse(argc, argv, &o, "the writers' cost of the membarrier read side", false);
   char self[4096];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   BENCH_CHECK(len > 0, "readlink /proc/self/exe");
