@@ -398,9 +398,13 @@ static void key_files(void **state) {
   assert_non_null(strstr(ccache_error_detail(), sec));
   assert_non_null(strstr(ccache_error_detail(), "0640"));
   assert_int_equal(chmod(sec, 0600), 0);
-  /* The public file (0644) is refused as a secret; private, it is still
-   * not a secret key; and a secret is not a public key. */
-  assert_int_equal(ccache_trust_set_signing_key_file(t, pub), CCACHE_EPERM);
+  /* The public file (0644) given as the secret one is named for what it
+   * is (not "not private"); private, it is still not a secret key; and a
+   * secret is not a public key. */
+  assert_int_equal(ccache_trust_set_signing_key_file(t, pub), CCACHE_EINVAL);
+  print_message("the public file as the signing key: %s\n", ccache_error_detail());
+  assert_non_null(strstr(ccache_error_detail(), "is a public key file"));
+  assert_null(strstr(ccache_strerror(CCACHE_EPERM), "tier's directory"));
   assert_int_equal(chmod(pub, 0600), 0);
   assert_int_equal(ccache_trust_set_signing_key_file(t, pub), CCACHE_EINVAL);
   assert_int_equal(chmod(pub, 0644), 0);
@@ -452,6 +456,23 @@ static void keys_tool(void **state) {
   snprintf(cmd, sizeof cmd, "'%s' 2>/dev/null", CCACHE_KEYS_TOOL);
   st = system(cmd);
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  /* --help and -h: the usage on stdout, status 0. */
+  for (int i = 0; i < 2; i++) {
+    char out[1024];
+    snprintf(out, sizeof out, "%s/help.txt", f->keys);
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>/dev/null", CCACHE_KEYS_TOOL, i ? "-h" : "--help",
+             out);
+    st = system(cmd);
+    size_t hn = 0;
+    char *help = (char *)t_slurp(out, &hn);
+    assert_non_null(help);
+    print_message("closure-cache-keys %s: exit %d, %zu bytes on stdout\n", i ? "-h" : "--help",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, hn);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_non_null(strstr(help, "usage: closure-cache-keys generate"));
+    free(help);
+    unlink(out);
+  }
   size_t n = 0;
   char *text = (char *)t_slurp(pub, &n);
   assert_non_null(text);

@@ -162,7 +162,7 @@ static int run_child(void (*fn)(const void *), const void *arg) {
  * accepts "unsigned" only. */
 static void default_child(const void *arg) {
   const char *trust = arg;
-  setenv("CLOSURE_CACHE_REDIS", "127.0.0.1:1", 1);
+  setenv("CLOSURE_CACHE_REDIS", "127.0.0.1:1,127.0.0.1:2", 1);
   unsetenv("CLOSURE_CACHE_TRUSTED_KEYS");
   unsetenv("CLOSURE_CACHE_SIGNING_KEY_FILE");
   if (trust)
@@ -189,15 +189,18 @@ static void default_child(const void *arg) {
   memset(&h, 0, sizeof h);
   h.size = sizeof h;
   CHILD_CHECK(ccache_tier_health_get(c, 0, 0, &h) == CCACHE_OK);
-  fprintf(stderr, "CLOSURE_CACHE_TRUST=%s: tier 0 (%s) status %u, last_error \"%s\"\n",
-          trust ? trust : "(unset)", h.kind, h.status, h.last_error);
+  fprintf(stderr,
+          "CLOSURE_CACHE_TRUST=%s: tier 0 (%s) status %u, where \"%s\", last_error \"%s\"\n",
+          trust ? trust : "(unset)", h.kind, h.status, h.where, h.last_error);
   t_compiler comp = {0};
   CHILD_CHECK(t_goc(c, PK(1), &comp, CCACHE_OK) == 1);
   ccache_stats s = t_stats(c);
   if (!trust) {
     CHILD_CHECK(h.status == CCACHE_TIER_DISABLED);
     CHILD_CHECK(strstr(h.last_error, "CLOSURE_CACHE_TRUSTED_KEYS") != NULL);
-    CHILD_CHECK(s.tier_errors == 0); /* never asked */
+    CHILD_CHECK(h.parts == 1);
+    CHILD_CHECK(strcmp(h.where, "127.0.0.1:1, 127.0.0.1:2") == 0); /* the servers it was given */
+    CHILD_CHECK(s.tier_errors == 0);                               /* never asked */
   } else {
     CHILD_CHECK(h.status != CCACHE_TIER_DISABLED);
     CHILD_CHECK(s.tier_errors >= 1); /* asked, nothing listens */

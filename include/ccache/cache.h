@@ -726,6 +726,61 @@ typedef struct ccache_stats {
 } ccache_stats;
 
 /**
+ * @brief Every field of ccache_stats after `size`, in struct order, as
+ *        `X(name)`: for code that mirrors the struct (ccache_stats_format()
+ *        and the bindings use it), so a field appended to ccache_stats,
+ *        and appended here, reaches them all.  Since 0.2.
+ */
+// clang-format off
+#define CCACHE_STATS_FIELDS(X) \
+  X(hits) \
+  X(misses) \
+  X(inserts) \
+  X(replaced) \
+  X(evicted_capacity) \
+  X(evicted_ttl) \
+  X(evicted_cost) \
+  X(removed) \
+  X(cleared) \
+  X(items) \
+  X(programs) \
+  X(programs_destroyed) \
+  X(closures_destroyed) \
+  X(leases_out) \
+  X(cost_bytes) \
+  X(program_hits) \
+  X(program_misses) \
+  X(compiles) \
+  X(program_compiles) \
+  X(compile_failures) \
+  X(waits) \
+  X(compile_ns) \
+  X(sweeper_wakeups) \
+  X(tier_hits) \
+  X(tier_misses) \
+  X(tier_writes) \
+  X(tier_errors) \
+  X(tier_corrupt) \
+  X(tier_bytes_read) \
+  X(tier_bytes_written) \
+  X(tier_lock_waits) \
+  X(tier_wait_ms_max) \
+  X(tier_leases_lost) \
+  X(tier_lock_timeouts) \
+  X(handles_out) \
+  X(program_waits) \
+  X(program_compile_failures) \
+  X(program_compile_ns) \
+  X(misses_evicted) \
+  X(tier_oversize) \
+  X(tier_rejected) \
+  X(tier_unpublished) \
+  X(read_side) \
+  X(reader_blocks) \
+  X(heavy_barriers)
+// clang-format on
+
+/**
  * @brief Prepare a stats struct: zero it and set its size (sizeof *s).
  * @param s caller-owned.  Since 0.2.
  */

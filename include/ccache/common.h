@@ -103,7 +103,7 @@ CCACHE_API unsigned ccache_version(void);
   X(ENOTSUP, -8,                                                              \
     "not supported by this build (e.g. the Redis tier without "               \
     "hiredis)")                                                               \
-  X(EPERM, -9, "refused: a tier's directory is not private to this user")     \
+  X(EPERM, -9, "refused: a file or directory is not private to this user")    \
   X(EIO, -10, "a tier could not be opened or used (I/O error)")
 
 /** Status codes returned by ccache calls. */

@@ -393,9 +393,11 @@ typedef struct ccache_disk_options {
   uint64_t max_bytes;         /**< size cap, bytes: CCACHE_UNBOUNDED (default) or >= 1.
                                    Cleaned (LRU, to 90 %) off the miss path from the cap
                                    up; the entry files stay under max_bytes + max_bytes/10
-                                   plus one entry per write in progress: a write over that
-                                   waits up to io_lock_ms for the cleaner, then is withheld
-                                   (a tier error).  Since 0.2 */
+                                   plus one entry: a write puts its bytes into the total
+                                   before it publishes, and over that line waits up to
+                                   io_lock_ms for the cleaner, then is withheld (a tier
+                                   error), as it is when the size file's lock cannot be had
+                                   within io_lock_ms.  Since 0.2 */
   int fsync;                  /**< 1: fsync file and directory on publish; 0 (default) */
   uint64_t lock_poll_ms;      /**< first wait between lock attempts, ms (>= 1; default 10) */
   uint64_t lock_poll_max_ms;  /**< backoff cap, ms (>= lock_poll_ms; default 100) */

@@ -117,7 +117,8 @@ CCACHE_API void ccache_trust_free(ccache_trust *t);
  * @param path the secret key file, NUL-terminated; not kept.
  * @return CCACHE_OK; CCACHE_EINVAL (NULL argument; a file that is not one
  *         `NAME:BASE64` line of a 64-byte key, or whose stored public half
- *         is not the one its seed makes; a signing key already set);
+ *         is not the one its seed makes; a signing key already set; a
+ *         public key file, whatever its mode: the detail says so);
  *         CCACHE_EPERM (not a regular file, owned by another user than the
  *         effective one or root, or readable or writable by group or
  *         others: the detail names the path, its mode and owner); CCACHE_EIO (cannot be opened or

@@ -91,56 +91,6 @@ int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part, ccache_tier_
   return ccache__tier_health(c->tiers, tier, part, out);
 }
 
-/* Every field after size, in struct order, with its name. */
-// clang-format off
-#define CCACHE__STATS_FIELDS(X) \
-  X(hits) \
-  X(misses) \
-  X(inserts) \
-  X(replaced) \
-  X(evicted_capacity) \
-  X(evicted_ttl) \
-  X(evicted_cost) \
-  X(removed) \
-  X(cleared) \
-  X(items) \
-  X(programs) \
-  X(programs_destroyed) \
-  X(closures_destroyed) \
-  X(leases_out) \
-  X(cost_bytes) \
-  X(program_hits) \
-  X(program_misses) \
-  X(compiles) \
-  X(program_compiles) \
-  X(compile_failures) \
-  X(waits) \
-  X(compile_ns) \
-  X(sweeper_wakeups) \
-  X(tier_hits) \
-  X(tier_misses) \
-  X(tier_writes) \
-  X(tier_errors) \
-  X(tier_corrupt) \
-  X(tier_bytes_read) \
-  X(tier_bytes_written) \
-  X(tier_lock_waits) \
-  X(tier_wait_ms_max) \
-  X(tier_leases_lost) \
-  X(tier_lock_timeouts) \
-  X(handles_out) \
-  X(program_waits) \
-  X(program_compile_failures) \
-  X(program_compile_ns) \
-  X(misses_evicted) \
-  X(tier_oversize) \
-  X(tier_rejected) \
-  X(tier_unpublished) \
-  X(read_side) \
-  X(reader_blocks) \
-  X(heavy_barriers)
-// clang-format on
-
 int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
   if (!s || !size_ok(s) || (!buf && len)) return CCACHE_EINVAL;
   size_t n = 0; /* the whole line's length, as snprintf counts */
@@ -153,13 +103,13 @@ int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
     n += (size_t)k;                                                                                \
     sep = " ";                                                                                     \
   }
-  CCACHE__STATS_FIELDS(CCACHE__STATS_FORMAT)
+  CCACHE_STATS_FIELDS(CCACHE__STATS_FORMAT)
 #undef CCACHE__STATS_FORMAT
   if (len && n >= len) buf[len - 1] = '\0';
   if (len && n == 0) buf[0] = '\0';
   return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
-/* A field added to ccache_stats must be added to the list above too. */
+/* A field added to ccache_stats must be added to CCACHE_STATS_FIELDS too. */
 _Static_assert(offsetof(ccache_stats, heavy_barriers) + sizeof(uint64_t) == sizeof(ccache_stats),
-               "ccache_stats gained a field: add it to CCACHE__STATS_FIELDS");
+               "ccache_stats gained a field: add it to CCACHE_STATS_FIELDS (cache.h)");

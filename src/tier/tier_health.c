@@ -42,6 +42,26 @@ void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, ccache_key key, con
   if (ts->on_event) ccache__tier_event(ts, CCACHE_EVENT_TIER_ERROR, i, key, op, rc, err, reason);
 }
 
+/* A kept-disabled tier was never used, and is one part: where it would
+ * have gone, every part's `where` in list order ("a, b, ..."; cut short at
+ * the field's end), from the backend's health of a tier never connected. */
+static void kept_where(struct ccache__tiers *ts, ccache_tier *t, ccache_tier_health *h) {
+  size_t at = 0;
+  for (uint32_t p = 0, n = 1; p < n; p++) {
+    ccache_tier_health one;
+    memset(&one, 0, sizeof one);
+    one.size = sizeof one;
+    int rc;
+    CCACHE__IN_FRAME(ts, rc = t->ops.health(t->state, p, &one));
+    if (rc != CCACHE_OK) break;
+    n = one.parts ? one.parts : 1;
+    one.where[sizeof one.where - 1] = '\0';
+    int k = snprintf(h->where + at, sizeof h->where - at, "%s%s", p ? ", " : "", one.where);
+    if (k < 0 || (size_t)k >= sizeof h->where - at) break;
+    at += (size_t)k;
+  }
+}
+
 int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,
                         ccache_tier_health *out) {
   if (!ts || tier >= ts->n) return CCACHE_MISS;
@@ -64,6 +84,7 @@ int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,
   ccache__lock(&ts->r_mu);
   memcpy(h.last_error, ts->last_error[tier], CCACHE__TIER_ERROR_LINE);
   ccache__unlock(&ts->r_mu);
+  if (t->ops.health && t->kept_disabled) kept_where(ts, t, &h);
   if (t->ops.health && !t->kept_disabled) { /* a kept-disabled tier was never used */
     int rc;
     CCACHE__IN_FRAME(ts, rc = t->ops.health(t->state, part, &h));

@@ -149,6 +149,10 @@ static int read_key_file(const char *call, const char *path, bool secret, char b
                    (unsigned)st.st_uid, why);
     rc = CCACHE_EPERM;
   }
+  /* A public key file given for the secret one (the usual mix-up: the
+   * public file is the world-readable one) is read anyway, to say so. */
+  bool mixup = rc == CCACHE_EPERM && secret && S_ISREG(st.st_mode) && st.st_size < KEY_FILE_MAX;
+  if (mixup) rc = CCACHE_OK;
   size_t n = 0;
   while (rc == CCACHE_OK) {
     ssize_t k = read(fd, buf + n, KEY_FILE_MAX - 1 - n);
@@ -165,6 +169,21 @@ static int read_key_file(const char *call, const char *path, bool secret, char b
   }
   buf[n] = '\0';
   close(fd);
+  if (mixup) {
+    char name[CCACHE_TRUST_NAME_MAX + 1];
+    unsigned char pk[CCACHE__TRUST_PK];
+    if (rc == CCACHE_OK && parse_key(buf, CCACHE__TRUST_PK, name, pk)) {
+      ccache__detail(
+          "%s: %s is a public key file (NAME:BASE64 of 32 bytes); the signing key is the "
+          "secret file of the pair (closure-cache-keys generate NAME SECRET_FILE PUBLIC_FILE "
+          "writes it with mode 0600)",
+          call, path);
+      rc = CCACHE_EINVAL;
+    } else {
+      rc = CCACHE_EPERM; /* the mode's detail stands */
+    }
+    sodium_memzero(buf, KEY_FILE_MAX);
+  }
   return rc;
 }
 

@@ -85,6 +85,9 @@ class Stats(Tuple[int, ...]):
     tier_oversize: int
     tier_rejected: int
     tier_unpublished: int
+    read_side: int
+    reader_blocks: int
+    heavy_barriers: int
 
 class Event(Tuple[Any, ...]):
     kind: str

@@ -32,16 +32,17 @@ How (numba 0.56 has no plug-in point for either):
 miss is a compile in this process, a hit a program loaded from ccache.
 
 Environment (read by install_from_env(), which the ``ccache-numba.pth``
-import hook runs in every process where CCACHE_NUMBA_DIR or
-CCACHE_NUMBA_REDIS is set; unset, the hook does nothing):
-  CCACHE_NUMBA_DIR              the directory tier
-  CCACHE_NUMBA_REDIS            Redis servers ("host:port,..." or "unix:/path")
-  CCACHE_NUMBA_REDIS_PREFIX     key prefix (default "ccache-numba")
-  CCACHE_NUMBA_SIGNING_KEY_FILE a secret key file (this process signs)
-  CCACHE_NUMBA_TRUSTED_KEY_FILES  public key files, ':'-separated
-  CCACHE_NUMBA_TRUST_UNSIGNED=1 accept unsigned entries from Redis
-  CCACHE_NUMBA_MAX_BYTES        the directory tier's size cap
-  CCACHE_NUMBA_ALLOW_UNTESTED=1 install on an untested numba version
+import hook runs in every process where CLOSURE_CACHE_NUMBA_DIR or
+CLOSURE_CACHE_NUMBA_REDIS is set; unset, the hook does nothing):
+  CLOSURE_CACHE_NUMBA_DIR              the directory tier
+  CLOSURE_CACHE_NUMBA_REDIS            Redis servers ("host:port,..." or "unix:/path")
+  CLOSURE_CACHE_NUMBA_REDIS_PREFIX     key prefix (default "ccache-numba")
+  CLOSURE_CACHE_NUMBA_SIGNING_KEY_FILE a secret key file (this process signs)
+  CLOSURE_CACHE_NUMBA_TRUSTED_KEY_FILES  public key files, ':'-separated
+  CLOSURE_CACHE_NUMBA_TRUST_UNSIGNED=1 accept unsigned entries from Redis
+  CLOSURE_CACHE_NUMBA_MAX_BYTES        the directory tier's size cap
+  CLOSURE_CACHE_NUMBA_ALLOW_UNTESTED=1 install on an untested numba version
+(Their old names, CCACHE_NUMBA_*, are still read; the new name wins.)
 install() sets them, so that subprocesses numba or multiprocessing start
 are covered too.
 """
@@ -118,7 +119,7 @@ def _check_version(allow_untested: bool) -> None:
             f"ccache.numba: numba {numba.__version__} is not a tested version (tested: "
             f"{', '.join(TESTED_NUMBA)}); this module replaces numba internals "
             "(Dispatcher.compile, enable_caching) that change between versions.  Pass "
-            "allow_untested=True (or CCACHE_NUMBA_ALLOW_UNTESTED=1) to try anyway.")
+            "allow_untested=True (or CLOSURE_CACHE_NUMBA_ALLOW_UNTESTED=1) to try anyway.")
 
 
 # ---- the cache objects numba's compilers see ------------------------------
@@ -474,7 +475,7 @@ def install(directory: str | None = None, redis: str | None = None, *,
 
     directory: a private directory tier (created 0700); redis: servers for
     a fleet's tier (needs trusted_key_files, or trust_unsigned=True).  At
-    least one of them.  export: also set the CCACHE_NUMBA_* variables so
+    least one of them.  export: also set the CLOSURE_CACHE_NUMBA_* variables so
     subprocesses install the same (through the .pth hook).  Returns the Cache.
     Raises RuntimeError on an untested numba version.  Call it again to
     change the options; uninstall() restores numba."""
@@ -494,15 +495,16 @@ def install(directory: str | None = None, redis: str | None = None, *,
         old.cache.close(abandon=True)
     if export:
         env = {
-            "CCACHE_NUMBA_DIR": options["directory"], "CCACHE_NUMBA_REDIS": redis,
-            "CCACHE_NUMBA_REDIS_PREFIX": redis_prefix,
-            "CCACHE_NUMBA_MAX_BYTES": None if max_bytes is None else str(max_bytes),
-            "CCACHE_NUMBA_SIGNING_KEY_FILE": signing_key_file,
-            "CCACHE_NUMBA_TRUSTED_KEY_FILES": ":".join(trusted_key_files) or None,
-            "CCACHE_NUMBA_TRUST_UNSIGNED": "1" if trust_unsigned else None,
-            "CCACHE_NUMBA_ALLOW_UNTESTED": "1" if allow_untested else None,
+            "CLOSURE_CACHE_NUMBA_DIR": options["directory"], "CLOSURE_CACHE_NUMBA_REDIS": redis,
+            "CLOSURE_CACHE_NUMBA_REDIS_PREFIX": redis_prefix,
+            "CLOSURE_CACHE_NUMBA_MAX_BYTES": None if max_bytes is None else str(max_bytes),
+            "CLOSURE_CACHE_NUMBA_SIGNING_KEY_FILE": signing_key_file,
+            "CLOSURE_CACHE_NUMBA_TRUSTED_KEY_FILES": ":".join(trusted_key_files) or None,
+            "CLOSURE_CACHE_NUMBA_TRUST_UNSIGNED": "1" if trust_unsigned else None,
+            "CLOSURE_CACHE_NUMBA_ALLOW_UNTESTED": "1" if allow_untested else None,
         }
         for k, v in env.items():
+            os.environ.pop("CCACHE_NUMBA_" + k[len("CLOSURE_CACHE_NUMBA_"):], None)  # old name
             if v:
                 os.environ[k] = v
             else:
@@ -510,21 +512,28 @@ def install(directory: str | None = None, redis: str | None = None, *,
     return new.cache
 
 
+def _env(name: str) -> str | None:
+    """CLOSURE_CACHE_NUMBA_<name>, or the name it had before,
+    CCACHE_NUMBA_<name> (still read; the new name wins)."""
+    return (os.environ.get("CLOSURE_CACHE_NUMBA_" + name)
+            or os.environ.get("CCACHE_NUMBA_" + name) or None)
+
+
 def install_from_env() -> ccache.Cache | None:
-    """install() from the CCACHE_NUMBA_* variables; None when neither
-    CCACHE_NUMBA_DIR nor CCACHE_NUMBA_REDIS is set."""
-    e = os.environ
-    if not e.get("CCACHE_NUMBA_DIR") and not e.get("CCACHE_NUMBA_REDIS"):
+    """install() from the CLOSURE_CACHE_NUMBA_* variables (or their old
+    CCACHE_NUMBA_* names); None when neither CLOSURE_CACHE_NUMBA_DIR nor
+    CLOSURE_CACHE_NUMBA_REDIS is set."""
+    if not _env("DIR") and not _env("REDIS"):
         return None
-    mb = e.get("CCACHE_NUMBA_MAX_BYTES")
-    files = [f for f in e.get("CCACHE_NUMBA_TRUSTED_KEY_FILES", "").split(":") if f]
-    return install(e.get("CCACHE_NUMBA_DIR") or None, e.get("CCACHE_NUMBA_REDIS") or None,
-                   redis_prefix=e.get("CCACHE_NUMBA_REDIS_PREFIX") or None,
+    mb = _env("MAX_BYTES")
+    files = [f for f in (_env("TRUSTED_KEY_FILES") or "").split(":") if f]
+    return install(_env("DIR"), _env("REDIS"),
+                   redis_prefix=_env("REDIS_PREFIX"),
                    max_bytes=int(mb) if mb else None,
-                   signing_key_file=e.get("CCACHE_NUMBA_SIGNING_KEY_FILE") or None,
+                   signing_key_file=_env("SIGNING_KEY_FILE"),
                    trusted_key_files=files,
-                   trust_unsigned=e.get("CCACHE_NUMBA_TRUST_UNSIGNED") == "1",
-                   allow_untested=e.get("CCACHE_NUMBA_ALLOW_UNTESTED") == "1", export=False)
+                   trust_unsigned=_env("TRUST_UNSIGNED") == "1",
+                   allow_untested=_env("ALLOW_UNTESTED") == "1", export=False)
 
 
 def uninstall() -> None:

@@ -374,51 +374,8 @@ PyTypeObject pyc_FingerprintType = {
 
 /* ---- Stats and Event ---------------------------------------------------- */
 
-/* clang-format off */
-#define PYC_STATS_FIELDS(X) \
-  X(hits) \
-  X(misses) \
-  X(inserts) \
-  X(replaced) \
-  X(evicted_capacity) \
-  X(evicted_ttl) \
-  X(evicted_cost) \
-  X(removed) \
-  X(cleared) \
-  X(items) \
-  X(programs) \
-  X(programs_destroyed) \
-  X(closures_destroyed) \
-  X(leases_out) \
-  X(cost_bytes) \
-  X(program_hits) \
-  X(program_misses) \
-  X(compiles) \
-  X(program_compiles) \
-  X(compile_failures) \
-  X(waits) \
-  X(compile_ns) \
-  X(sweeper_wakeups) \
-  X(tier_hits) \
-  X(tier_misses) \
-  X(tier_writes) \
-  X(tier_errors) \
-  X(tier_corrupt) \
-  X(tier_bytes_read) \
-  X(tier_bytes_written) \
-  X(tier_lock_waits) \
-  X(tier_wait_ms_max) \
-  X(tier_leases_lost) \
-  X(tier_lock_timeouts) \
-  X(handles_out) \
-  X(program_waits) \
-  X(program_compile_failures) \
-  X(program_compile_ns) \
-  X(misses_evicted) \
-  X(tier_oversize) \
-  X(tier_rejected) \
-  X(tier_unpublished)
-/* clang-format on */
+/* Every ccache_stats field, from the library's own list (cache.h). */
+#define PYC_STATS_FIELDS(X) CCACHE_STATS_FIELDS(X)
 
 #define PYC_FIELD(name) {#name, NULL},
 static PyStructSequence_Field stats_fields[] = {PYC_STATS_FIELDS(PYC_FIELD){NULL, NULL}};

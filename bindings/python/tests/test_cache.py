@@ -45,6 +45,16 @@ def test_get_or_compile_compiles_once_and_counts():
         assert (len(calls), s.hits, s.misses, s.compiles, s.items, s.leases_out) == (1, 2, 1, 1, 1, 0)
 
 
+def test_stats_has_every_field_of_the_library():
+    """Stats mirrors ccache_stats from the library's own field list: the
+    read side's fields (the last ones) are there, with their values."""
+    with ccache.Cache() as c:
+        s = c.stats()
+        assert len(s) == 45
+        assert s.read_side in (1, 2)  # CCACHE_READ_SIDE_MEMBARRIER, _FENCED
+        assert s.reader_blocks >= 0 and s.heavy_barriers >= 0
+
+
 def test_fetch_put_remove_clear_and_default():
     c = ccache.Cache()
     k1, k2 = ccache.key(1), ccache.key(2)

@@ -1,6 +1,6 @@
 """ccache.numba: numba's cache=True compiles on ccache.  Each test runs
 real processes (a fresh interpreter per "run"), with the package's .pth
-hook installing ccache.numba from CCACHE_NUMBA_DIR, as in production."""
+hook installing ccache.numba from CLOSURE_CACHE_NUMBA_DIR, as in production."""
 import json
 import os
 import subprocess
@@ -20,12 +20,13 @@ def run(tmp_path, code, cache_dir=None, env_extra=None, wait=True):
     mods = tmp_path / "mods"
     mods.mkdir(exist_ok=True)
     env = dict(os.environ)
-    env.pop("CCACHE_NUMBA_DIR", None)
+    for k in [k for k in env if k.startswith(("CLOSURE_CACHE_NUMBA_", "CCACHE_NUMBA_"))]:
+        env.pop(k)
     env.pop("NUMBA_CACHE_DIR", None)
     env["PYTHONPATH"] = str(mods)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if cache_dir:
-        env["CCACHE_NUMBA_DIR"] = str(cache_dir)
+        env["CLOSURE_CACHE_NUMBA_DIR"] = str(cache_dir)
     env.update(env_extra or {})
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=mods, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -309,6 +310,22 @@ print(json.dumps({"mod": dispatcher.Dispatcher.enable_caching.__module__,
 """
     assert run(tmp_path, code) == {"mod": "numba.core.dispatcher", "ccache_imported": False}
     assert run(tmp_path, code, tmp_path / "c") == {"mod": "ccache.numba", "ccache_imported": True}
+
+
+def test_old_variable_names_still_install(tmp_path):
+    """CCACHE_NUMBA_DIR (the name before CLOSURE_CACHE_NUMBA_DIR) still
+    installs through the hook; the new name wins when both are set."""
+    code = """
+import json, os, numba
+from numba.core import dispatcher
+import ccache.numba as cn
+print(json.dumps({"mod": dispatcher.Dispatcher.enable_caching.__module__,
+                  "dir": cn._state.options["directory"] if cn._state else None}))
+"""
+    old = run(tmp_path, code, env_extra={"CCACHE_NUMBA_DIR": str(tmp_path / "old")})
+    assert old == {"mod": "ccache.numba", "dir": str(tmp_path / "old")}
+    both = run(tmp_path, code, tmp_path / "new", {"CCACHE_NUMBA_DIR": str(tmp_path / "old")})
+    assert both == {"mod": "ccache.numba", "dir": str(tmp_path / "new")}
 
 
 def test_cfunc_racing_processes_compile_once(tmp_path):

@@ -8,7 +8,7 @@ use std::fmt;
 ///
 /// `Display` is `ccache_strerror()`'s text, followed by `ccache_error_detail()`'s
 /// line for the calls that record one (opening a tier): e.g.
-/// `refused: a tier's directory is not private to this user: <the path and why>`.
+/// `refused: a file or directory is not private to this user: <the path and why>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
     code: i32,
@@ -32,7 +32,7 @@ impl Status {
     pub const ETHREAD: i32 = ffi::CCACHE_ETHREAD;
     /// `CCACHE_ENOTSUP`: not supported by this build (e.g. Redis without hiredis).
     pub const ENOTSUP: i32 = ffi::CCACHE_ENOTSUP;
-    /// `CCACHE_EPERM`: a tier's directory is not private to this user.
+    /// `CCACHE_EPERM`: a tier's directory or a key file is not private to this user.
     pub const EPERM: i32 = ffi::CCACHE_EPERM;
     /// `CCACHE_EIO`: a tier could not be opened or used.
     pub const EIO: i32 = ffi::CCACHE_EIO;

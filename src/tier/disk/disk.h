@@ -136,8 +136,15 @@ DIR *ccache__disk_opendir_dup(int fd);
  * deltas took more than the total held (files changed from outside), so the
  * total was clamped at 0 and wants a recount.  Never holds a mutex while
  * waiting. */
-enum { SIZE_WRITTEN, SIZE_HELD, SIZE_DAMAGED, SIZE_NONE, SIZE_DRIFTED };
+enum { SIZE_WRITTEN, SIZE_HELD, SIZE_DAMAGED, SIZE_NONE, SIZE_DRIFTED, SIZE_FULL };
 int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *total);
+/* A write's bytes into the total before it publishes (a capped tier): the
+ * same section, but len is added only if the total (with this object's
+ * pending deltas) is at most limit; otherwise SIZE_FULL and nothing added.
+ * Never pending: on any status but SIZE_WRITTEN and SIZE_DRIFTED, len is
+ * not in the total. */
+int ccache__disk_size_reserve(disk *d, uint64_t len, uint64_t limit, uint64_t wait_ms,
+                              uint64_t *total);
 /* Under no lock: the size file's total, if it reads as one. */
 bool ccache__disk_size_peek(disk *d, uint64_t *total);
 /* A size file holding total at rel under dfd, made whole under a temp name

@@ -211,27 +211,64 @@ static int publish(int dfd, const char *tmp, const char *path, uint64_t *old) {
   return renameat(dfd, tmp, dfd, path);
 }
 
-/* The cap's bound: the running total may pass max_bytes + max_bytes / 10
- * only by the writes in progress.  A write that finds the total over it
- * (one 16-byte read of the size file: no scan) wakes the cleaner and waits
- * for the total to come back under, polling the size file every 2 ms, at
- * most io_lock_ms; then it is withheld.  The tenth above the cap is the
+/* The cap's bound.  A write of a capped tier puts its bytes into the
+ * running total before it publishes (under the size file's byte, one
+ * section as the accounting after a publish was), and only if the total is
+ * then at most max_bytes + max_bytes / 10: so the total always holds every
+ * published entry (and the writes about to publish), and passes that line
+ * by the one write that found it under at most, however many writers there
+ * are and however slowly each goes from its check to its rename.  A write
+ * that finds the total over the line wakes the cleaner and waits for it to
+ * come back under (reading the size file every 2 ms, no lock, no scan), at
+ * most io_lock_ms in all; then, or if the size file's byte cannot be had
+ * within io_lock_ms, it is withheld.  The tenth above the cap is the
  * headroom that lets writers go on while a clean lists a large directory
  * (the cleaner starts at the cap and removes down to 90 %), so a miss waits
- * only when writers outrun the cleaner.  true if the write may publish. */
-static bool room_for_write(disk *d) {
-  uint64_t cap = d->o.max_bytes, total = 0;
-  if (cap == CCACHE_UNBOUNDED) return true;
-  uint64_t bound = ccache__disk_bound(cap);
-  if (!ccache__disk_size_peek(d, &total) || total <= bound) return true;
-  uint64_t start = ccache__mono_ns(), n = 0;
-  while (ccache__disk_size_peek(d, &total) && total > bound) {
-    if (ccache__mono_ns() - start >= d->o.io_lock_ms * 1000000u) return false;
-    if (n++ % 8 == 0) ccache__disk_cleaner_kick(d, true, false); /* (a busy byte: again) */
+ * only when writers outrun the cleaner.  An uncapped tier, or a size file
+ * that does not read (the recount counts the entry), accounts after. */
+enum { ROOM_RESERVED, ROOM_UNCOUNTED, ROOM_WITHHELD };
+
+/* Waits (bounded by until_ns) for the total to come back under bound,
+ * asking the cleaner again every 8 polls (a busy CLEAN_BYTE skips a pass). */
+static void wait_for_cleaner(disk *d, uint64_t bound, uint64_t until_ns) {
+  uint64_t total = 0, n = 0;
+  while (ccache__mono_ns() < until_ns && ccache__disk_size_peek(d, &total) && total > bound) {
+    if (n++ % 8 == 0) ccache__disk_cleaner_kick(d, true, false);
     struct timespec nap = {0, 2000000L};
     nanosleep(&nap, NULL);
   }
-  return true;
+}
+
+/* *kick: what to ask the cleaner once the entry is published (so its
+ * listing has the entry that crossed the cap): 1 a clean, 2 a recount. */
+static int room_for_write(disk *d, size_t len, int *kick) {
+  uint64_t cap = d->o.max_bytes;
+  *kick = 0;
+  if (cap == CCACHE_UNBOUNDED) return ROOM_UNCOUNTED;
+  uint64_t bound = ccache__disk_bound(cap), until = ccache__mono_ns() + d->o.io_lock_ms * 1000000u;
+  for (;;) {
+    uint64_t now = ccache__mono_ns(), total = 0;
+    uint64_t left_ms = now >= until ? 0 : (until - now) / 1000000u;
+    switch (ccache__disk_size_reserve(d, len, bound, left_ms, &total)) {
+      case SIZE_WRITTEN:
+        *kick = total > cap;
+        return ROOM_RESERVED;
+      case SIZE_DRIFTED: /* the recount is followed by a clean if over the cap */
+        *kick = 2;
+        return ROOM_RESERVED;
+      case SIZE_FULL:
+        if (now >= until) return ROOM_WITHHELD;
+        wait_for_cleaner(d, bound, until);
+        break;
+      case SIZE_HELD:
+        return ROOM_WITHHELD;
+      case SIZE_DAMAGED:
+        ccache__disk_cleaner_kick(d, false, true);
+        return ROOM_UNCOUNTED;
+      default:
+        return ROOM_UNCOUNTED;
+    }
+  }
 }
 
 /* ccache__disk_put's work in the key's checked folder sfd. */
@@ -245,7 +282,8 @@ static int put_in(disk *d, ccache_key key, int sfd, const char *name, const void
   ok = close(fd) == 0 && ok;
   int e = ok ? FAULT("rename") : 0;
   if (e) errno = e;
-  if (ok && !e && !room_for_write(d)) { /* the cleaner is behind: withheld */
+  int kick = 0, room = ok && !e ? room_for_write(d, len, &kick) : ROOM_UNCOUNTED;
+  if (room == ROOM_WITHHELD) { /* the cleaner (or the size file's byte) is behind */
     unlinkat(sfd, tmp, 0);
     atomic_fetch_add(&d->lock_timeouts, 1);
     return CCACHE_EBUSY;
@@ -254,16 +292,19 @@ static int put_in(disk *d, ccache_key key, int sfd, const char *name, const void
   ok = ok && !e && publish(sfd, tmp, name, &old) == 0;
   if (!ok) {
     unlinkat(sfd, tmp, 0);
+    if (room == ROOM_RESERVED) account(d, -(int64_t)len);
     return CCACHE_EIO;
   }
   /* Published.  A failed directory fsync only weakens durability. */
   if (d->o.fsync) fsync(sfd);
+  if (kick) ccache__disk_cleaner_kick(d, kick == 1, kick == 2);
   if (old == OLD_UNKNOWN) {
     atomic_store(&d->size_drift, 1); /* the recount overwrites the total */
     ccache__disk_cleaner_kick(d, false, true);
     old = 0;
   }
-  account(d, (int64_t)len - (int64_t)old);
+  int64_t delta = (room == ROOM_RESERVED ? 0 : (int64_t)len) - (int64_t)old;
+  if (delta) account(d, delta);
   return CCACHE_OK;
 }
 
@@ -279,21 +320,39 @@ int ccache__disk_put(void *state, ccache_key key, const void *blob, size_t len) 
   return rc;
 }
 
+/* The first steps of both removes: name moved aside and measured.  true
+ * (and its size) if the aside holds an entry to remove; false and *rc
+ * otherwise: CCACHE_MISS (no entry), CCACHE_OK (taken over by a sweep in
+ * between, which accounted it), CCACHE_EIO (a failure, or not an entry:
+ * put back). */
+static bool entry_aside(disk *d, int sfd, const char *name, char aside[REL_MAX], uint64_t *size,
+                        int *rc) {
+  if (ccache__disk_move_aside(d, sfd, name, ".", aside) != 0) {
+    *rc = errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
+    return false;
+  }
+  struct stat st;
+  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    *rc = errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
+    *rc = CCACHE_EIO;
+    return false;
+  }
+  *size = (uint64_t)st.st_size;
+  return true;
+}
+
 /* Moved aside first, so what is subtracted is exactly the file removed.
  * Whoever unlinks an aside subtracts it: if a sweep took it over (this
  * process stalled an hour in between), the sweep did. */
 static int remove_in(disk *d, int sfd, const char *name) {
   char aside[REL_MAX];
-  if (ccache__disk_move_aside(d, sfd, name, ".", aside) != 0)
-    return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
-  struct stat st;
-  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
-  if (!S_ISREG(st.st_mode)) {
-    renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
-    return CCACHE_EIO;
-  }
-  uint64_t size = (uint64_t)st.st_size;
+  uint64_t size = 0;
+  int rc = CCACHE_OK;
+  if (!entry_aside(d, sfd, name, aside, &size, &rc)) return rc;
   if (unlinkat(sfd, aside, 0) != 0) /* taken over: accounted there; else swept later */
     return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
   account(d, -(int64_t)size);
@@ -325,17 +384,9 @@ static bool file_holds(int dfd, const char *rel, const void *blob, size_t len) {
  * finds no entry: the residual race, stated in the header. */
 static int remove_if_in(disk *d, int sfd, const char *name, const void *blob, size_t len) {
   char aside[REL_MAX];
-  if (ccache__disk_move_aside(d, sfd, name, ".", aside) != 0)
-    return errno == ENOENT || errno == ENOTDIR ? CCACHE_MISS : CCACHE_EIO;
-  struct stat st;
-  if (fstatat(sfd, aside, &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return errno == ENOENT ? CCACHE_OK : CCACHE_EIO;
-  if (!S_ISREG(st.st_mode)) {
-    renameat(sfd, aside, sfd, name); /* not an entry (a directory?): back it goes */
-    return CCACHE_EIO;
-  }
-  uint64_t size = (uint64_t)st.st_size;
+  uint64_t size = 0;
   int rc = CCACHE_OK;
+  if (!entry_aside(d, sfd, name, aside, &size, &rc)) return rc;
   if (!file_holds(sfd, aside, blob, len)) {
     rc = CCACHE_MISS; /* published after our read: it stays */
     if (linkat(sfd, aside, sfd, name, 0) == 0) size = 0;

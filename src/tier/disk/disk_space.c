@@ -298,8 +298,10 @@ static uint64_t plus(uint64_t total, int64_t delta) {
   return total + (uint64_t)delta;
 }
 
-int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *total) {
-  atomic_fetch_add(&d->pending, delta);
+/* The size section: SIZE_BYTE within wait_ms (one try after a timeout),
+ * the total read, this object's pending deltas folded in, then `more`
+ * added unless the total is over limit (SIZE_FULL: written without it). */
+static int size_section(disk *d, uint64_t more, uint64_t limit, uint64_t wait_ms, uint64_t *total) {
   int fd = open_lock(d);
   if (fd < 0) return SIZE_NONE;
   if (ccache__disk_byte_lock_wait(fd, SIZE_BYTE, F_WRLCK,
@@ -323,10 +325,12 @@ int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *to
      * either way; written clamped, it asks for a recount. */
     bool drifted = p < 0 && (uint64_t)-p > t;
     t = plus(t, p);
+    bool full = t > limit;
+    if (!full) t = plus(t, (int64_t)more);
     if (size_write_fd(sfd, t)) {
       *total = t;
       if (drifted) atomic_store(&d->size_drift, 1);
-      rc = drifted ? SIZE_DRIFTED : SIZE_WRITTEN;
+      rc = full ? SIZE_FULL : drifted ? SIZE_DRIFTED : SIZE_WRITTEN;
     } else {
       atomic_fetch_add(&d->pending, p);
       rc = SIZE_NONE;
@@ -337,6 +341,16 @@ int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *to
   ccache__disk_byte_lock(fd, SIZE_BYTE, F_UNLCK);
   close(fd);
   return rc;
+}
+
+int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *total) {
+  atomic_fetch_add(&d->pending, delta);
+  return size_section(d, 0, UINT64_MAX, wait_ms, total);
+}
+
+int ccache__disk_size_reserve(disk *d, uint64_t len, uint64_t limit, uint64_t wait_ms,
+                              uint64_t *total) {
+  return size_section(d, len, limit, wait_ms, total);
 }
 
 bool ccache__disk_size_peek(disk *d, uint64_t *total) {
