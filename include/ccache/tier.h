@@ -351,6 +351,11 @@ typedef struct ccache_tier_health {
   uint64_t fallback_reads;  /**< hits here for keys whose first server is another */
   uint64_t fallback_writes; /**< writes here because the keys' earlier servers were down */
   uint64_t failovers;       /**< new primary addresses followed (Sentinel; 0 otherwise) */
+  /** Compile leases held across a switch of primary (Sentinel) that were
+   *  missing on the new primary and were taken there again by their renewal
+   *  (a lease held by another there is lost instead: leases_lost).  Since
+   *  0.2, appended after failovers. */
+  uint64_t leases_retaken;
 } ccache_tier_health;
 
 /** The size of ccache_tier_health before fallback_reads: the smallest
