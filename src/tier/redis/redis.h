@@ -37,15 +37,18 @@
 struct redisContext;
 struct redisReply;
 
-#define CCACHE__REDIS_MAX_SERVERS 64  /* entries in one server list */
-#define CCACHE__REDIS_IDLE_MAX    8   /* idle connections kept per server */
-#define CCACHE__REDIS_MAX_PREFIX  256 /* bytes of key prefix (and of namespace) */
+#define CCACHE__REDIS_MAX_SERVERS    64  /* entries in one server list */
+#define CCACHE__REDIS_IDLE_MAX       8   /* idle connections kept per server */
+#define CCACHE__REDIS_MAX_PREFIX     256 /* bytes of key prefix (and of namespace) */
 /* Bytes of an entry the lookup's first round trip reads (with its STRLEN):
  * entries up to this size cost one round trip, longer ones two. */
-#define CCACHE__REDIS_PREFIX_READ ((uint64_t)128 << 10)
-/* Sentinel mode: the watcher re-asks the Sentinels this often (ms), whatever
- * its +switch-master subscription says (redis_watch.c). */
-#define CCACHE__REDIS_REASK_MS    5000
+#define CCACHE__REDIS_PREFIX_READ    ((uint64_t)128 << 10)
+/* Sentinel mode: the watcher re-asks the Sentinels this often (ms) while
+ * subscribed to +switch-master, whatever the subscription says, and at
+ * most _UNSUB_MS apart while no Sentinel takes the subscription
+ * (redis_watch.c). */
+#define CCACHE__REDIS_REASK_MS       60000
+#define CCACHE__REDIS_REASK_UNSUB_MS 5000
 
 /* One server of the list. */
 typedef struct ccache__rserver {
@@ -138,8 +141,8 @@ typedef struct ccache__rpool {
   _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes,
       idle_closed, watch_events, watch_asks;
   ccache__rwatch *watch; /* Sentinel mode: the watcher (redis_watch.c), NULL otherwise */
-  uint64_t reask_ms;     /* the watcher's re-ask period (CCACHE__REDIS_REASK_MS; tests set it
-                            before the first command) */
+  uint64_t reask_ms;     /* the watcher's re-ask period while subscribed
+                            (CCACHE__REDIS_REASK_MS; tests set it before the first command) */
 
   ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */

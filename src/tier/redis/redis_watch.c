@@ -8,18 +8,23 @@
  * -READONLY keeps renewing leases and publishing entries there meanwhile.
  * So a Sentinel-managed tier runs one watcher thread that:
  *
- *   - subscribes to +switch-master on one Sentinel (the first in list order
- *     that accepts; the Sentinels' credentials) and, when a message names one
- *     of its primaries, asks the Sentinels again for that primary at once;
- *   - re-asks the Sentinels for every primary each reask_ms
- *     (CCACHE__REDIS_REASK_MS, 5 s), whatever the subscription says: the
- *     backstop for a message lost while the subscription was down (a
- *     Sentinel restarted, a connection dropped), and at once after a
- *     subscription is made again;
- *
- * so a switch is followed within the Sentinels' own notice when the
- * subscription is up, and within reask_ms plus one ask otherwise (while any
- * Sentinel answers).  An ask is ccache__rsentinel_ask (each answer checked
+ *   - subscribes to +switch-master on one Sentinel (the Sentinels' list
+ *     tried from a place chosen by the process id, so a fleet's
+ *     subscriptions spread over the Sentinels; their credentials) and, when
+ *     a message names one of its primaries, asks the Sentinels again for
+ *     that primary at once;
+ *   - re-asks the Sentinels for every primary, whatever the subscription
+ *     says, every reask_ms (CCACHE__REDIS_REASK_MS, 60 s) while subscribed
+ *     -- the backstop for a switch the subscribed Sentinel did not announce
+ *     (its config edited by hand) -- and every CCACHE__REDIS_REASK_UNSUB_MS
+ *     (5 s, or reask_ms if smaller) while no Sentinel takes the
+ *     subscription; and at once after a subscription is made again
+ *     (messages may have been missed meanwhile);
+
+ * so a switch is followed as soon as the subscribed Sentinel announces it,
+ * and otherwise within 60 s (5 s unsubscribed) plus one ask, while any
+ * Sentinel answers.  The periods keep a fleet's load on the Sentinels small
+ * (each ask is a connection to a Sentinel and one to the primary, for ROLE).  An ask is ccache__rsentinel_ask (each answer checked
  * with ROLE).  An address that changed is followed as a -READONLY is: the
  * server's generation moves on (its pooled and renewal connections are
  * dropped, none failed, no backoff) and the next connect goes to the new
@@ -103,13 +108,14 @@ static void ask_all(ccache__rpool *p) {
 }
 
 /* ------------------------------------------------------ subscription */
-/* A connection to the first Sentinel that takes SUBSCRIBE +switch-master,
- * or NULL. */
+/* A connection to the first Sentinel (from the process's place in the list)
+ * that takes SUBSCRIBE +switch-master, or NULL. */
 static redisContext *subscribe(ccache__rpool *p) {
   const char *argv[2] = {"SUBSCRIBE", "+switch-master"};
   const size_t lens[2] = {9, 14};
-  for (size_t i = 0; i < p->n_sentinels; i++) {
-    ccache__rserver *t = &p->sentinels[i];
+  size_t first = (size_t)getpid() % p->n_sentinels;
+  for (size_t k = 0; k < p->n_sentinels; k++) {
+    ccache__rserver *t = &p->sentinels[(first + k) % p->n_sentinels];
     char why[200];
     redisContext *c =
         ccache__rconnect(p, t->host, t->port, t->path, p->s_user, p->s_password, why, sizeof why);
@@ -166,12 +172,18 @@ static int wait_event(int efd, redisContext *c, uint64_t deadline_ms) {
   return n > 0 && pf[1].revents != 0;
 }
 
+/* The re-ask period, subscribed or not. */
+static uint64_t period(const ccache__rpool *p, const redisContext *sub) {
+  return sub || p->reask_ms < CCACHE__REDIS_REASK_UNSUB_MS ? p->reask_ms
+                                                           : CCACHE__REDIS_REASK_UNSUB_MS;
+}
+
 static void *watch_main(void *arg) {
   ccache__rwatch *w = arg; /* not p->watch: close clears that before the join */
   ccache__rpool *p = w->p;
   redisContext *sub = NULL;
   int subscribed_once = 0;
-  uint64_t next_ask = ccache__rmono_ms() + p->reask_ms; /* a connect just asked */
+  uint64_t next_ask = UINT64_MAX; /* set after the first subscribe: a connect just asked */
   ccache__lock(&w->mu);
   while (!w->w.stop) {
     ccache__unlock(&w->mu);
@@ -179,9 +191,12 @@ static void *watch_main(void *arg) {
     ccache__rguard_begin(&g);
     if (!sub && (sub = subscribe(p)) != NULL && subscribed_once++)
       next_ask = 0; /* messages may have been missed while unsubscribed */
-    if (ccache__rmono_ms() >= next_ask) {
+    uint64_t now = ccache__rmono_ms();
+    if (next_ask == UINT64_MAX || (!sub && next_ask > now + period(p, sub)))
+      next_ask = now + period(p, sub); /* the first, or the subscription was lost */
+    if (now >= next_ask) {
       ask_all(p);
-      next_ask = ccache__rmono_ms() + p->reask_ms;
+      next_ask = ccache__rmono_ms() + period(p, sub);
     }
     if (wait_event(w->efd, sub, next_ask) && read_messages(p, sub) != 0) {
       redisFree(sub);
