@@ -55,7 +55,7 @@
 #define WATCH_BUF_MAX 4096
 
 struct ccache__rwatch {
-  ccache__mutex mu; /* guards w */
+  ccache__mutex watch_mu; /* LEAF: guards w (docs/design.md lock tree) */
   ccache__worker w;
   int efd;          /* written once at stop: wakes the poll() */
   pid_t pid;        /* the process whose thread this is */
@@ -66,10 +66,10 @@ struct ccache__rwatch {
 void ccache__rserver_moved(ccache__rserver *s, uint64_t gen, const char *host, int port) {
   redisContext *drop[CCACHE__REDIS_IDLE_MAX];
   int ndrop = 0;
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   if (host) { /* the new address, already checked: no need to ask again */
     if (port == s->at_port && strcmp(host, s->at_host) == 0) {
-      ccache__unlock(&s->mu);
+      ccache__unlock(&s->server_mu);
       return;
     }
     snprintf(s->at_host, sizeof s->at_host, "%s", host);
@@ -85,7 +85,7 @@ void ccache__rserver_moved(ccache__rserver *s, uint64_t gen, const char *host, i
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
   }
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   for (int i = 0; i < ndrop; i++) redisFree(drop[i]);
 }
 
@@ -93,10 +93,10 @@ void ccache__rserver_moved(ccache__rserver *s, uint64_t gen, const char *host, i
  * server never resolved is left to its first connect. */
 static void ask_one(ccache__rpool *p, ccache__rserver *s) {
   char host[256], why[200];
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   int port = s->at_port;
   snprintf(host, sizeof host, "%s", s->at_host);
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   if (!port) return;
   atomic_fetch_add_explicit(&p->watch_asks, 1, memory_order_relaxed);
   if (ccache__rsentinel_ask(p, s, host, sizeof host, &port, why, sizeof why) == 0)
@@ -184,9 +184,9 @@ static void *watch_main(void *arg) {
   redisContext *sub = NULL;
   int subscribed_once = 0;
   uint64_t next_ask = UINT64_MAX; /* set after the first subscribe: a connect just asked */
-  ccache__lock(&w->mu);
+  ccache__lock(&w->watch_mu);
   while (!w->w.stop) {
-    ccache__unlock(&w->mu);
+    ccache__unlock(&w->watch_mu);
     ccache__rpipe_guard g;
     ccache__rguard_begin(&g);
     if (!sub && (sub = subscribe(p)) != NULL && subscribed_once++)
@@ -203,9 +203,9 @@ static void *watch_main(void *arg) {
       sub = NULL;
     }
     if (ccache__rguard_end(&g)) atomic_fetch_add_explicit(&p->sigpipes, 1, memory_order_relaxed);
-    ccache__lock(&w->mu);
+    ccache__lock(&w->watch_mu);
   }
-  ccache__unlock(&w->mu);
+  ccache__unlock(&w->watch_mu);
   if (sub) redisFree(sub);
   return NULL;
 }
@@ -219,7 +219,7 @@ int ccache__rwatch_init(ccache__rpool *p) {
     free(w);
     return CCACHE_ENOMEM;
   }
-  int rc = ccache__worker_init_with_mutex(&w->w, &w->mu);
+  int rc = ccache__worker_init_with_mutex(&w->w, &w->watch_mu);
   if (rc != CCACHE_OK) {
     close(w->efd);
     free(w);
@@ -235,10 +235,10 @@ int ccache__rwatch_init(ccache__rpool *p) {
 void ccache__rwatch_start(ccache__rpool *p) {
   ccache__rwatch *w = p->watch;
   if (!w) return;
-  ccache__lock(&w->mu);
+  ccache__lock(&w->watch_mu);
   /* No thread: the re-asks after errors remain (as before the watcher). */
   if (!w->w.started) (void)ccache__worker_start_locked(&w->w, watch_main, w, "ccache-sentinel");
-  ccache__unlock(&w->mu);
+  ccache__unlock(&w->watch_mu);
 }
 
 void ccache__rwatch_destroy(ccache__rpool *p) {
@@ -248,9 +248,9 @@ void ccache__rwatch_destroy(ccache__rpool *p) {
   /* A fork child has no such thread, and its copy of mu may be held by
    * it: leave it all (the child is about to exit or exec). */
   if (getpid() != w->pid) return;
-  ccache__lock(&w->mu);
+  ccache__lock(&w->watch_mu);
   ccache__worker_stop_locked(&w->w);
-  ccache__unlock(&w->mu);
+  ccache__unlock(&w->watch_mu);
   uint64_t one = 1;
   ssize_t n = write(w->efd, &one, sizeof one);
   (void)n; /* the counter cannot overflow from one write */
