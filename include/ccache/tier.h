@@ -458,6 +458,17 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    stale Sentinel is passed over); with no Sentinel answering, the last
  *    primary is kept while ROLE says master.  A server whose writes are
  *    refused (READONLY, NOPERM, OOM) reports CCACHE_TIER_DEGRADED.
+ *  - Sentinel, a switch of primary (SENTINEL FAILOVER): followed without
+ *    waiting for an error.  One library thread per tier (started by the
+ *    first connect, joined by close, never run in a fork child) subscribes
+ *    to +switch-master on one Sentinel and asks again at once when a
+ *    message names a primary of the tier; it also re-asks every 60 s (every
+ *    5 s while no Sentinel takes the subscription).  So a switch is
+ *    followed when the Sentinel announces it, at worst 60 s (5 s) and one
+ *    ask later.  A lease held across the switch is renewed on the new
+ *    primary, taken again there if missing (health: leases_retaken) or, if
+ *    another holds it there, lost (leases_lost); later writes go to the new
+ *    primary.
  *  - A tier made before fork() returns CCACHE_EFORKED in the child.
  *  - A shared Redis is trusted; hiredis 0.14 has no TLS (passwords travel
  *    as plain text): use loopback, a unix socket, a private network or a
