@@ -447,6 +447,101 @@ static void redis_sentinel_reask_follows_a_silent_switch(void **state) {
   t_be_close(&b);
 }
 
+/* End to end, two caches as two processes would be: A compiles key 7 under
+ * a 1.5 s lease; meanwhile an operator's SENTINEL FAILOVER; three lease
+ * periods later A's lease is still on the new primary (renewed there), B
+ * (opened after the switch) waits for it instead of compiling, and loads
+ * what A published on the new primary.  Real time: the renewals run on
+ * A's renewal thread. */
+#define PF_LEASE_MS 1500
+static void pf_sleep_ms(unsigned ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+static ccache *pf_b;
+static int pf_b_id;
+static long long pf_lease_on_new, pf_followed_ms;
+static pthread_t pf_thread;
+
+static void *pf_b_main(void *arg) {
+  (void)arg;
+  pf_b_id = t_e2e_get(pf_b, 7);
+  return NULL;
+}
+
+static int pf_compile(void *ud, ccache *c, ccache_key pkey, void **native_out, uint64_t *cost_out) {
+  (void)ud, (void)c;
+  t_redis_server *s = t_servers;
+  unsigned long long deadline = t_redis_now_ms() + T_WAIT_MS;
+  while (t_redis_int(&s[1], "DBSIZE") < 1 && t_redis_now_ms() < deadline) t_redis_poll_pause();
+  deadline = t_redis_now_ms() + 3 * T_WAIT_MS;
+  int started = 0;
+  while (!started && t_redis_now_ms() < deadline) {
+    redisReply *r = t_redis_cmd(&s[2], "SENTINEL FAILOVER mym");
+    started = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    for (int i = 0; !started && i < 100; i++) t_redis_poll_pause();
+  }
+  unsigned long long t0 = t_redis_now_ms();
+  while (sentinel_primary_port() != s[1].port && t_redis_now_ms() < deadline) t_redis_poll_pause();
+  pf_followed_ms =
+      started && sentinel_primary_port() == s[1].port ? (long long)(t_redis_now_ms() - t0) : -1;
+  pf_sleep_ms(3 * PF_LEASE_MS); /* unrenewed there, the lease would have lapsed twice */
+  char lkey[256];
+  t_e2e_entry_key(lkey, sizeof lkey, T_E2E_TAG, 7);
+  strcat(lkey, ":lease");
+  pf_lease_on_new = t_redis_int(&s[1], "EXISTS %s", lkey);
+  if (pthread_create(&pf_thread, NULL, pf_b_main, NULL) != 0) pf_b_id = -2;
+  pf_sleep_ms(300); /* B finds the lease and waits */
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+static void redis_e2e_lease_held_across_a_planned_failover(void **state) {
+  (void)state;
+  t_need_redis();
+  sentinel_trio();
+  t_redis_server *s = t_servers;
+  char spec[96];
+  snprintf(spec, sizeof spec, "sentinel:%s/mym", s[2].addr);
+  ccache_redis_options o;
+  t_opts(&o, spec);
+  o.lease_ms = PF_LEASE_MS;
+  o.command_timeout_ms = 500;
+  t_ctx ca = {0}, cb = {0};
+  atomic_store(&t_e2e_compiles, 0);
+  ccache *a = t_e2e_open(&ca, &o, T_E2E_TAG);
+  pf_b = t_e2e_open(&cb, &o, T_E2E_TAG);
+  pf_b_id = -1;
+  pf_lease_on_new = pf_followed_ms = -1;
+  ccache_program *p = NULL;
+  int rc = ccache_program_get_or_compile(a, PK(7), pf_compile, NULL, &p);
+  if (rc == CCACHE_OK) ccache_program_release(a, p);
+  if (pf_b_id != -2) pthread_join(pf_thread, NULL);
+  char ekey[256];
+  t_e2e_entry_key(ekey, sizeof ekey, T_E2E_TAG, 7);
+  long long entry_on_new = t_redis_int(&s[1], "EXISTS %s", ekey);
+  ccache_stats sa = t_stats(a), sb = t_stats(pf_b);
+  print_message(
+      "switch seen by the Sentinel after %lld ms; after 3 lease periods the lease on "
+      "the new primary: %lld; B: id %d, compiles %llu, lock waits %llu; entry on the "
+      "new primary %lld; A: leases lost %llu, tier errors %llu\n",
+      pf_followed_ms, pf_lease_on_new, pf_b_id, (unsigned long long)atomic_load(&t_e2e_compiles),
+      (unsigned long long)sb.tier_lock_waits, entry_on_new, (unsigned long long)sa.tier_leases_lost,
+      (unsigned long long)sa.tier_errors);
+  assert_int_equal(rc, CCACHE_OK);
+  assert_true(pf_followed_ms >= 0);
+  assert_int_equal(pf_lease_on_new, 1);
+  assert_int_equal(pf_b_id, 7 + 100000); /* loaded, not compiled */
+  assert_int_equal(atomic_load(&t_e2e_compiles), 0);
+  assert_int_equal(entry_on_new, 1);
+  assert_int_equal(sa.tier_leases_lost, 0);
+  t_close(pf_b);
+  t_close(a);
+}
+
 /* The Sentinel's own ACL user, limited to exactly what the tier sends it
  * (the header's line): the primary is found; a wrong password is a tier
  * error naming AUTH, never a failed call. */
@@ -500,6 +595,7 @@ int main(int argc, char **argv) {
    * and checked builds only, not under the sanitizers or valgrind). */
   const struct CMUnitTest realtime[] = {
       cmocka_unit_test_teardown(redis_sentinel_primary_killed_failover_followed, t_stop_all),
+      cmocka_unit_test_teardown(redis_e2e_lease_held_across_a_planned_failover, t_stop_all),
   };
   if (argc > 1 && strcmp(argv[1], "realtime") == 0)
     return cmocka_run_group_tests_name("realtime", realtime, NULL, NULL);
