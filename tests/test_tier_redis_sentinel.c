@@ -463,6 +463,7 @@ static ccache *pf_b;
 static int pf_b_id;
 static long long pf_lease_on_new, pf_followed_ms;
 static pthread_t pf_thread;
+static int pf_thread_made; /* the main thread's alone */
 
 static void *pf_b_main(void *arg) {
   (void)arg;
@@ -492,7 +493,7 @@ static int pf_compile(void *ud, ccache *c, ccache_key pkey, void **native_out, u
   t_e2e_entry_key(lkey, sizeof lkey, T_E2E_TAG, 7);
   strcat(lkey, ":lease");
   pf_lease_on_new = t_redis_int(&s[1], "EXISTS %s", lkey);
-  if (pthread_create(&pf_thread, NULL, pf_b_main, NULL) != 0) pf_b_id = -2;
+  pf_thread_made = pthread_create(&pf_thread, NULL, pf_b_main, NULL) == 0;
   pf_sleep_ms(300); /* B finds the lease and waits */
   *native_out = t_native((int)pkey.lo);
   *cost_out = 1;
@@ -515,11 +516,12 @@ static void redis_e2e_lease_held_across_a_planned_failover(void **state) {
   ccache *a = t_e2e_open(&ca, &o, T_E2E_TAG);
   pf_b = t_e2e_open(&cb, &o, T_E2E_TAG);
   pf_b_id = -1;
+  pf_thread_made = 0;
   pf_lease_on_new = pf_followed_ms = -1;
   ccache_program *p = NULL;
   int rc = ccache_program_get_or_compile(a, PK(7), pf_compile, NULL, &p);
   if (rc == CCACHE_OK) ccache_program_release(a, p);
-  if (pf_b_id != -2) pthread_join(pf_thread, NULL);
+  if (pf_thread_made) pthread_join(pf_thread, NULL);
   char ekey[256];
   t_e2e_entry_key(ekey, sizeof ekey, T_E2E_TAG, 7);
   long long entry_on_new = t_redis_int(&s[1], "EXISTS %s", ekey);
