@@ -40,13 +40,21 @@ src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
   publish   SET <k> <entry> on the first live server; then
   release   EVAL <release script> 1 <k>:lease <token> (inside: GETRANGE
             0 31, DEL);
-  renewal   every lease_ms/3 while the compile runs: EVAL <renew script>
-            (inside: GETRANGE 0 31, PEXPIRE) on the server's renewal connection, one
-            per (process, server) from its first renewal on (tier_renew.c);
+  renewal   every lease_ms/3 while the compile runs: EVAL <renew script> 1
+            <k>:lease <token> <px> <value> <0|1> (inside: GETRANGE 0 31, PEXPIRE;
+            after a switch of primary, a SET NX if the lease is missing there)
+            on the server's renewal connection, one per (process, server) from
+            its first renewal on (tier_renew.c, redis_lease.c);
   connect   nothing is sent (no AUTH without a password, no HELLO, no PING);
             a process keeps one pooled connection per server per concurrent
             caller (up to 8 idle, redis_conn.c), made on first use.
 Commands run inside EVAL count in INFO commandstats under their own names.
+Sentinel mode adds the watcher (redis_watch.c; sentinel_watch() below): per
+process one connection holding SUBSCRIBE +switch-master on one Sentinel
+(spread over the Sentinels by process id), and every 60 s per primary name
+(5 s while unsubscribed, and once per +switch-master naming it) an ask: a new
+connection to a Sentinel (the list's first that answers) with SENTINEL
+get-master-addr-by-name, and a new connection to the answer with ROLE.
 """
 import argparse
 import heapq
@@ -62,7 +70,7 @@ import time
 KEY_LEN = len("ccache:v1:") + 16 + 1 + 32  # <prefix>:v1:<tag hash>:<program key>
 LEASE_KEY_LEN = KEY_LEN + len(":lease")
 TOKEN_LEN = 32
-RENEW_SCRIPT_LEN = 117  # redis_lease.c RENEW_SCRIPT
+RENEW_SCRIPT_LEN = 238  # redis_lease.c RENEW_SCRIPT
 RELEASE_SCRIPT_LEN = 104  # redis_lease.c RELEASE_SCRIPT
 PREFIX_READ = 128 << 10  # redis.h CCACHE__REDIS_PREFIX_READ: the lookup's first GETRANGE end
 MAX_ARG_LEN = len(str(64 << 20))  # the second GETRANGE's end: tier_max_entry_bytes (64 MiB)
@@ -106,7 +114,9 @@ def op_bytes(lease_ms):
         "setnx_busy": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), NIL_REPLY),
         "store": (lambda e: req(3, KEY_LEN, e), lambda e: OK_REPLY),
         "release": (req(4, RELEASE_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN), INT_REPLY),
-        "renew": (req(4, RENEW_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN, px), INT_REPLY),
+        # the value re-taken after a switch: the token alone without keys
+        "renew": (req(4, RENEW_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN, px, TOKEN_LEN, 1),
+                  INT_REPLY),
     }
 
 
@@ -361,6 +371,17 @@ def connections(procs, servers_touched, threads=1, renew_servers=0, idle_max=8):
     connection per concurrent caller (min(threads, idle_max) idle at most),
     plus one renewal connection if it renewed a lease on that server."""
     return procs * (min(threads, idle_max) + renew_servers) if servers_touched else 0
+
+
+def sentinel_watch(procs, names, sentinels, reask_s=60.0):
+    """Sentinel mode's watchers (redis_watch.c), steady state with every
+    subscription up: connections each Sentinel holds (the subscriptions,
+    spread evenly), asks per second on the first Sentinel (SENTINEL
+    get-master-addr-by-name, each on a new connection), and ROLE commands
+    (each on a new connection) per second per primary."""
+    asks = procs * names / reask_s
+    return {"sub_conns_per_sentinel": procs / sentinels, "asks_per_s_first_sentinel": asks,
+            "role_per_s_per_primary": procs / reask_s}
 
 
 # ------------------------------------------------------------ fleet tables
@@ -839,6 +860,17 @@ def selftest():
     wave = spread(program_counts(1000, 2000.0, st), 10, 1000, st)
     check("wave lookups of one program per server, 1,000 x 10", round(wave["getrange"], 6),
           round(2 + 999 + (999 * 14 + 999 + 1) / 10, 6))
+    # Sentinel mode, 1,000 processes, 10 primaries, 3 Sentinels: 333.3
+    # subscriptions each; 1,000 x 10 / 60 s asks on the first; 1,000 / 60 s
+    # ROLE per primary.
+    sw = sentinel_watch(1000, 10, 3)
+    check("watch: subscriptions per Sentinel", round(sw["sub_conns_per_sentinel"], 3), 333.333)
+    check("watch: asks per second", round(sw["asks_per_s_first_sentinel"], 3), 166.667)
+    check("watch: ROLE per second per primary", round(sw["role_per_s_per_primary"], 3), 16.667)
+    # A renewal's request: *8, EVAL, the 238-byte script, 1, the 65-byte
+    # lease key, token, "10000", the token again, the flag.
+    check("renewal request bytes", op_bytes(10000)["renew"][0],
+          4 + 10 + 246 + 7 + 72 + 39 + 11 + 39 + 7)
     for f in fails:
         print("selftest: " + f, file=sys.stderr)
     print("selftest: %s" % ("FAILED" if fails else "ok"))

@@ -107,6 +107,7 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "fallback_reads",
             "fallback_writes",
             "failovers",
+            "leases_retaken",
         ],
     ),
     (

@@ -352,6 +352,11 @@ typedef struct ccache_tier_health {
   uint64_t fallback_reads;  /**< hits here for keys whose first server is another */
   uint64_t fallback_writes; /**< writes here because the keys' earlier servers were down */
   uint64_t failovers;       /**< new primary addresses followed (Sentinel; 0 otherwise) */
+  /** Compile leases held across a switch of primary (Sentinel) that were
+   *  missing on the new primary and were taken there again by their renewal
+   *  (a lease held by another there is lost instead: leases_lost).  Since
+   *  0.2, appended after failovers. */
+  uint64_t leases_retaken;
 } ccache_tier_health;
 
 /** The size of 0.2.0's ccache_tier_health (every field up to failovers), the
@@ -458,6 +463,17 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    stale Sentinel is passed over); with no Sentinel answering, the last
  *    primary is kept while ROLE says master.  A server whose writes are
  *    refused (READONLY, NOPERM, OOM) reports CCACHE_TIER_DEGRADED.
+ *  - Sentinel, a switch of primary (SENTINEL FAILOVER): followed without
+ *    waiting for an error.  One library thread per tier (started by the
+ *    first connect, joined by close, never run in a fork child) subscribes
+ *    to +switch-master on one Sentinel and asks again at once when a
+ *    message names a primary of the tier; it also re-asks every 60 s (every
+ *    5 s while no Sentinel takes the subscription).  So a switch is
+ *    followed when the Sentinel announces it, at worst 60 s (5 s) and one
+ *    ask later.  A lease held across the switch is renewed on the new
+ *    primary, taken again there if missing (health: leases_retaken) or, if
+ *    another holds it there, lost (leases_lost); later writes go to the new
+ *    primary.
  *  - A tier made before fork() returns CCACHE_EFORKED in the child.
  *  - A shared Redis is trusted; hiredis 0.14 has no TLS (passwords travel
  *    as plain text): use loopback, a unix socket, a private network or a

@@ -218,6 +218,7 @@ pub struct ccache_tier_health {
     pub fallback_reads: u64,
     pub fallback_writes: u64,
     pub failovers: u64,
+    pub leases_retaken: u64,
 }
 
 #[repr(C)]

@@ -60,6 +60,9 @@ pub struct TierHealth {
     pub fallback_writes: u64,
     /// New primary addresses followed (Sentinel).
     pub failovers: u64,
+    /// Leases held across a switch of primary, missing on the new one and
+    /// taken there again (Sentinel).
+    pub leases_retaken: u64,
 }
 
 fn array_text(a: &[c_char]) -> String {
@@ -110,6 +113,7 @@ impl<C, P, M: KeyMode> Cache<C, P, M> {
             fallback_reads: h.fallback_reads,
             fallback_writes: h.fallback_writes,
             failovers: h.failovers,
+            leases_retaken: h.leases_retaken,
         }))
     }
 

@@ -7,6 +7,8 @@
  *   redis_io.c       one connection: close-on-exec sockets, connect + AUTH,
  *                    whole-command timeouts, the SIGPIPE guard
  *   redis_sentinel.c Sentinel mode: asking the Sentinels for a primary
+ *   redis_watch.c    Sentinel mode: the watcher thread (+switch-master,
+ *                    periodic re-asks) and following a new address
  *   redis_conn.c     connections: per-server pools, reconnect backoff,
  *                    running a command on a server
  *   tier_redis.c     the tier backend: keys, get/put/remove (tier_redis.h)
@@ -35,12 +37,18 @@
 struct redisContext;
 struct redisReply;
 
-#define CCACHE__REDIS_MAX_SERVERS 64  /* entries in one server list */
-#define CCACHE__REDIS_IDLE_MAX    8   /* idle connections kept per server */
-#define CCACHE__REDIS_MAX_PREFIX  256 /* bytes of key prefix (and of namespace) */
+#define CCACHE__REDIS_MAX_SERVERS    64  /* entries in one server list */
+#define CCACHE__REDIS_IDLE_MAX       8   /* idle connections kept per server */
+#define CCACHE__REDIS_MAX_PREFIX     256 /* bytes of key prefix (and of namespace) */
 /* Bytes of an entry the lookup's first round trip reads (with its STRLEN):
  * entries up to this size cost one round trip, longer ones two. */
-#define CCACHE__REDIS_PREFIX_READ ((uint64_t)128 << 10)
+#define CCACHE__REDIS_PREFIX_READ    ((uint64_t)128 << 10)
+/* Sentinel mode: the watcher re-asks the Sentinels this often (ms) while
+ * subscribed to +switch-master, whatever the subscription says, and at
+ * most _UNSUB_MS apart while no Sentinel takes the subscription
+ * (redis_watch.c). */
+#define CCACHE__REDIS_REASK_MS       60000
+#define CCACHE__REDIS_REASK_UNSUB_MS 5000
 
 /* One server of the list. */
 typedef struct ccache__rserver {
@@ -80,6 +88,7 @@ typedef struct ccache__rserver {
   _Atomic uint64_t fallback_writes; /* entries and leases written here for keys whose
                                        earlier servers were down */
   _Atomic uint64_t failovers;       /* new addresses followed (Sentinel) */
+  _Atomic uint64_t leases_retaken;  /* leases found missing after a switch and taken again */
 
   ccache__mutex renew_mu;
   struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
@@ -97,6 +106,8 @@ typedef struct ccache__rcounters {
   uint64_t sigpipes;         /* SIGPIPEs raised by our I/O and drained */
   uint64_t idle_closed;      /* idle connections found closed by the server (its
                                 idle timeout) before a command: dropped, no failure */
+  uint64_t watch_events;     /* Sentinel: +switch-master messages naming a primary of ours */
+  uint64_t watch_asks;       /* Sentinel: asks the watcher ran (messages and re-asks) */
 } ccache__rcounters;
 
 /* A server's health, as ccache__rpool_server_state reads it. */
@@ -114,6 +125,8 @@ typedef struct ccache__rserver_state {
  * and before the command is sent (cmd: the command's name). */
 typedef void (*ccache__rhook_fn)(void *arg, size_t server, const char *cmd);
 
+typedef struct ccache__rwatch ccache__rwatch;
+
 typedef struct ccache__rpool {
   ccache__rserver *servers;
   size_t n;
@@ -126,7 +139,10 @@ typedef struct ccache__rpool {
   pid_t pid; /* the creating process: a fork child never uses the connections */
 
   _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes,
-      idle_closed;
+      idle_closed, watch_events, watch_asks;
+  ccache__rwatch *watch; /* Sentinel mode: the watcher (redis_watch.c), NULL otherwise */
+  uint64_t reask_ms;     /* the watcher's re-ask period while subscribed
+                            (CCACHE__REDIS_REASK_MS; tests set it before the first command) */
 
   ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */
@@ -208,6 +224,22 @@ struct redisContext *ccache__rconnect(ccache__rpool *p, const char *host, int po
  * or -1 with why set. */
 int ccache__rsentinel_ask(ccache__rpool *p, ccache__rserver *s, char *host, size_t hlen, int *port,
                           char *why, size_t why_len);
+
+/* --------------------------------------------------------- redis_watch.c */
+/* Sentinel mode: the watcher's state (no thread yet); CCACHE_OK or
+ * CCACHE_ENOMEM / CCACHE_ETHREAD. */
+int ccache__rwatch_init(ccache__rpool *p);
+/* Start the watcher thread unless it runs (no-op without a watcher; a
+ * thread that cannot start leaves the re-asks after errors). */
+void ccache__rwatch_start(ccache__rpool *p);
+/* Stop and join it (in the creating process only), and free its state. */
+void ccache__rwatch_destroy(ccache__rpool *p);
+/* Sentinel: s's primary moved.  host NULL: ask the Sentinels before the
+ * next connect (a -READONLY); else host:port is the new primary, already
+ * checked (nothing happens if it is the one known).  Either way, once per
+ * generation gen (host set: the current one), the generation moves on and
+ * the pooled connections are dropped, with no backoff. */
+void ccache__rserver_moved(ccache__rserver *s, uint64_t gen, const char *host, int port);
 
 /* ---------------------------------------------------------- redis_conn.c */
 /* Takes ownership of servers (freed by ccache__rpool_destroy, or by the

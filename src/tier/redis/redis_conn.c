@@ -90,6 +90,8 @@ void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out) {
   out->refused_backoff = atomic_load(&p->refused_backoff);
   out->sigpipes = atomic_load(&p->sigpipes);
   out->idle_closed = atomic_load(&p->idle_closed);
+  out->watch_events = atomic_load(&p->watch_events);
+  out->watch_asks = atomic_load(&p->watch_asks);
 }
 
 /* ------------------------------------------------------ server state */
@@ -105,24 +107,6 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
     s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : p->reconnect_min_ms;
     if (s->backoff_ms > p->reconnect_max_ms) s->backoff_ms = p->reconnect_max_ms;
     s->down_until_ms = ccache__rmono_ms() + s->backoff_ms;
-    ndrop = s->n_idle;
-    memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
-    s->n_idle = 0;
-  }
-  ccache__unlock(&s->server_mu);
-  for (int i = 0; i < ndrop; i++) redisFree(drop[i]);
-}
-
-/* Sentinel: the server answered -READONLY (it is a replica now): drop its
- * connections and ask the Sentinels again before the next connect, with no
- * backoff (it is up, only demoted). */
-static void server_moved(ccache__rserver *s, uint64_t gen) {
-  redisContext *drop[CCACHE__REDIS_IDLE_MAX];
-  int ndrop = 0;
-  ccache__lock(&s->server_mu);
-  if (s->gen == gen) {
-    s->gen++;
-    s->need_resolve = true;
     ndrop = s->n_idle;
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
@@ -148,6 +132,7 @@ static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
   int port = s->port;
   const char *h = s->host;
   if (s->sentinel) {
+    ccache__rwatch_start(p); /* lazily: the first connect needs a primary */
     ccache__lock(&s->server_mu);
     int ask = s->need_resolve || s->at_port == 0;
     snprintf(host, sizeof host, "%s", s->at_host);
@@ -242,7 +227,7 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
   if (broken) {
     redisFree(c);
     if (broken == 2)
-      server_moved(s, gen);
+      ccache__rserver_moved(s, gen, NULL, 0);
     else if (broken == 1)
       server_failed(p, s, gen);
     return;
@@ -347,7 +332,7 @@ static int renew_command(ccache__rpool *p, size_t server, int argc, const char *
     redisFree(s->renew_ctx);
     s->renew_ctx = NULL;
     if (broken == 2)
-      server_moved(s, gen);
+      ccache__rserver_moved(s, gen, NULL, 0);
     else if (broken == 1)
       server_failed(p, s, gen);
   }
@@ -465,13 +450,14 @@ int ccache__rpool_set_sentinels(ccache__rpool *p, ccache__rserver *sentinels, si
   p->n_sentinels = n;
   if (user && !(p->s_user = strdup(user))) return CCACHE_ENOMEM;
   if (password && !(p->s_password = strdup(password))) return CCACHE_ENOMEM;
-  return CCACHE_OK;
+  return n ? ccache__rwatch_init(p) : CCACHE_OK;
 }
 
 void ccache__rpool_destroy(ccache__rpool *p) {
   /* Closing sockets writes nothing, so no SIGPIPE guard is needed; in a fork
    * child the fds are the child's copies and closing them leaves the
-   * parent's connections alone. */
+   * parent's connections alone.  The watcher first: it reads the servers. */
+  ccache__rwatch_destroy(p);
   ccache__rservers_free(p->servers, p->n);
   p->servers = NULL;
   ccache__rservers_free(p->sentinels, p->n_sentinels);

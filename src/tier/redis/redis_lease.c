@@ -19,17 +19,29 @@
  * changes at each renewal, and a renewal whose reply was lost (timed out
  * after sending) may have changed it without our knowing; the token stays
  * for the lease's life.  GETRANGE reads those 32 bytes only, whatever size
- * a planted value has. */
+ * a planted value has.
+ *
+ * The renewals' ARGV[4] = "1" after the lease's server switched primary
+ * since the lease was taken or last renewed (Sentinel): a lease missing
+ * there (not yet replicated when the replica was promoted) is taken again
+ * with SET NX and our whole value (ARGV[3]), and the script answers 2
+ * (counted: leases_retaken).  Someone else's lease is never touched: 0, the
+ * lease is lost.  Without a switch a missing lease stays lost (it lapsed:
+ * another process may have compiled meanwhile). */
 static const char RENEW_SCRIPT[] =
-    "if redis.call('getrange', KEYS[1], 0, 31) == ARGV[1] then "
-    "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0";
+    "local v = redis.call('getrange', KEYS[1], 0, 31) "
+    "if v == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end "
+    "if v == '' and ARGV[4] == '1' and "
+    "redis.call('set', KEYS[1], ARGV[3], 'NX', 'PX', ARGV[2]) then return 2 end return 0";
 static const char RELEASE_SCRIPT[] =
     "if redis.call('getrange', KEYS[1], 0, 31) == ARGV[1] then "
     "return redis.call('del', KEYS[1]) end return 0";
 /* A signed lease's renewal replaces its value (a fresh token). */
 static const char RENEW_VALUE_SCRIPT[] =
-    "if redis.call('getrange', KEYS[1], 0, 31) == ARGV[1] then "
-    "redis.call('set', KEYS[1], ARGV[3], 'PX', ARGV[2]) return 1 end return 0";
+    "local v = redis.call('getrange', KEYS[1], 0, 31) "
+    "if v == ARGV[1] then redis.call('set', KEYS[1], ARGV[3], 'PX', ARGV[2]) return 1 end "
+    "if v == '' and ARGV[4] == '1' and "
+    "redis.call('set', KEYS[1], ARGV[3], 'NX', 'PX', ARGV[2]) then return 2 end return 0";
 
 /* The core's part of a lease value (a signed token), at most. */
 #define LEASE_VALUE_MAX 160u
@@ -42,6 +54,7 @@ typedef struct rlock {
   size_t vlen;
   unsigned char val[32 + LEASE_VALUE_MAX];
   bool renew_failed; /* the last renewal failed (no answer): lost if unlocked so */
+  uint64_t epoch;    /* the server's failovers count when last taken or renewed */
   size_t klen;
   char key[];
 } rlock;
@@ -95,6 +108,8 @@ static int op_lock_value(void *state, ccache_key pkey, const void *value, size_t
   int rc = CCACHE_EIO;
   for (size_t k = 0; k < r->pool.n; k++) {
     l->server = order[k];
+    /* Before the SET: a switch it races with makes the first renewal check. */
+    l->epoch = atomic_load_explicit(&r->pool.servers[l->server].failovers, memory_order_relaxed);
     rc = ccache__redis_try_server(r, l->server, 6, argv, lens, &rep);
     if (rc != CCACHE__REDIS_SKIPPED) break;
     rc = CCACHE_EIO;
@@ -134,16 +149,25 @@ static int renew_with(ccache__redis *r, rlock *l, const void *value, size_t vlen
     memcpy(nv, l->token, 32);
     memcpy(nv + 32, value, vlen);
   }
-  const char *argv[7] = {
-      "EVAL",          value ? RENEW_VALUE_SCRIPT : RENEW_SCRIPT, "1", l->key, l->token, px,
-      (const char *)nv};
-  const size_t lens[7] = {4,        value ? sizeof RENEW_VALUE_SCRIPT - 1 : sizeof RENEW_SCRIPT - 1,
-                          1,        l->klen,
-                          32,       ccache__redis_udec(px, sizeof px, r->lease_ms),
-                          32 + vlen};
+  ccache__rserver *s = &r->pool.servers[l->server];
+  /* Before sending: a switch seen later is re-checked at the next renewal. */
+  uint64_t epoch = atomic_load_explicit(&s->failovers, memory_order_relaxed);
+  const char *retake = epoch != l->epoch ? "1" : "0";
+  const char *argv[8] = {
+      "EVAL", value ? RENEW_VALUE_SCRIPT : RENEW_SCRIPT,       "1",   l->key, l->token,
+      px,     value ? (const char *)nv : (const char *)l->val, retake};
+  const size_t lens[8] = {4,
+                          value ? sizeof RENEW_VALUE_SCRIPT - 1 : sizeof RENEW_SCRIPT - 1,
+                          1,
+                          l->klen,
+                          32,
+                          ccache__redis_udec(px, sizeof px, r->lease_ms),
+                          value ? 32 + vlen : l->vlen,
+                          1};
   redisReply *rep = NULL;
-  int rc = ccache__rpool_command(&r->pool, l->server, 1, value ? 7 : 6, argv, lens, &rep);
-  if (rc == CCACHE_OK && value && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
+  int rc = ccache__rpool_command(&r->pool, l->server, 1, 8, argv, lens, &rep);
+  if (rc == CCACHE_OK && value && rep->type == REDIS_REPLY_INTEGER &&
+      (rep->integer == 1 || rep->integer == 2)) {
     memcpy(l->val, nv, 32 + vlen);
     l->vlen = 32 + vlen;
   }
@@ -151,7 +175,10 @@ static int renew_with(ccache__redis *r, rlock *l, const void *value, size_t vlen
     if (rep->type != REDIS_REPLY_INTEGER) {
       rc = ccache__redis_unexpected(r, l->server, "EVAL renew", rep);
     } else {
-      rc = rep->integer == 1 ? CCACHE_OK : CCACHE_EBUSY; /* 0: no longer ours */
+      /* 1: extended; 2: re-taken on a new primary; 0: no longer ours */
+      if (rep->integer == 2) atomic_fetch_add_explicit(&s->leases_retaken, 1, memory_order_relaxed);
+      rc = rep->integer == 1 || rep->integer == 2 ? CCACHE_OK : CCACHE_EBUSY;
+      if (rc == CCACHE_OK) l->epoch = epoch;
       ccache__rreply_free(rep);
     }
   }
@@ -159,8 +186,7 @@ static int renew_with(ccache__redis *r, rlock *l, const void *value, size_t vlen
    * unlock with this still set counts the lease lost; "no longer ours" is
    * final. */
   l->renew_failed = rc != CCACHE_OK && rc != CCACHE_EBUSY;
-  if (rc == CCACHE_EBUSY)
-    atomic_fetch_add_explicit(&r->pool.servers[l->server].leases_lost, 1, memory_order_relaxed);
+  if (rc == CCACHE_EBUSY) atomic_fetch_add_explicit(&s->leases_lost, 1, memory_order_relaxed);
   return rc;
 }
 

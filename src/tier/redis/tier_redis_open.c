@@ -45,6 +45,7 @@ static int op_health(void *state, uint32_t part, ccache_tier_health *out) {
   out->fallback_reads = atomic_load_explicit(&s->fallback_reads, memory_order_relaxed);
   out->fallback_writes = atomic_load_explicit(&s->fallback_writes, memory_order_relaxed);
   out->failovers = atomic_load_explicit(&s->failovers, memory_order_relaxed);
+  out->leases_retaken = atomic_load_explicit(&s->leases_retaken, memory_order_relaxed);
   return CCACHE_OK;
 }
 
