@@ -69,6 +69,7 @@ static void fill(struct ccache__tiers *ts, ccache_key key, const void *blob, siz
   for (uint32_t j = 0; j < upto; j++) {
     if (!ts->usable[j]) continue;
     ccache_tier *t = ts->t[j];
+    if (ts->reader && !(t->ops.flags & CCACHE_TIER_PRIVATE)) continue; /* it shares nothing */
     int rc;
     errno = 0;
     CCACHE__IN_FRAME(ts, rc = t->ops.put(t->state, key, blob, len));
@@ -202,6 +203,8 @@ static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key
       *native = nat;
       *cost = cst;
       note(ts, CCACHE_EVENT_TIER_HIT, i, key, "get", NULL);
+      /* Verified and decoded: only now may a writer's backend copy it. */
+      if (t->accepted && !ts->reader) CCACHE__IN_FRAME(ts, t->accepted(t->state, key, blob, len));
       fill(ts, key, blob, len, i, "fill");
       found = T_HIT;
       break;
@@ -295,7 +298,7 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
                     held_locks *h, void **native, uint64_t *cost, uint64_t *waited_ns) {
   ccache_key key = sk->key;
   ccache_tier *t = ts->t[i];
-  uint64_t start = 0, delay = t->ops.poll_ms;
+  uint64_t start = 0, delay = t->ops.poll_ms, wait_ms = t->ops.wait_ms;
   for (;;) {
     void *lk = NULL;
     int rc;
@@ -316,18 +319,18 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
     ccache__tier_ok(ts, i);
     atomic_fetch_add_explicit(&ts->per[i].lock_waits, 1, memory_order_relaxed);
     uint64_t now = ccache__mono_ns();
-    if (!start) start = now;
+    if (!start) wait_ms = ccache__tier_wait_bound(ts, i, key), start = now;
     /* With keys, only a trusted signer's lease is worth waiting for. */
     if (ts->trust && t->ops.lease_peek && !signer_holds(ts, i, key)) {
       *waited_ns += now - start;
       return L_TIMEOUT;
     }
     uint64_t elapsed_ms = (now - start) / 1000000u;
-    if (elapsed_ms >= t->ops.wait_ms) {
+    if (elapsed_ms >= wait_ms) {
       *waited_ns += now - start;
       return L_TIMEOUT;
     }
-    uint64_t left = t->ops.wait_ms - elapsed_ms;
+    uint64_t left = wait_ms - elapsed_ms;
     sleep_ms(delay < left ? delay : left);
     delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
     /* The holder may have published while we slept. */
@@ -412,7 +415,7 @@ static void unlock_all(struct ccache__tiers *ts, held_locks *h) {
 /* Encode the program just compiled and write it to every usable tier. */
 static void store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *native) {
   ccache_key key = sk->key;
-  if (ts->trust && !ts->trust->has_signer) { /* a reader publishes nothing */
+  if (ts->reader) { /* a reader publishes nothing */
     atomic_fetch_add(&ts->unpublished, 1);
     note(ts, CCACHE_EVENT_TIER_REJECTED, ts->n, key, "put",
          "a reader (trusted keys, no signing key) does not publish");
@@ -481,8 +484,7 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
   held_locks h;
   memset(&h, 0, sizeof h);
   /* A reader takes no lease: it waits only for a signer's (tier_trust.c). */
-  int found = ts->trust && !ts->trust->has_signer ? reader_wait(ts, key, native, cost)
-                                                  : lock_all(ts, key, &h, native, cost);
+  int found = ts->reader ? reader_wait(ts, key, native, cost) : lock_all(ts, key, &h, native, cost);
   if (found == T_HIT) {
     unlock_all(ts, &h);
     atomic_fetch_add(&ts->hits, 1);

@@ -49,6 +49,18 @@ struct ccache_tier {
    * found busy), so only that server is read: no fallback read, no fill.
    * NULL (the directory tier, custom backends): a poll is a get. */
   int (*get_poll)(void *state, ccache_key pkey, uint64_t max_len, void **blob, size_t *len);
+  /* The Redis backend: the blob get_bounded just returned passed every
+   * check (checksum, key, tag, a trusted signature when the cache has
+   * keys) and decoded, in a cache that publishes (not a reader): the
+   * backend may now copy it where it belongs (a fallback hit to the key's
+   * first live server).  Called at most once per blob, before free_blob;
+   * never for a blob that failed a check, never by a reader.  NULL: nothing
+   * to do. */
+  void (*accepted)(void *state, ccache_key pkey, const void *blob, size_t len);
+  /* The Redis backend: the time to live left on pkey's lease, ms, in *ms
+   * (-1: no expiry; -2: no lease), for tier_lease.c.  CCACHE_OK or a
+   * negative status.  NULL: every busy lease is honoured up to wait_ms. */
+  int (*lease_ttl)(void *state, ccache_key pkey, int64_t *ms);
   /* Set by the default instance (default.c) on a tier it adds but must not
    * use: the cache keeps it CCACHE_TIER_DISABLED with this line (static) as
    * its last error, and it does not count as a shared tier at open. */
@@ -172,6 +184,9 @@ struct ccache__tiers {
   _Atomic uint64_t lock_waits, wait_ms_max, leases_lost, oversize;
   /* ccache_config::trust's copy (NULL: none) and its counts (tier_trust.c). */
   struct ccache_trust *trust;
+  /* trust without a signing key: a reader writes to no shared tier (no
+   * store, no fill, no backend copy of what it read) */
+  bool reader;
   _Atomic uint64_t rejected, unpublished;
   ccache__tier_counts per[CCACHE_MAX_TIERS];
 
@@ -223,6 +238,12 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint
                             ccache_key key);
 /* Unregister, waiting out a renew() in progress on it. */
 void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r);
+
+/* ---------------------------------------------------------- tier_lease.c */
+/* How long, ms, a miss waits on tier i's busy lease for key (asked at the
+ * first busy answer): wait_ms, or lease_ms + CCACHE__LEASE_SKEW_MS for a
+ * cache without keys facing a lease no holder of this tier set. */
+uint64_t ccache__tier_wait_bound(struct ccache__tiers *ts, uint32_t i, ccache_key key);
 
 /* -------------------------------------------------------- tier_open.c, tier.c */
 /* EINVAL unless the config's tier fields (if its size covers them) are

@@ -138,6 +138,7 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
     return CCACHE_EINVAL;
   }
   ts->trust = trust;
+  ts->reader = trust && !trust->has_signer;
   ts->mem = *mem;
   ts->owner = owner;
   ts->n = cfg->n_tiers;
