@@ -25,6 +25,7 @@
 
 #include "redis_tier_support.h"
 #include "tier/tier.h"
+#include "tier/tier_trust.h" /* CCACHE__LEASE_TOKEN */
 #include "trust_support.h"
 
 #define TAG     "edges-redis-tag"
@@ -344,6 +345,105 @@ static void squatter_lease_wait_bounded_without_keys(void **state) {
   }
 }
 
+/* ------------------------------------------------------- the namespace */
+
+/* A writer's signed entry for PK(21) under prefix "tenant-a", copied byte
+ * for byte under "tenant-b" (same server, tag and key): a reader of
+ * "tenant-b" that trusts the same signer rejects it and compiles. */
+static void signed_entry_moved_to_another_prefix_rejected(void **state) {
+  (void)state;
+  need();
+  t_redis_server *s = t_servers;
+  t_must_start(&s[0], NULL);
+  rcache w;
+  open_as(&w, s[0].addr, "tenant-a", TAG, writer_trust(), 10000, 3000);
+  t_compiler comp = {0};
+  assert_int_equal(t_goc(w.c, PK(21), &comp, CCACHE_OK), 21);
+  t_close(w.c);
+  char ka[256], kb[256];
+  rkey("tenant-a", TAG, PK(21), 0, ka, sizeof ka);
+  rkey("tenant-b", TAG, PK(21), 0, kb, sizeof kb);
+  size_t len = 0;
+  unsigned char *v = get_value(&s[0], ka, &len);
+  assert_non_null(v);
+  set_value(&s[0], kb, v, len);
+  free(v);
+  rcache rd;
+  open_as(&rd, s[0].addr, "tenant-b", TAG, reader_trust(), 10000, 3000);
+  comp.calls = 0;
+  int id = t_goc(rd.c, PK(21), &comp, CCACHE_OK);
+  ccache_stats st = t_stats(rd.c);
+  print_message(
+      "entry moved from prefix tenant-a to tenant-b: id %d, compiles %d, tier_hits %llu, "
+      "tier_rejected %llu\n",
+      id, (int)comp.calls, (unsigned long long)st.tier_hits, (unsigned long long)st.tier_rejected);
+  assert_int_equal(comp.calls, 1);
+  assert_int_equal(st.tier_hits, 0);
+  assert_int_equal(st.tier_rejected, 1);
+  t_close(rd.c);
+}
+
+/* The lease value a writer's compile holds, copied (while it compiles)
+ * under another prefix's and another tag's lease for the same key. */
+static char copy_to[2][256];
+static void copy_lease_while_compiling(t_compiler *tc, ccache *c, ccache_key pkey) {
+  (void)tc, (void)c;
+  char lk[256];
+  rkey("tenant-a", TAG, pkey, 1, lk, sizeof lk);
+  size_t len = 0;
+  unsigned char *v = get_value(&t_servers[0], lk, &len);
+  assert_non_null(v);
+  assert_int_equal(len, 32 + CCACHE__LEASE_TOKEN); /* our token, then the signed one */
+  for (int i = 0; i < 2; i++) {
+    redisReply *r = t_redis_cmd(&t_servers[0], "SET %s %b PX 60000", copy_to[i], v, len);
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+  }
+  free(v);
+}
+
+/* A signed lease token copied into another namespace's lease (which:
+ * 0 another prefix, 1 another tag) stalls no reader there (wait_ms 5000;
+ * the token is fresh, by a trusted key, for the same program key). */
+static void token_copied(int which) {
+  need();
+  t_redis_server *s = t_servers;
+  t_must_start(&s[0], NULL);
+  rkey("tenant-b", TAG, PK(22), 1, copy_to[0], sizeof copy_to[0]);
+  rkey("tenant-a", "another-tag", PK(22), 1, copy_to[1], sizeof copy_to[1]);
+  rcache w;
+  open_as(&w, s[0].addr, "tenant-a", TAG, writer_trust(), 10000, 3000);
+  t_compiler comp = {0};
+  comp.during = copy_lease_while_compiling;
+  assert_int_equal(t_goc(w.c, PK(22), &comp, CCACHE_OK), 22);
+  t_close(w.c);
+  static const char *const prefix[2] = {"tenant-b", "tenant-a"};
+  static const char *const tag[2] = {TAG, "another-tag"};
+  assert_int_equal(t_redis_int(&s[0], "EXISTS %s", copy_to[which]), 1);
+  rcache rd;
+  open_as(&rd, s[0].addr, prefix[which], tag[which], reader_trust(), 10000, 5000);
+  t_compiler rc = {0};
+  unsigned long long t0 = t_redis_now_ms();
+  assert_int_equal(t_goc(rd.c, PK(22), &rc, CCACHE_OK), 22);
+  unsigned long long took = t_redis_now_ms() - t0;
+  print_message("token copied to prefix %s, tag %s: compiled after %llu ms, lock waits %llu\n",
+                prefix[which], tag[which], took, (unsigned long long)t_stats(rd.c).tier_lock_waits);
+  assert_int_equal(rc.calls, 1);
+  assert_int_equal(t_stats(rd.c).tier_lock_waits, 0);
+  assert_true(took < 2500);
+  t_close(rd.c);
+}
+
+static void lease_token_copied_to_another_prefix_stalls_no_one(void **state) {
+  (void)state;
+  token_copied(0);
+}
+
+static void lease_token_copied_to_another_tag_stalls_no_one(void **state) {
+  (void)state;
+  token_copied(1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(fallback_forged_entry_not_copied, setup, teardown),
@@ -351,6 +451,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(fallback_reader_copies_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(fallback_verified_hit_copied_once, setup, teardown),
       cmocka_unit_test_setup_teardown(squatter_lease_wait_bounded_without_keys, setup, teardown),
+      cmocka_unit_test_setup_teardown(signed_entry_moved_to_another_prefix_rejected, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(lease_token_copied_to_another_prefix_stalls_no_one, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(lease_token_copied_to_another_tag_stalls_no_one, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,49 +39,10 @@ static void count_bytes(_Atomic uint64_t *counter, size_t n) {
   atomic_fetch_add_explicit(counter, (uint64_t)n, memory_order_relaxed);
 }
 
-void ccache__tier_event(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key,
-                        const char *op, int status, int err, const char *reason) {
-  ccache_event ev;
-  memset(&ev, 0, sizeof ev);
-  ev.size = sizeof ev;
-  ev.kind = kind;
-  ev.level = CCACHE_LEVEL_PROGRAM;
-  ev.key = key;
-  ev.status = status;
-  ev.err = err;
-  ev.tier = i;
-  ev.tier_name = i < ts->n ? ts->t[i]->ops.name : NULL;
-  ev.op = op;
-  ev.reason = reason;
-  CCACHE__IN_FRAME(ts, ts->on_event(ts->event_ctx, &ev));
-}
-
 /* An event that is not a failure (the hook is optional). */
 static void note(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key, const char *op,
                  const char *reason) {
   if (ts->on_event) ccache__tier_event(ts, kind, i, key, op, CCACHE_OK, 0, reason);
-}
-
-/* Write a verified entry to tiers [0, upto): the tiers above a hit, or every
- * tier for a fresh compile (why: "fill" or "store"). */
-static void fill(struct ccache__tiers *ts, ccache_key key, const void *blob, size_t len,
-                 uint32_t upto, const char *why) {
-  for (uint32_t j = 0; j < upto; j++) {
-    if (!ts->usable[j]) continue;
-    ccache_tier *t = ts->t[j];
-    if (ts->reader && !(t->ops.flags & CCACHE_TIER_PRIVATE)) continue; /* it shares nothing */
-    int rc;
-    errno = 0;
-    CCACHE__IN_FRAME(ts, rc = t->ops.put(t->state, key, blob, len));
-    if (rc == CCACHE_OK) {
-      atomic_fetch_add(&ts->writes, 1);
-      count_bytes(&ts->bytes_written, len);
-      ccache__tier_ok(ts, j);
-      note(ts, CCACHE_EVENT_TIER_WRITE, j, key, "put", why);
-    } else {
-      ccache__tier_fail(ts, j, key, "put", rc, errno, why);
-    }
-  }
 }
 
 /* Remove tier i's entry for key that failed a check: only if it is still
@@ -128,13 +89,19 @@ static int bounded_get(struct ccache__tiers *ts, uint32_t i, ccache_key key, boo
   return rc;
 }
 
-/* With keys: whether tier i's intact entry is signed by a trusted key; if
+/* With keys: whether tier i's intact entry is signed by a trusted key for
+ * its namespace (a private tier: any of the cache's, *ns set to it); if
  * not it is counted in tier_rejected, and left where it is (trust is local
  * configuration: another process may trust it). */
 static bool trusted(struct ccache__tiers *ts, uint32_t i, ccache_key key, const void *blob,
-                    size_t len) {
+                    size_t len, const unsigned char **ns) {
   const char *why = NULL;
-  if (ccache__trust_entry_ok(ts->trust, blob, len, ts->strong, &why)) return true;
+  bool any = ts->t[i]->ops.flags & CCACHE_TIER_PRIVATE;
+  uint32_t at = any ? 0 : i, n = any ? ts->n : 1;
+  if (ccache__trust_entry_ok(ts->trust, blob, len, ts->strong, &ts->ns[at], n, &at, &why)) {
+    *ns = ts->ns[any ? at : i];
+    return true;
+  }
   atomic_fetch_add(&ts->rejected, 1);
   note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "get", why);
   return false;
@@ -170,6 +137,7 @@ static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key
   ccache__tier_ok(ts, i);
   count_bytes(&ts->bytes_read, len);
   const void *payload = NULL;
+  const unsigned char *signed_for = NULL; /* the namespace digest it is signed for */
   size_t plen = 0;
   int found = T_MISS;
   switch (ccache__tier_verify_mode(blob, len, sk, ts->strong, ts->tag_hash, &payload, &plen)) {
@@ -185,7 +153,7 @@ static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key
     case CCACHE__ENTRY_OK: {
       /* With keys, an intact entry must also be signed by one: never
        * decoded, never copied upward, never removed otherwise. */
-      if (ts->trust && !trusted(ts, i, key, blob, len)) break;
+      if (ts->trust && !trusted(ts, i, key, blob, len, &signed_for)) break;
       void *nat = NULL;
       uint64_t cst = 0;
       CCACHE__IN_FRAME(ts, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
@@ -205,7 +173,7 @@ static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key
       note(ts, CCACHE_EVENT_TIER_HIT, i, key, "get", NULL);
       /* Verified and decoded: only now may a writer's backend copy it. */
       if (t->accepted && !ts->reader) CCACHE__IN_FRAME(ts, t->accepted(t->state, key, blob, len));
-      fill(ts, key, blob, len, i, "fill");
+      ccache__tier_fill(ts, key, blob, len, i, "fill", signed_for, false);
       found = T_HIT;
       break;
     }
@@ -270,8 +238,8 @@ static bool signer_holds(struct ccache__tiers *ts, uint32_t i, ccache_key key) {
   }
   ccache__tier_ok(ts, i);
   if (rc != CCACHE_OK) return false;
-  bool ok = vl == sizeof v &&
-            ccache__trust_lease_ok(ts->trust, key, v, vl, ccache__realtime_ms(), t->ops.lease_ms);
+  bool ok = vl == sizeof v && ccache__trust_lease_ok(ts->trust, key, ts->ns[i], v, vl,
+                                                     ccache__realtime_ms(), t->ops.lease_ms);
   if (!ok)
     note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "lease",
          "a lease not signed by a trusted key: not waited for");
@@ -280,11 +248,12 @@ static bool signer_holds(struct ccache__tiers *ts, uint32_t i, ccache_key key) {
 
 /* Try tier i's lock once: with a signing key and a backend that shows
  * lease values, the lease carries a fresh signed token. */
-static int try_lock(struct ccache__tiers *ts, ccache_tier *t, ccache_key key, void **lk) {
+static int try_lock(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **lk) {
+  ccache_tier *t = ts->t[i];
   int rc;
   if (ts->trust && t->ops.lock_value) {
     unsigned char tok[CCACHE__LEASE_TOKEN];
-    ccache__trust_lease_token(ts->trust, key, ccache__realtime_ms(), tok);
+    ccache__trust_lease_token(ts->trust, key, ts->ns[i], ccache__realtime_ms(), tok);
     CCACHE__IN_FRAME(ts, rc = t->ops.lock_value(t->state, key, tok, sizeof tok, lk));
   } else {
     CCACHE__IN_FRAME(ts, rc = t->ops.lock(t->state, key, lk));
@@ -303,7 +272,7 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
     void *lk = NULL;
     int rc;
     errno = 0;
-    rc = try_lock(ts, t, key, &lk);
+    rc = try_lock(ts, i, key, &lk);
     if (rc == CCACHE_OK) {
       ccache__tier_ok(ts, i);
       h->held[i] = true;
@@ -319,7 +288,10 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
     ccache__tier_ok(ts, i);
     atomic_fetch_add_explicit(&ts->per[i].lock_waits, 1, memory_order_relaxed);
     uint64_t now = ccache__mono_ns();
-    if (!start) wait_ms = ccache__tier_wait_bound(ts, i, key), start = now;
+    if (!start) {
+      start = now;
+      wait_ms = ccache__tier_wait_bound(ts, i, key); /* a keyless cache: a squatter's lease? */
+    }
     /* With keys, only a trusted signer's lease is worth waiting for. */
     if (ts->trust && t->ops.lease_peek && !signer_holds(ts, i, key)) {
       *waited_ns += now - start;
@@ -410,56 +382,6 @@ static void unlock_all(struct ccache__tiers *ts, held_locks *h) {
   }
 }
 
-/* ------------------------------------------------------ compile and store */
-
-/* Encode the program just compiled and write it to every usable tier. */
-static void store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *native) {
-  ccache_key key = sk->key;
-  if (ts->reader) { /* a reader publishes nothing */
-    atomic_fetch_add(&ts->unpublished, 1);
-    note(ts, CCACHE_EVENT_TIER_REJECTED, ts->n, key, "put",
-         "a reader (trusted keys, no signing key) does not publish");
-    return;
-  }
-  const struct ccache_trust *signer = ts->trust; /* NULL: unsigned entries */
-  void *bytes = NULL;
-  size_t len = 0;
-  int rc;
-  CCACHE__IN_FRAME(ts, rc = ts->codec.encode(ts->codec.ctx, key, native, &bytes, &len));
-  if (rc == CCACHE_CODEC_SKIP) {
-    note(ts, CCACHE_EVENT_TIER_REJECTED, ts->n, key, "encode",
-         "the codec answered CCACHE_CODEC_SKIP");
-    return;
-  }
-  if (rc != 0) {
-    ccache__tier_fail(ts, ts->n, key, "encode", rc, 0, "the codec could not encode the program");
-    return;
-  }
-  unsigned char *blob = NULL;
-  size_t blen = 0;
-  if ((uint64_t)len <= CCACHE__TIER_MAX_PAYLOAD && (bytes || len == 0)) {
-    blen = ccache__tier_entry_len_signed(len, ts->strong, signer != NULL);
-    if ((uint64_t)blen > ts->max_entry) { /* no cache with this bound would read it */
-      CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
-      oversize(ts, ts->n, key, "encode");
-      return;
-    }
-    blob = ccache__malloc(&ts->mem, blen);
-  }
-  if (blob)
-    ccache__tier_frame_signed(blob, sk, ts->strong, ts->tag_hash, ccache__realtime_ms(), bytes, len,
-                              signer);
-  CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
-  if (!blob) { /* too large, NULL bytes, or no memory: not stored */
-    ccache__tier_fail(ts, ts->n, key, "encode", blen ? CCACHE_ENOMEM : CCACHE_EINVAL, 0,
-                      blen ? "out of memory framing the entry"
-                           : "encoded bytes NULL, or longer than 2^40: not stored");
-    return;
-  }
-  fill(ts, key, blob, blen, ts->n, "store");
-  ccache__free(&ts->mem, blob);
-}
-
 static bool any_usable(const struct ccache__tiers *ts) {
   for (uint32_t i = 0; i < ts->n; i++)
     if (ts->usable[i]) return true;
@@ -493,7 +415,7 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
   atomic_fetch_add(&ts->misses, 1);
   *compiled = true;
   int crc = compile(arg, native, cost, compile_ns);
-  if (crc == 0 && *compile_ns / 1000u >= ts->min_compile_us) store(ts, key, *native);
+  if (crc == 0 && *compile_ns / 1000u >= ts->min_compile_us) ccache__tier_store(ts, key, *native);
   unlock_all(ts, &h);
   return crc;
 }

@@ -24,6 +24,23 @@ void ccache__tier_fail(struct ccache__tiers *ts, uint32_t i, ccache_key key, con
   if (ts->on_event) ccache__tier_event(ts, CCACHE_EVENT_TIER_ERROR, i, key, op, rc, err, reason);
 }
 
+void ccache__tier_event(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key,
+                        const char *op, int status, int err, const char *reason) {
+  ccache_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.size = sizeof ev;
+  ev.kind = kind;
+  ev.level = CCACHE_LEVEL_PROGRAM;
+  ev.key = key;
+  ev.status = status;
+  ev.err = err;
+  ev.tier = i;
+  ev.tier_name = i < ts->n ? ts->t[i]->ops.name : NULL;
+  ev.op = op;
+  ev.reason = reason;
+  CCACHE__IN_FRAME(ts, ts->on_event(ts->event_ctx, &ev));
+}
+
 int ccache__tier_health(struct ccache__tiers *ts, uint32_t tier, uint32_t part,
                         ccache_tier_health *out) {
   if (!ts || tier >= ts->n) return CCACHE_MISS;

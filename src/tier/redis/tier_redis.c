@@ -299,7 +299,18 @@ static int op_remove_if(void *state, ccache_key pkey, const void *blob, size_t l
   return out;
 }
 
+/* ops.scope: the key prefix keeps tenants of one server apart, so a
+ * signature binds it (the namespace below it is the core's own). */
+static int op_scope(void *state, void *buf, size_t cap, size_t *len) {
+  ccache__redis *r = state;
+  int n = snprintf(buf, cap, "redis:%s", r->prefix);
+  if (n < 0 || (size_t)n >= cap) return CCACHE_EINVAL;
+  *len = (size_t)n;
+  return CCACHE_OK;
+}
+
 void ccache__redis_entry_ops(ccache_tier_ops *ops) {
+  ops->scope = op_scope;
   ops->attach = op_attach;
   ops->get = op_get;
   ops->free_blob = op_free_blob;
