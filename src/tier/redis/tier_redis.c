@@ -35,7 +35,7 @@
  * that are down (try_server); entries and leases go to the first server
  * that answers, lookups read on past a miss, and a later hit is copied back
  * to that first server once the core has verified it, in a cache that
- * publishes (see the header's "Fallback" and docs/design.md).  The
+ * publishes (see the header's "Fallback" and docs/tiers.md).  The
  * polls of a process waiting on a lease read that first server alone
  * (op_get_poll): the holder publishes nowhere else.
  *
