@@ -444,6 +444,81 @@ static void lease_token_copied_to_another_tag_stalls_no_one(void **state) {
   token_copied(1);
 }
 
+/* A cache over a directory tier above a Redis tier (both signed for their
+ * own namespace); NULL dir: Redis alone. */
+static void open_disk_redis(rcache *rc, const char *dir, const char *servers, ccache_trust *t) {
+  memset(rc, 0, sizeof *rc);
+  ccache_disk_options d;
+  ccache_disk_options_init(&d);
+  d.dir = dir;
+  ccache_redis_options o;
+  ccache_redis_options_init(&o);
+  o.servers = servers;
+  ccache_tier *tiers[2] = {NULL, NULL};
+  assert_int_equal(ccache_tier_disk(&d, &tiers[0]), CCACHE_OK);
+  assert_int_equal(ccache_tier_redis(&o, &tiers[1]), CCACHE_OK);
+  ccache_codec k = t_codec_make(&rc->tc, PAYLOAD);
+  ccache_config cfg;
+  t_config(&cfg, &rc->ctx);
+  cfg.codec = &k;
+  cfg.runtime_tag = TAG;
+  cfg.tier_min_compile_us = 0;
+  cfg.tiers = tiers;
+  cfg.n_tiers = 2;
+  cfg.trust = t;
+  assert_int_equal(ccache_open(&cfg, &rc->c), CCACHE_OK);
+  ccache_trust_free(t);
+}
+
+/* STRLEN calls a server has executed: one per lookup that reached it. */
+static long long strlen_calls(t_redis_server *s) {
+  redisReply *r = t_redis_cmd(s, "INFO commandstats");
+  assert_true(r && r->type == REDIS_REPLY_STRING);
+  const char *p = strstr(r->str, "cmdstat_strlen:calls=");
+  long long n = p ? atoll(p + strlen("cmdstat_strlen:calls=")) : 0;
+  freeReplyObject(r);
+  return n;
+}
+
+/* The private directory tier accepts an entry signed for the Redis tier's
+ * namespace (it holds copies of what the tiers below it had): a reader's
+ * Redis hit fills its directory tier, and the next reader over the same
+ * tiers loads from the directory without asking Redis. */
+static void signed_redis_hit_fills_the_directory_tier_above(void **state) {
+  (void)state;
+  need();
+  t_redis_server *s = t_servers;
+  t_must_start(&s[0], NULL);
+  rcache w;
+  open_c(&w, s[0].addr, writer_trust());
+  t_compiler comp = {0};
+  assert_int_equal(t_goc(w.c, PK(31), &comp, CCACHE_OK), 31);
+  t_close(w.c);
+  char *dir = t_tempdir("trust-redis-edges-disk");
+  for (int round = 0; round < 2; round++) {
+    rcache rd;
+    open_disk_redis(&rd, dir, s[0].addr, reader_trust());
+    long long before = strlen_calls(&s[0]);
+    comp.calls = 0;
+    assert_int_equal(t_goc(rd.c, PK(31), &comp, CCACHE_OK), 31);
+    ccache_stats st = t_stats(rd.c);
+    long long asked = strlen_calls(&s[0]) - before;
+    print_message(
+        "reader %d over directory + Redis: compiles %d, tier_hits %llu, tier_writes "
+        "%llu, tier_rejected %llu, Redis lookups %lld\n",
+        round, (int)comp.calls, (unsigned long long)st.tier_hits,
+        (unsigned long long)st.tier_writes, (unsigned long long)st.tier_rejected, asked);
+    assert_int_equal(comp.calls, 0);
+    assert_int_equal(st.tier_hits, 1);
+    assert_int_equal(st.tier_rejected, 0);
+    assert_int_equal(st.tier_writes, round == 0 ? 1 : 0); /* the fill of the directory */
+    assert_int_equal(asked, round == 0 ? 1 : 0);
+    t_close(rd.c);
+  }
+  t_rmrf(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(fallback_forged_entry_not_copied, setup, teardown),
@@ -456,6 +531,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(lease_token_copied_to_another_prefix_stalls_no_one, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(lease_token_copied_to_another_tag_stalls_no_one, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(signed_redis_hit_fills_the_directory_tier_above, setup,
                                       teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
