@@ -12,7 +12,8 @@
  *            tier again after each attempt (its holder may publish), up to
  *            wait_ms; after taking a lock, ask the tier once more;
  *   compile: the user's callback, tier locks held, cache locks not;
- *   store:   encode once, frame once, put in every tier, if the compile
+ *   store:   encode once, frame once per namespace, put in every tier
+ *            (tier_store.c), if the compile
  *            took long enough and the codec did not answer SKIP;
  *   unlock:  reverse tier order.
  * A failed op or codec call counts tier_errors and the tier is skipped for
