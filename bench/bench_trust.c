@@ -32,7 +32,10 @@ static sample one_rep(ccache_tier *t, const ccache_trust *trust, const unsigned 
   size_t len = ccache__tier_entry_len_signed(plen, false, true);
   unsigned char *blob = malloc(len);
   BENCH_CHECK(blob != NULL, "malloc");
-  ccache__tier_frame_signed(blob, &KEY, false, TAG, 1, payload, plen, trust);
+  unsigned char ns[1][CCACHE__NS_DIGEST];
+  uint32_t which = 0;
+  ccache__trust_ns_digest(false, "bench", "redis:ccache", 12, ns[0]);
+  ccache__tier_frame_signed(blob, &KEY, false, TAG, 1, payload, plen, trust, ns[0]);
   BENCH_OK(t->ops.put(t->state, KEY.key, blob, len));
   const char *why = NULL;
   uint64_t t0 = bench_now_ns();
@@ -46,10 +49,12 @@ static sample one_rep(ccache_tier *t, const ccache_trust *trust, const unsigned 
   uint64_t t1 = bench_now_ns();
   unsigned char block[CCACHE__TIER_SIG];
   for (int i = 0; i < iters; i++)
-    ccache__trust_sign_entry(trust, blob, CCACHE__TIER_HDR, blob + CCACHE__TIER_HDR, plen, block);
+    ccache__trust_sign_entry(trust, ns[0], blob, CCACHE__TIER_HDR, blob + CCACHE__TIER_HDR, plen,
+                             block);
   uint64_t t2 = bench_now_ns();
   for (int i = 0; i < iters; i++)
-    BENCH_CHECK(ccache__trust_entry_ok(trust, blob, len, false, &why), "verify: %s", why);
+    BENCH_CHECK(ccache__trust_entry_ok(trust, blob, len, false, ns, 1, &which, &why), "verify: %s",
+                why);
   uint64_t t3 = bench_now_ns();
   free(blob);
   sample s = {(double)(t1 - t0) / 1e3 / iters, (double)(t2 - t1) / 1e3 / iters,

@@ -34,7 +34,10 @@ src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
   waiting   while the lease is held: sleep poll_ms doubling to poll_max_ms,
             then a poll: the same lookup on the key's first live server only
             (tier_stack.c poll_load, tier_redis.c op_get_poll: the holder publishes
-            nowhere else), then SET NX again (tier_stack.c lock_one);
+            nowhere else), then SET NX again (tier_stack.c lock_one); at the first
+            busy answer of a wait, PTTL <k>:lease once (tier_lease.c: a cache
+            without keys, when wait_ms > lease_ms + 2000, as kernel_jit
+            --trust-unsigned is);
   taken     after SET NX succeeds, one more lookup (the holder before may
             have published), then the compile;
   publish   SET <k> <entry> on the first live server; then
@@ -117,6 +120,7 @@ def op_bytes(lease_ms):
         # the value re-taken after a switch: the token alone without keys
         "renew": (req(4, RENEW_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN, px, TOKEN_LEN, 1),
                   INT_REPLY),
+        "pttl": (req(4, LEASE_KEY_LEN), len(":%d\r\n" % lease_ms)),
     }
 
 
@@ -314,7 +318,11 @@ def per_server(counts, homes, sizes, live_sets, settings):
 
     def srv(s):
         return out.setdefault(s, {"getrange": 0.0, "set": 0.0, "eval": 0.0, "del": 0.0,
-                                  "strlen": 0.0, "pexpire": 0.0, "net_in": 0.0, "net_out": 0.0})
+                                  "strlen": 0.0, "pexpire": 0.0, "pttl": 0.0, "net_in": 0.0,
+                                  "net_out": 0.0})
+
+    # a keyless waiter's one PTTL per wait (tier_lease.c)
+    pttl_per_wait = 1 if settings.wait_ms > settings.lease_ms + 2000 else 0
 
     for k, h in enumerate(homes):
         e = sizes[k]
@@ -337,6 +345,10 @@ def per_server(counts, homes, sizes, live_sets, settings):
         x["eval"] += rel + ren
         x["del"] += rel
         x["pexpire"] += ren
+        pt = counts.get("waits", [0] * len(homes))[k] * pttl_per_wait
+        x["pttl"] += pt
+        x["net_in"] += pt * ob["pttl"][0]
+        x["net_out"] += pt * ob["pttl"][1]
         x["net_in"] += (hits * ob["get_hit"][0](e) + ok * ob["setnx_ok"][0] +
                         busy * ob["setnx_busy"][0] + st * ob["store"][0](e) +
                         rel * ob["release"][0] + ren * ob["renew"][0])
@@ -390,7 +402,7 @@ def sentinel_watch(procs, names, sentinels, reask_s=60.0):
 CMD_LIMIT = 100_000  # simple commands per second
 # What counts against it: INFO commandstats' calls, a script's own calls
 # included (a lookup is 2: STRLEN, GETRANGE).
-CMDS = ("getrange", "set", "eval", "del", "strlen", "pexpire")
+CMDS = ("getrange", "set", "eval", "del", "strlen", "pexpire", "pttl")
 NET_LIMIT = 1.25e9  # bytes per second out (10 Gbit/s)
 MAXCLIENTS = 10_000  # Redis's default maxclients
 
@@ -696,7 +708,7 @@ def compare(run, args):
     meas = {}
     for s in servers:
         m = meas.setdefault(s, {"getrange": 0, "set": 0, "eval": 0, "del": 0, "strlen": 0,
-                                "pexpire": 0, "net_in": 0, "net_out": 0})
+                                "pexpire": 0, "pttl": 0, "net_in": 0, "net_out": 0})
         for ph in ("phase1", "phase2"):
             d = run["per_server"][s].get(ph)
             if not d:

@@ -12,6 +12,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redis_tier_support.h"
+#include "tier/redis/tier_redis.h" /* ccache__redis_accepted */
 
 void t_need_redis(void) {
   const char *why = NULL;
@@ -108,6 +109,9 @@ int t_get_check(t_be *b, uint64_t n, size_t len) {
   unsigned char *want = t_payload(n, len);
   int same = got == len && memcmp(blob, want, len) == 0;
   free(want);
+  /* What the core does with a blob it verified (a fallback hit is copied
+   * to the key's first live server then). */
+  if (same) ccache__redis_accepted(b->r, PK(n), blob, got);
   b->ops.free_blob(b->r, blob, got);
   assert_true(same);
   return CCACHE_OK;

@@ -475,7 +475,7 @@ static void redis_auth_acl_user(void **state) {
       "--user", "alice", "on", ">wonderland", "~*", "+@all", "--user", "default", "off",
       /* the least a tier needs, as documented */
       "--user", "ccache", "on", ">tier-pw", "~ccache:*", "+get", "+set", "+del", "+eval",
-      "+pexpire", "+strlen", "+getrange", NULL};
+      "+pexpire", "+strlen", "+getrange", "+pttl", NULL};
   t_must_start(s, args);
   ccache_redis_options o;
   t_opts(&o, s->addr);

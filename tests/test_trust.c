@@ -493,19 +493,25 @@ static void lease_tokens(void **state) {
   const char *trusted[] = {"old", NULL}, *others[] = {"other", NULL};
   ccache_trust *r = tr_trust(f->keys, NULL, trusted), *o = tr_trust(f->keys, NULL, others);
   const uint64_t now = 1800000000000ull, lease = 10000, skew = CCACHE__LEASE_SKEW_MS;
-  unsigned char tok[CCACHE__LEASE_TOKEN];
-  ccache__trust_lease_token(w, PK(50), now, tok);
-  assert_true(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now, lease));
-  assert_true(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now + lease + skew, lease));
-  assert_false(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now + lease + skew + 1, lease));
-  assert_true(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now - skew, lease));
-  assert_false(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now - skew - 1, lease));
-  assert_false(ccache__trust_lease_ok(r, PK(51), tok, sizeof tok, now, lease)); /* another key */
-  assert_false(ccache__trust_lease_ok(o, PK(50), tok, sizeof tok, now, lease)); /* not trusted */
-  assert_false(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok - 1, now, lease));
+  unsigned char tok[CCACHE__LEASE_TOKEN], ns[CCACHE__NS_DIGEST], other_ns[CCACHE__NS_DIGEST];
+  ccache__trust_ns_digest(false, "tag", "redis:ccache", 12, ns);
+  ccache__trust_ns_digest(false, "tag", "redis:other", 11, other_ns);
+  ccache__trust_lease_token(w, PK(50), ns, now, tok);
+  assert_true(ccache__trust_lease_ok(r, PK(50), ns, tok, sizeof tok, now, lease));
+  assert_true(ccache__trust_lease_ok(r, PK(50), ns, tok, sizeof tok, now + lease + skew, lease));
+  assert_false(
+      ccache__trust_lease_ok(r, PK(50), ns, tok, sizeof tok, now + lease + skew + 1, lease));
+  assert_true(ccache__trust_lease_ok(r, PK(50), ns, tok, sizeof tok, now - skew, lease));
+  assert_false(ccache__trust_lease_ok(r, PK(50), ns, tok, sizeof tok, now - skew - 1, lease));
+  assert_false(
+      ccache__trust_lease_ok(r, PK(51), ns, tok, sizeof tok, now, lease)); /* another key */
+  assert_false(
+      ccache__trust_lease_ok(o, PK(50), ns, tok, sizeof tok, now, lease)); /* not trusted */
+  assert_false(ccache__trust_lease_ok(r, PK(50), ns, tok, sizeof tok - 1, now, lease));
+  assert_false(ccache__trust_lease_ok(r, PK(50), other_ns, tok, sizeof tok, now, lease));
   for (size_t i = 0; i < sizeof tok; i++) { /* any byte changed */
     tok[i] ^= 0x20;
-    assert_false(ccache__trust_lease_ok(r, PK(50), tok, sizeof tok, now, lease));
+    assert_false(ccache__trust_lease_ok(r, PK(50), ns, tok, sizeof tok, now, lease));
     tok[i] ^= 0x20;
   }
   ccache_trust_free(w);

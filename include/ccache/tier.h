@@ -278,7 +278,29 @@ typedef struct ccache_tier_ops {
   uint32_t flags;
   /* The end of 0.2.0's layout (CCACHE_TIER_OPS_SIZE_V1); appended fields
    * go below. */
+  /**
+   * Hand over what tells this backend's store apart from another of its
+   * kind that the same runtime could use (the Redis tier: its key prefix),
+   * so that signatures and signed lease tokens bind it with the runtime
+   * tag, key mode and format: a signed entry copied into another scope
+   * (another tenant's prefix) is rejected there (ccache/trust.h).  Called
+   * once, at ccache_open() of a cache with ccache_config::trust, after
+   * attach, on the opening thread; never again.  NULL: an empty scope
+   * (the directory tier: private, bound by its folder).  A scope change
+   * makes every entry signed under the old one a rejection.
+   * @param state the backend's state.
+   * @param buf receives the scope's bytes (any bytes; the core copies what
+   *        it needs during the call).
+   * @param cap bytes at @p buf: CCACHE_TIER_SCOPE_MAX.
+   * @param len set to the number of bytes written, 0 .. @p cap.
+   * @return CCACHE_OK; any other status disables the tier for this cache
+   *         (tier_errors +1), as a failed attach does.
+   */
+  int (*scope)(void *state, void *buf, size_t cap, size_t *len);
 } ccache_tier_ops;
+
+/** The room ccache_tier_ops::scope gets, in bytes. */
+#define CCACHE_TIER_SCOPE_MAX 512u
 
 /** ccache_tier_ops::flags: only the effective user can write this
  *  backend's store (like the directory tier, which refuses folders others
@@ -456,9 +478,18 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    its token alone, so a renewal whose reply was lost leaves it ours.
  *  - Lease values read from Redis are bounded (193 bytes), and so is every
  *    lookup (STRLEN + GETRANGE, the reader's tier_max_entry_bytes).
+ *  - A cache without keys honours a lease with no expiry, or with more
+ *    than lease_ms + 2 s left (PTTL, asked once per wait), for lease_ms +
+ *    2 s at most: no holder sets one, a squatter does.  With keys only a
+ *    signed, recent token for this namespace is waited for.
  *  - Fallback: a hit found past the key's first live server is copied to
- *    that server by the lookup itself, before the core has verified it
- *    (issue 33 item 6, open).
+ *    that server once the core has verified it (checksum, key, tag and,
+ *    with keys, signature) and decoded it; never by a reader (keys without
+ *    a signing key), which writes to no shared tier.
+ *  - Namespace: with keys, signatures and lease tokens bind the prefix
+ *    (ccache_tier_ops::scope: "redis:<prefix>") with the runtime tag, key
+ *    mode and format, so a signed entry or lease copied to another prefix
+ *    is rejected there.
  *  - Sentinel: each address a Sentinel answers is checked with ROLE (a
  *    stale Sentinel is passed over); with no Sentinel answering, the last
  *    primary is kept while ROLE says master.  A server whose writes are

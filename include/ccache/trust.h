@@ -38,8 +38,15 @@ extern "C" {
  *
  * **What a signature covers.**  A domain string, the entry format version,
  * the whole entry header (program key, with a strong cache's check half;
- * runtime-tag digest; payload length; creation time), the signer's key id
- * and the BLAKE2b-256 digest of the payload; never the XXH3 checksum.  An
+ * runtime-tag digest; payload length; creation time), the signer's key id,
+ * the *namespace digest* (BLAKE2b-256 of the format, the key mode, the
+ * whole runtime tag and the tier's scope: the Redis tier's key prefix,
+ * ccache_tier_ops::scope) and the BLAKE2b-256 digest of the payload; never
+ * the XXH3 checksum.  So an entry copied to another prefix, runtime tag or
+ * key mode does not verify there; signed lease tokens bind the same
+ * digest.  Entries signed by 0.1 (before the namespace digest) are
+ * rejected, not accepted for a while: the first writer that misses on one
+ * replaces it; upgrade writers before readers, as below.  An
  * entry that is unsigned, signed by a key not trusted, or whose signature
  * does not verify is *rejected*: counted in ccache_stats::tier_rejected,
  * never decoded, never copied to another tier, and the program compiles

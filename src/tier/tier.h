@@ -49,6 +49,18 @@ struct ccache_tier {
    * found busy), so only that server is read: no fallback read, no fill.
    * NULL (the directory tier, custom backends): a poll is a get. */
   int (*get_poll)(void *state, ccache_key pkey, uint64_t max_len, void **blob, size_t *len);
+  /* The Redis backend: the blob get_bounded just returned passed every
+   * check (checksum, key, tag, a trusted signature when the cache has
+   * keys) and decoded, in a cache that publishes (not a reader): the
+   * backend may now copy it where it belongs (a fallback hit to the key's
+   * first live server).  Called at most once per blob, before free_blob;
+   * never for a blob that failed a check, never by a reader.  NULL: nothing
+   * to do. */
+  void (*accepted)(void *state, ccache_key pkey, const void *blob, size_t len);
+  /* The Redis backend: the time to live left on pkey's lease, ms, in *ms
+   * (-1: no expiry; -2: no lease), for tier_lease.c.  CCACHE_OK or a
+   * negative status.  NULL: every busy lease is honoured up to wait_ms. */
+  int (*lease_ttl)(void *state, ccache_key pkey, int64_t *ms);
   /* Set by the default instance (default.c) on a tier it adds but must not
    * use: the cache keeps it CCACHE_TIER_DISABLED with this line (static) as
    * its last error, and it does not count as a shared tier at open. */
@@ -94,13 +106,14 @@ size_t ccache__tier_entry_len_mode(size_t payload_len, bool strong);
 void ccache__tier_frame_mode(unsigned char *dst, const ccache_strong_key *key, bool strong,
                              uint64_t tag_hash, uint64_t created_ms, const void *payload,
                              size_t len);
-/* The same with a signature block when signer is set (tier_trust.h): the
- * length of such an entry, and its framing. */
+/* The same with a signature block when signer is set (tier_trust.h), for
+ * the namespace digest ns: the length of such an entry, and its framing. */
 struct ccache_trust;
 size_t ccache__tier_entry_len_signed(size_t payload_len, bool strong, bool sig);
 void ccache__tier_frame_signed(unsigned char *dst, const ccache_strong_key *key, bool strong,
                                uint64_t tag_hash, uint64_t created_ms, const void *payload,
-                               size_t len, const struct ccache_trust *signer);
+                               size_t len, const struct ccache_trust *signer,
+                               const unsigned char *ns);
 /* Check an entry in full (for a strong cache: its header length and all
  * 256 bits of the key); on OK, *payload and *len point into blob. */
 ccache__entry_check ccache__tier_verify_mode(const void *blob, size_t blob_len,
@@ -172,6 +185,13 @@ struct ccache__tiers {
   _Atomic uint64_t lock_waits, wait_ms_max, leases_lost, oversize;
   /* ccache_config::trust's copy (NULL: none) and its counts (tier_trust.c). */
   struct ccache_trust *trust;
+  /* trust without a signing key: a reader writes to no shared tier (no
+   * store, no fill, no backend copy of what it read) */
+  bool reader;
+  /* With trust: each tier's namespace digest (CCACHE__NS_DIGEST bytes, set
+   * at open from the tag, key mode and the tier's scope op), which its
+   * entries' signatures and its lease tokens bind (tier_trust.h). */
+  unsigned char ns[CCACHE_MAX_TIERS][32];
   _Atomic uint64_t rejected, unpublished;
   ccache__tier_counts per[CCACHE_MAX_TIERS];
 
@@ -223,6 +243,24 @@ void ccache__tier_lease_add(struct ccache__tiers *ts, ccache__lease_rec *r, uint
                             ccache_key key);
 /* Unregister, waiting out a renew() in progress on it. */
 void ccache__tier_lease_remove(struct ccache__tiers *ts, ccache__lease_rec *r);
+
+/* ---------------------------------------------------------- tier_store.c */
+/* Write a verified entry to the usable tiers [0, upto) (why: "fill" above a
+ * hit, "store" after a compile).  ns: the namespace digest the entry is
+ * signed for (NULL: unsigned, every tier); a shared tier takes it only if
+ * it has that digest, a private one whatever it is unless exact.  A reader
+ * writes to no shared tier. */
+void ccache__tier_fill(struct ccache__tiers *ts, ccache_key key, const void *blob, size_t len,
+                       uint32_t upto, const char *why, const unsigned char *ns, bool exact);
+/* Encode the program just compiled and store it in every usable tier
+ * (nothing for a reader: tier_unpublished). */
+void ccache__tier_store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *native);
+
+/* ---------------------------------------------------------- tier_lease.c */
+/* How long, ms, a miss waits on tier i's busy lease for key (asked at the
+ * first busy answer): wait_ms, or lease_ms + CCACHE__LEASE_SKEW_MS for a
+ * cache without keys facing a lease no holder of this tier set. */
+uint64_t ccache__tier_wait_bound(struct ccache__tiers *ts, uint32_t i, ccache_key key);
 
 /* -------------------------------------------------------- tier_open.c, tier_stack.c */
 /* EINVAL unless the config's tier fields (if its size covers them) are

@@ -78,12 +78,13 @@ size_t ccache__tier_entry_len_signed(size_t payload_len, bool strong, bool sig) 
 void ccache__tier_frame_mode(unsigned char *dst, const ccache_strong_key *key, bool strong,
                              uint64_t tag_hash, uint64_t created_ms, const void *payload,
                              size_t len) {
-  ccache__tier_frame_signed(dst, key, strong, tag_hash, created_ms, payload, len, NULL);
+  ccache__tier_frame_signed(dst, key, strong, tag_hash, created_ms, payload, len, NULL, NULL);
 }
 
 void ccache__tier_frame_signed(unsigned char *dst, const ccache_strong_key *key, bool strong,
                                uint64_t tag_hash, uint64_t created_ms, const void *payload,
-                               size_t len, const struct ccache_trust *signer) {
+                               size_t len, const struct ccache_trust *signer,
+                               const unsigned char *ns) {
   uint32_t hdr = hdr_len(strong);
   memcpy(dst, CCACHE__TIER_MAGIC, 8);
   ccache__put_le32(dst + 8, CCACHE_TIER_FORMAT);
@@ -100,7 +101,7 @@ void ccache__tier_frame_signed(unsigned char *dst, const ccache_strong_key *key,
   if (len) memcpy(dst + hdr, payload, len);
   size_t sig = 0;
   if (signer) {
-    ccache__trust_sign_entry(signer, dst, hdr, dst + hdr, len, dst + hdr + len);
+    ccache__trust_sign_entry(signer, ns, dst, hdr, dst + hdr, len, dst + hdr + len);
     sig = CCACHE__TIER_SIG;
   }
   checksum(dst, hdr + len + sig, dst + hdr + len + sig);

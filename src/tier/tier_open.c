@@ -103,6 +103,24 @@ static bool claim(const void *owner, ccache_tier *const *tiers, uint32_t n) {
   return true;
 }
 
+/* With trust: tier i's namespace digest, from the tag, the key mode and
+ * what its scope op hands over; a failed op disables it, as attach. */
+static void scope(struct ccache__tiers *ts, uint32_t i, const char *tag) {
+  ccache_tier *t = ts->t[i];
+  unsigned char buf[CCACHE_TIER_SCOPE_MAX];
+  size_t len = 0;
+  int rc = CCACHE_OK;
+  errno = 0;
+  if (t->ops.scope) CCACHE__IN_FRAME(ts, rc = t->ops.scope(t->state, buf, sizeof buf, &len));
+  if (rc != CCACHE_OK || len > sizeof buf) {
+    ts->usable[i] = false;
+    ccache__tier_fail(ts, i, (ccache_key){0, 0}, "scope", rc == CCACHE_OK ? CCACHE_EINVAL : rc,
+                      errno, "this tier is disabled for this cache");
+    return;
+  }
+  ccache__trust_ns_digest(ts->strong, tag, buf, len, ts->ns[i]);
+}
+
 int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const void *owner,
                        const ccache_config *cfg) {
   *out = NULL;
@@ -136,6 +154,7 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
     return CCACHE_EINVAL;
   }
   ts->trust = trust;
+  ts->reader = trust && !trust->has_signer;
   ts->mem = *mem;
   ts->owner = owner;
   ts->n = cfg->n_tiers;
@@ -170,6 +189,8 @@ int ccache__tiers_open(struct ccache__tiers **out, const ccache__mem *mem, const
     if (rc < 0)
       ccache__tier_fail(ts, i, (ccache_key){0, 0}, "attach", rc, errno,
                         "this tier is disabled for this cache");
+    else if (ts->trust)
+      scope(ts, i, cfg->runtime_tag);
   }
   return CCACHE_OK;
 }

@@ -81,7 +81,7 @@ static void *renewal_main(void *arg) {
     int rc = CCACHE_OK;
     if (r->token) { /* a fresh token at each renewal */
       unsigned char tok[CCACHE__LEASE_TOKEN];
-      ccache__trust_lease_token(ts->trust, r->key, ccache__realtime_ms(), tok);
+      ccache__trust_lease_token(ts->trust, r->key, ts->ns[r->tier], ccache__realtime_ms(), tok);
       CCACHE__IN_FRAME(ts, rc = r->t->ops.renew_value(r->t->state, r->lock, tok, sizeof tok));
     } else {
       CCACHE__IN_FRAME(ts, rc = r->t->ops.renew(r->t->state, r->lock));

@@ -12,7 +12,8 @@
  *            tier again after each attempt (its holder may publish), up to
  *            wait_ms; after taking a lock, ask the tier once more;
  *   compile: the user's callback, tier locks held, cache locks not;
- *   store:   encode once, frame once, put in every tier, if the compile
+ *   store:   encode once, frame once per namespace, put in every tier
+ *            (tier_store.c), if the compile
  *            took long enough and the codec did not answer SKIP;
  *   unlock:  reverse tier order.
  * A failed op or codec call counts tier_errors and the tier is skipped for
@@ -43,27 +44,6 @@ static void count_bytes(_Atomic uint64_t *counter, size_t n) {
 static void note(struct ccache__tiers *ts, int kind, uint32_t i, ccache_key key, const char *op,
                  const char *reason) {
   if (ts->on_event) ccache__tier_event(ts, kind, i, key, op, CCACHE_OK, 0, reason);
-}
-
-/* Write a verified entry to tiers [0, upto): the tiers above a hit, or every
- * tier for a fresh compile (why: "fill" or "store"). */
-static void fill(struct ccache__tiers *ts, ccache_key key, const void *blob, size_t len,
-                 uint32_t upto, const char *why) {
-  for (uint32_t j = 0; j < upto; j++) {
-    if (!ts->usable[j]) continue;
-    ccache_tier *t = ts->t[j];
-    int rc;
-    errno = 0;
-    CCACHE__IN_FRAME(ts, rc = t->ops.put(t->state, key, blob, len));
-    if (rc == CCACHE_OK) {
-      atomic_fetch_add(&ts->writes, 1);
-      count_bytes(&ts->bytes_written, len);
-      ccache__tier_ok(ts, j);
-      note(ts, CCACHE_EVENT_TIER_WRITE, j, key, "put", why);
-    } else {
-      ccache__tier_fail(ts, j, key, "put", rc, errno, why);
-    }
-  }
 }
 
 /* Remove tier i's entry for key that failed a check: only if it is still
@@ -110,13 +90,19 @@ static int bounded_get(struct ccache__tiers *ts, uint32_t i, ccache_key key, boo
   return rc;
 }
 
-/* With keys: whether tier i's intact entry is signed by a trusted key; if
+/* With keys: whether tier i's intact entry is signed by a trusted key for
+ * its namespace (a private tier: any of the cache's, *ns set to it); if
  * not it is counted in tier_rejected, and left where it is (trust is local
  * configuration: another process may trust it). */
 static bool trusted(struct ccache__tiers *ts, uint32_t i, ccache_key key, const void *blob,
-                    size_t len) {
+                    size_t len, const unsigned char **ns) {
   const char *why = NULL;
-  if (ccache__trust_entry_ok(ts->trust, blob, len, ts->strong, &why)) return true;
+  bool any = ts->t[i]->ops.flags & CCACHE_TIER_PRIVATE;
+  uint32_t at = any ? 0 : i, n = any ? ts->n : 1;
+  if (ccache__trust_entry_ok(ts->trust, blob, len, ts->strong, &ts->ns[at], n, &at, &why)) {
+    *ns = ts->ns[any ? at : i];
+    return true;
+  }
   atomic_fetch_add(&ts->rejected, 1);
   note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "get", why);
   return false;
@@ -152,6 +138,7 @@ static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key
   ccache__tier_ok(ts, i);
   count_bytes(&ts->bytes_read, len);
   const void *payload = NULL;
+  const unsigned char *signed_for = NULL; /* the namespace digest it is signed for */
   size_t plen = 0;
   int found = T_MISS;
   switch (ccache__tier_verify_mode(blob, len, sk, ts->strong, ts->tag_hash, &payload, &plen)) {
@@ -167,7 +154,7 @@ static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key
     case CCACHE__ENTRY_OK: {
       /* With keys, an intact entry must also be signed by one: never
        * decoded, never copied upward, never removed otherwise. */
-      if (ts->trust && !trusted(ts, i, key, blob, len)) break;
+      if (ts->trust && !trusted(ts, i, key, blob, len, &signed_for)) break;
       void *nat = NULL;
       uint64_t cst = 0;
       CCACHE__IN_FRAME(ts, rc = ts->codec.decode(ts->codec.ctx, key, payload, plen, &nat, &cst));
@@ -185,7 +172,9 @@ static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key
       *native = nat;
       *cost = cst;
       note(ts, CCACHE_EVENT_TIER_HIT, i, key, "get", NULL);
-      fill(ts, key, blob, len, i, "fill");
+      /* Verified and decoded: only now may a writer's backend copy it. */
+      if (t->accepted && !ts->reader) CCACHE__IN_FRAME(ts, t->accepted(t->state, key, blob, len));
+      ccache__tier_fill(ts, key, blob, len, i, "fill", signed_for, false);
       found = T_HIT;
       break;
     }
@@ -250,8 +239,8 @@ static bool signer_holds(struct ccache__tiers *ts, uint32_t i, ccache_key key) {
   }
   ccache__tier_ok(ts, i);
   if (rc != CCACHE_OK) return false;
-  bool ok = vl == sizeof v &&
-            ccache__trust_lease_ok(ts->trust, key, v, vl, ccache__realtime_ms(), t->ops.lease_ms);
+  bool ok = vl == sizeof v && ccache__trust_lease_ok(ts->trust, key, ts->ns[i], v, vl,
+                                                     ccache__realtime_ms(), t->ops.lease_ms);
   if (!ok)
     note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "lease",
          "a lease not signed by a trusted key: not waited for");
@@ -260,11 +249,12 @@ static bool signer_holds(struct ccache__tiers *ts, uint32_t i, ccache_key key) {
 
 /* Try tier i's lock once: with a signing key and a backend that shows
  * lease values, the lease carries a fresh signed token. */
-static int try_lock(struct ccache__tiers *ts, ccache_tier *t, ccache_key key, void **lk) {
+static int try_lock(struct ccache__tiers *ts, uint32_t i, ccache_key key, void **lk) {
+  ccache_tier *t = ts->t[i];
   int rc;
   if (ts->trust && t->ops.lock_value) {
     unsigned char tok[CCACHE__LEASE_TOKEN];
-    ccache__trust_lease_token(ts->trust, key, ccache__realtime_ms(), tok);
+    ccache__trust_lease_token(ts->trust, key, ts->ns[i], ccache__realtime_ms(), tok);
     CCACHE__IN_FRAME(ts, rc = t->ops.lock_value(t->state, key, tok, sizeof tok, lk));
   } else {
     CCACHE__IN_FRAME(ts, rc = t->ops.lock(t->state, key, lk));
@@ -278,12 +268,12 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
                     held_locks *h, void **native, uint64_t *cost, uint64_t *waited_ns) {
   ccache_key key = sk->key;
   ccache_tier *t = ts->t[i];
-  uint64_t start = 0, delay = t->ops.poll_ms;
+  uint64_t start = 0, delay = t->ops.poll_ms, wait_ms = t->ops.wait_ms;
   for (;;) {
     void *lk = NULL;
     int rc;
     errno = 0;
-    rc = try_lock(ts, t, key, &lk);
+    rc = try_lock(ts, i, key, &lk);
     if (rc == CCACHE_OK) {
       ccache__tier_ok(ts, i);
       h->held[i] = true;
@@ -299,18 +289,21 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
     ccache__tier_ok(ts, i);
     atomic_fetch_add_explicit(&ts->per[i].lock_waits, 1, memory_order_relaxed);
     uint64_t now = ccache__mono_ns();
-    if (!start) start = now;
+    if (!start) {
+      start = now;
+      wait_ms = ccache__tier_wait_bound(ts, i, key); /* a keyless cache: a squatter's lease? */
+    }
     /* With keys, only a trusted signer's lease is worth waiting for. */
     if (ts->trust && t->ops.lease_peek && !signer_holds(ts, i, key)) {
       *waited_ns += now - start;
       return L_TIMEOUT;
     }
     uint64_t elapsed_ms = (now - start) / 1000000u;
-    if (elapsed_ms >= t->ops.wait_ms) {
+    if (elapsed_ms >= wait_ms) {
       *waited_ns += now - start;
       return L_TIMEOUT;
     }
-    uint64_t left = t->ops.wait_ms - elapsed_ms;
+    uint64_t left = wait_ms - elapsed_ms;
     sleep_ms(delay < left ? delay : left);
     delay = delay * 2 > t->ops.poll_max_ms ? t->ops.poll_max_ms : delay * 2;
     /* The holder may have published while we slept. */
@@ -390,56 +383,6 @@ static void unlock_all(struct ccache__tiers *ts, held_locks *h) {
   }
 }
 
-/* ------------------------------------------------------ compile and store */
-
-/* Encode the program just compiled and write it to every usable tier. */
-static void store(struct ccache__tiers *ts, const ccache_strong_key *sk, void *native) {
-  ccache_key key = sk->key;
-  if (ts->trust && !ts->trust->has_signer) { /* a reader publishes nothing */
-    atomic_fetch_add(&ts->unpublished, 1);
-    note(ts, CCACHE_EVENT_TIER_REJECTED, ts->n, key, "put",
-         "a reader (trusted keys, no signing key) does not publish");
-    return;
-  }
-  const struct ccache_trust *signer = ts->trust; /* NULL: unsigned entries */
-  void *bytes = NULL;
-  size_t len = 0;
-  int rc;
-  CCACHE__IN_FRAME(ts, rc = ts->codec.encode(ts->codec.ctx, key, native, &bytes, &len));
-  if (rc == CCACHE_CODEC_SKIP) {
-    note(ts, CCACHE_EVENT_TIER_REJECTED, ts->n, key, "encode",
-         "the codec answered CCACHE_CODEC_SKIP");
-    return;
-  }
-  if (rc != 0) {
-    ccache__tier_fail(ts, ts->n, key, "encode", rc, 0, "the codec could not encode the program");
-    return;
-  }
-  unsigned char *blob = NULL;
-  size_t blen = 0;
-  if ((uint64_t)len <= CCACHE__TIER_MAX_PAYLOAD && (bytes || len == 0)) {
-    blen = ccache__tier_entry_len_signed(len, ts->strong, signer != NULL);
-    if ((uint64_t)blen > ts->max_entry) { /* no cache with this bound would read it */
-      CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
-      oversize(ts, ts->n, key, "encode");
-      return;
-    }
-    blob = ccache__malloc(&ts->mem, blen);
-  }
-  if (blob)
-    ccache__tier_frame_signed(blob, sk, ts->strong, ts->tag_hash, ccache__realtime_ms(), bytes, len,
-                              signer);
-  CCACHE__IN_FRAME(ts, ts->codec.free_bytes(ts->codec.ctx, bytes, len));
-  if (!blob) { /* too large, NULL bytes, or no memory: not stored */
-    ccache__tier_fail(ts, ts->n, key, "encode", blen ? CCACHE_ENOMEM : CCACHE_EINVAL, 0,
-                      blen ? "out of memory framing the entry"
-                           : "encoded bytes NULL, or longer than 2^40: not stored");
-    return;
-  }
-  fill(ts, key, blob, blen, ts->n, "store");
-  ccache__free(&ts->mem, blob);
-}
-
 static bool any_usable(const struct ccache__tiers *ts) {
   for (uint32_t i = 0; i < ts->n; i++)
     if (ts->usable[i]) return true;
@@ -464,8 +407,7 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
   held_locks h;
   memset(&h, 0, sizeof h);
   /* A reader takes no lease: it waits only for a signer's (tier_trust.c). */
-  int found = ts->trust && !ts->trust->has_signer ? reader_wait(ts, key, native, cost)
-                                                  : lock_all(ts, key, &h, native, cost);
+  int found = ts->reader ? reader_wait(ts, key, native, cost) : lock_all(ts, key, &h, native, cost);
   if (found == T_HIT) {
     unlock_all(ts, &h);
     atomic_fetch_add(&ts->hits, 1);
@@ -474,7 +416,7 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
   atomic_fetch_add(&ts->misses, 1);
   *compiled = true;
   int crc = compile(arg, native, cost, compile_ns);
-  if (crc == 0 && *compile_ns / 1000u >= ts->min_compile_us) store(ts, key, *native);
+  if (crc == 0 && *compile_ns / 1000u >= ts->min_compile_us) ccache__tier_store(ts, key, *native);
   unlock_all(ts, &h);
   return crc;
 }

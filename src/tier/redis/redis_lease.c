@@ -1,8 +1,9 @@
 /*
  * redis_lease.c - the Redis tier's compile lease: SET NX PX to take it, a
  * script to renew it and one to release it, each acting only while the
- * stored value is still our token; and the lease peek (whose value the
- * holder stored).  See tier_redis.c for what is sent and why.
+ * stored value is still our token; the lease peek (whose value the
+ * holder stored); and the time to live left on a busy lease (PTTL), for a
+ * cache without keys (tier_lease.c).  See tier_redis.c for what is sent and why.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -233,6 +234,30 @@ static int op_lease_peek(void *state, ccache_key pkey, void *buf, size_t cap, si
   }
   ccache__rreply_free(rep);
   return rc;
+}
+
+int ccache__redis_lease_ttl(void *state, ccache_key pkey, int64_t *ms) {
+  ccache__redis *r = state;
+  char key[CCACHE__REDIS_KEY_MAX];
+  size_t klen = ccache__redis_key(r, pkey, 1, key, sizeof key);
+  const char *argv[2] = {"PTTL", key};
+  const size_t lens[2] = {4, klen};
+  uint8_t order[CCACHE__REDIS_MAX_SERVERS];
+  ccache__rendezvous_order(r->pool.servers, r->pool.n, pkey, order);
+  redisReply *rep = NULL;
+  int rc = CCACHE_EIO;
+  size_t at = 0;
+  for (size_t k = 0; k < r->pool.n; k++) { /* where lock() found it busy */
+    at = order[k];
+    rc = ccache__redis_try_server(r, at, 2, argv, lens, &rep);
+    if (rc != CCACHE__REDIS_SKIPPED) break;
+    rc = CCACHE_EIO;
+  }
+  if (rc != CCACHE_OK) return rc;
+  if (rep->type != REDIS_REPLY_INTEGER) return ccache__redis_unexpected(r, at, "PTTL", rep);
+  *ms = (int64_t)rep->integer;
+  ccache__rreply_free(rep);
+  return CCACHE_OK;
 }
 
 static uint32_t op_renew_group(void *state, const void *lock) {

@@ -8,6 +8,7 @@
  *   lease:  SET <k>:lease <token> NX PX lease_ms
  *           EVAL RENEW_SCRIPT 1 <k>:lease <token> lease_ms
  *           EVAL RELEASE_SCRIPT 1 <k>:lease <token>
+ *           PTTL <k>:lease (a cache without keys, once per wait on a busy lease)
  *   where <k> = <prefix>:<namespace with '/' as ':'>:<32 hex digits of the
  *   program key, hi then lo>, e.g. "ccache:v1:3f2a9c0d11e2b4a7:00ab...", the
  *   blob is the core's checksummed entry, and the token 16 random bytes from
@@ -32,8 +33,9 @@
  *
  * Fallback: every op walks the key's rendezvous order, passing over servers
  * that are down (try_server); entries and leases go to the first server
- * that answers, lookups read on past a miss and copy a later hit back to
- * that first server (see the header's "Fallback" and docs/tiers.md).  The
+ * that answers, lookups read on past a miss, and a later hit is copied back
+ * to that first server once the core has verified it, in a cache that
+ * publishes (see the header's "Fallback" and docs/tiers.md).  The
  * polls of a process waiting on a lease read that first server alone
  * (op_get_poll): the holder publishes nowhere else.
  *
@@ -148,9 +150,11 @@ static int op_attach(void *state, const char *ns) {
 
 /* Read in rendezvous order, skipping servers that are down: the first hit
  * wins.  A hit on a server after the first live one (an entry written while
- * the earlier servers were down) is copied to that first live server, where
- * the key's writes and lease now go.  home_only: the first live server's
- * answer is the answer (a waiting poll: the lease holder publishes there). */
+ * the earlier servers were down) is remembered with its blob: it is copied
+ * to that first live server, where the key's writes and lease now go, only
+ * when the core has verified it and publishes (ccache__redis_accepted).
+ * home_only: the first live server's answer is the answer (a waiting poll:
+ * the lease holder publishes there). */
 static int get_from(ccache__redis *r, ccache_key pkey, uint64_t max_len, bool home_only,
                     void **blob, size_t *len) {
   char key[CCACHE__REDIS_KEY_MAX];
@@ -186,11 +190,6 @@ static int get_from(ccache__redis *r, ccache_key pkey, uint64_t max_len, bool ho
   if (!rep) return rc; /* MISS if any server answered, EIO if none did */
   size_t at = order[k];
   if (k > 0) ccache__redis_note(&r->pool.servers[at].fallback_reads);
-  if (home != at) { /* fill the key's first live server; a failure is no matter */
-    uint8_t only[1] = {(uint8_t)home};
-    size_t wrote;
-    (void)put_at(r, only, 1, key, klen, rep->str, rep->len, &wrote);
-  }
   /* The reply's own string is the blob: no copy of a possibly large entry
    * (a copy doubled the cost of a 1 MiB fetch, mostly in page faults). */
   ccache__rlent *l = malloc(sizeof *l);
@@ -199,6 +198,7 @@ static int get_from(ccache__redis *r, ccache_key pkey, uint64_t max_len, bool ho
     return CCACHE_ENOMEM;
   }
   l->rep = rep;
+  l->copy_to = home != at ? home : r->pool.n;
   ccache__lock(&r->lent_mu);
   l->next = r->lent;
   r->lent = l;
@@ -217,6 +217,25 @@ int ccache__redis_get_bounded(void *state, ccache_key pkey, uint64_t max_len, vo
 int ccache__redis_get_poll(void *state, ccache_key pkey, uint64_t max_len, void **blob,
                            size_t *len) {
   return get_from(state, pkey, max_len, true, blob, len);
+}
+
+void ccache__redis_accepted(void *state, ccache_key pkey, const void *blob, size_t len) {
+  ccache__redis *r = state;
+  size_t to = r->pool.n;
+  ccache__lock(&r->lent_mu);
+  for (ccache__rlent *l = r->lent; l; l = l->next)
+    if (l->rep->str == blob) {
+      to = l->copy_to;
+      l->copy_to = r->pool.n; /* once */
+      break;
+    }
+  ccache__unlock(&r->lent_mu);
+  if (to == r->pool.n) return;
+  char key[CCACHE__REDIS_KEY_MAX];
+  size_t klen = ccache__redis_key(r, pkey, 0, key, sizeof key);
+  uint8_t only[1] = {(uint8_t)to};
+  size_t wrote;
+  (void)put_at(r, only, 1, key, klen, blob, len, &wrote);
 }
 
 /* ops.get: bounded only by the format (Redis's own 512 MB cap is lower);
@@ -280,7 +299,18 @@ static int op_remove_if(void *state, ccache_key pkey, const void *blob, size_t l
   return out;
 }
 
+/* ops.scope: the key prefix keeps tenants of one server apart, so a
+ * signature binds it (the namespace below it is the core's own). */
+static int op_scope(void *state, void *buf, size_t cap, size_t *len) {
+  ccache__redis *r = state;
+  int n = snprintf(buf, cap, "redis:%s", r->prefix);
+  if (n < 0 || (size_t)n >= cap) return CCACHE_EINVAL;
+  *len = (size_t)n;
+  return CCACHE_OK;
+}
+
 void ccache__redis_entry_ops(ccache_tier_ops *ops) {
+  ops->scope = op_scope;
   ops->attach = op_attach;
   ops->get = op_get;
   ops->free_blob = op_free_blob;

@@ -156,6 +156,8 @@ int ccache_tier_redis(const ccache_redis_options *o, ccache_tier **out) {
   else {
     (*out)->get_bounded = ccache__redis_get_bounded;
     (*out)->get_poll = ccache__redis_get_poll;
+    (*out)->accepted = ccache__redis_accepted;
+    (*out)->lease_ttl = ccache__redis_lease_ttl;
   }
   return rc;
 }
