@@ -1,0 +1,193 @@
+/*
+ * test_tier_redis_fleet.c - what a fleet's machines cost the Redis
+ * servers: with a directory tier above Redis, a machine's processes
+ * coalesce on the directory tier's compile lock, so Redis sees one lease
+ * per key from the machine and only the lock holder's lookups.  Real child
+ * processes sharing one scratch directory over a private redis-server
+ * (redis_support.c), counted with INFO commandstats; without a server the
+ * tests skip, or fail when CCACHE_TEST_REQUIRE_REDIS=1.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "redis_tier_support.h"
+
+#define MACHINE_PROCS 4
+#define WAVE_KEYS     20
+#define COMPILE_MS    60 /* long enough for the machine's others to arrive */
+
+/* calls=N of cmdstat_<name> in an INFO commandstats text (0: never called). */
+static long long stat_calls(const char *info, const char *name) {
+  char tag[64];
+  snprintf(tag, sizeof tag, "cmdstat_%s:calls=", name);
+  const char *p = strstr(info, tag);
+  return p ? strtoll(p + strlen(tag), NULL, 10) : 0;
+}
+
+/* One server's commands of a kind, from INFO commandstats. */
+typedef struct cmd_counts {
+  long long strlen_, getrange, set, eval, evalsha;
+} cmd_counts;
+
+static cmd_counts counts_of(t_redis_server *s) {
+  redisReply *rep = t_redis_cmd(s, "INFO commandstats");
+  assert_non_null(rep);
+  assert_int_equal(rep->type, REDIS_REPLY_STRING);
+  cmd_counts c = {stat_calls(rep->str, "strlen"), stat_calls(rep->str, "getrange"),
+                  stat_calls(rep->str, "set"), stat_calls(rep->str, "eval"),
+                  stat_calls(rep->str, "evalsha")};
+  freeReplyObject(rep);
+  return c;
+}
+
+static void reset_stats(t_redis_server *s) {
+  redisReply *rep = t_redis_cmd(s, "CONFIG RESETSTAT");
+  assert_non_null(rep);
+  freeReplyObject(rep);
+}
+
+/* A compile that takes COMPILE_MS (native id = key), counted. */
+static int slow_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                        uint64_t *cost_out) {
+  (void)ud, (void)c;
+  atomic_fetch_add(&t_e2e_compiles, 1);
+  if (pkey.lo < T_E2E_KEYS_COUNTED) atomic_fetch_add(&t_e2e_key_compiles[pkey.lo], 1);
+  struct timespec ts = {0, COMPILE_MS * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+  *native_out = t_native((int)pkey.lo);
+  *cost_out = 1;
+  return 0;
+}
+
+/* One process of the machine: a directory tier over the Redis tier (the
+ * documented fleet setup), the wave of keys from offset `first`. */
+static void machine_child(const char *dir, const char *servers, int go_fd, int out_fd, int first) {
+  ccache_disk_options d;
+  ccache_disk_options_init(&d);
+  d.dir = dir;
+  d.lock_poll_ms = 1;
+  d.lock_poll_max_ms = 8;
+  d.lock_wait_ms = 30000;
+  ccache_redis_options o;
+  t_opts(&o, servers);
+  o.poll_ms = 1;
+  o.poll_max_ms = 20;
+  ccache_tier *tiers[2] = {NULL, NULL};
+  if (ccache_tier_disk(&d, &tiers[0]) != CCACHE_OK) _exit(4);
+  if (ccache_tier_redis(&o, &tiers[1]) != CCACHE_OK) _exit(4);
+  t_ctx ctx = {0};
+  ccache_config cfg;
+  t_e2e_config(&cfg, &ctx, tiers, T_E2E_TAG);
+  cfg.n_tiers = 2;
+  ccache *c = NULL;
+  if (ccache_open(&cfg, &c) != CCACHE_OK) _exit(5);
+  char go;
+  if (read(go_fd, &go, 1) != 1) _exit(6);
+  int ok = 1;
+  for (int i = 0; i < WAVE_KEYS; i++) {
+    uint64_t k = (uint64_t)((first + i) % WAVE_KEYS) + 1;
+    ccache_program *p = NULL;
+    int rc = ccache_program_get_or_compile(c, PK(k), slow_compile, NULL, &p);
+    if (rc != CCACHE_OK) {
+      ok = 0;
+      continue;
+    }
+    int id = t_id(ccache_program_native(p));
+    ok = ok && (id == (int)k || id == (int)k + 100000);
+    ccache_program_release(c, p);
+  }
+  t_fleet_send(out_fd, c, ok);
+  ccache_close(c);
+  t_child_exit(0);
+}
+
+/* Four processes of one machine share a directory over one Redis and
+ * fetch a wave of 20 keys at once, in the same order (so all four want
+ * each key at about the same time).  Redis sees, per key, the holder's lookup
+ * before its lease and the one after it (STRLEN + GETRANGE each), one
+ * lease (SET NX), one store (SET) and one release (a script, which reads
+ * the token with GETRANGE): nothing from
+ * the three processes that waited on the directory's lock.  Every key is
+ * compiled once on the machine. */
+static void redis_machine_coalesces_on_the_directory_lock(void **state) {
+  (void)state;
+  t_need_redis();
+  t_redis_server *s = &t_servers[0];
+  t_must_start(s, NULL);
+  char dir[] = "/tmp/ccache-fleet-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  reset_stats(s);
+  int go[2], out[2];
+  assert_int_equal(pipe(go), 0);
+  assert_int_equal(pipe(out), 0);
+  pid_t pid[MACHINE_PROCS];
+  for (int i = 0; i < MACHINE_PROCS; i++) {
+    pid[i] = fork();
+    assert_true(pid[i] >= 0);
+    if (pid[i] == 0) {
+      close(go[1]);
+      close(out[0]);
+      t_redis_forget_admin(s);
+      machine_child(dir, s->addr, go[0], out[1], 0);
+    }
+  }
+  close(go[0]);
+  close(out[1]);
+  char bytes[MACHINE_PROCS];
+  memset(bytes, 'g', sizeof bytes);
+  assert_int_equal(write(go[1], bytes, sizeof bytes), (ssize_t)sizeof bytes);
+  uint32_t per_key[T_E2E_KEYS_COUNTED] = {0};
+  uint64_t compiles = 0, waits = 0;
+  int oks = 0;
+  for (int i = 0; i < MACHINE_PROCS; i++) {
+    t_fleet_report rep;
+    assert_int_equal(t_fleet_recv(out[0], &rep), 0);
+    oks += rep.ok;
+    compiles += rep.compiles;
+    waits += rep.lock_waits;
+    for (int k = 0; k < T_E2E_KEYS_COUNTED; k++) per_key[k] += rep.per_key[k];
+  }
+  for (int i = 0; i < MACHINE_PROCS; i++) {
+    int st = 0;
+    assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  close(go[1]);
+  close(out[0]);
+  cmd_counts c = counts_of(s);
+  long long leases = t_redis_int(s, "DBSIZE");
+  print_message(
+      "compiles %llu, lock waits %llu; redis: STRLEN %lld GETRANGE %lld SET %lld "
+      "EVAL %lld EVALSHA %lld, keys %lld\n",
+      (unsigned long long)compiles, (unsigned long long)waits, c.strlen_, c.getrange, c.set, c.eval,
+      c.evalsha, leases);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(oks, MACHINE_PROCS);
+  assert_int_equal(compiles, WAVE_KEYS);
+  for (int k = 1; k <= WAVE_KEYS; k++) assert_int_equal(per_key[k], 1);
+  assert_int_equal(c.strlen_, 2 * WAVE_KEYS); /* the holder's lookups, before and after */
+  /* GETRANGE: each lookup's, and the release script's (it reads the token). */
+  assert_int_equal(c.getrange, 2 * WAVE_KEYS + WAVE_KEYS);
+  assert_int_equal(c.set, 2 * WAVE_KEYS);          /* one lease and one store per key */
+  assert_int_equal(c.eval + c.evalsha, WAVE_KEYS); /* one release per key */
+  assert_int_equal(leases, WAVE_KEYS);             /* the entries; no lease left */
+  t_redis_stop(s);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(redis_machine_coalesces_on_the_directory_lock, t_stop_all),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
