@@ -184,10 +184,65 @@ static void redis_machine_coalesces_on_the_directory_lock(void **state) {
   t_redis_stop(s);
 }
 
+/* Clients connected to s other than the test's admin connection. */
+static long long clients_of(t_redis_server *s) {
+  redisReply *rep = t_redis_cmd(s, "INFO clients");
+  assert_non_null(rep);
+  const char *p = strstr(rep->str, "connected_clients:");
+  assert_non_null(p);
+  long long n = strtoll(p + 18, NULL, 10);
+  freeReplyObject(rep);
+  return n - 1;
+}
+
+/* A pooled connection and the renewal connection, both unused for
+ * idle_close_ms (300 ms here; the default is 30 s), are closed by the tier
+ * itself: the server sees them go (no command needed), not before
+ * idle_close_ms, and a later command connects again. */
+static void redis_unused_connections_are_closed(void **state) {
+  (void)state;
+  ccache_redis_options d;
+  ccache_redis_options_init(&d);
+  assert_int_equal(d.idle_close_ms, 30000);
+  t_need_redis();
+  t_redis_server *s = &t_servers[0];
+  t_must_start(s, NULL);
+  ccache_redis_options o;
+  t_opts(&o, s->addr);
+  o.idle_close_ms = 300;
+  t_be b;
+  t_be_open(&b, &o, T_NS);
+  assert_int_equal(t_put_n(&b, 1, 100), CCACHE_OK);
+  void *lk = NULL;
+  assert_int_equal(b.ops.lock(b.r, PK(2), &lk), CCACHE_OK);
+  assert_int_equal(b.ops.renew(b.r, lk), CCACHE_OK); /* on the renewal connection */
+  b.ops.unlock(b.r, lk);
+  unsigned long long used = t_redis_now_ms();
+  long long open_before = clients_of(s);
+  unsigned long long until = used + T_WAIT_MS;
+  while (clients_of(s) > 0 && t_redis_now_ms() < until) t_redis_poll_pause();
+  unsigned long long gone = t_redis_now_ms() - used;
+  ccache__rcounters c = t_counters(&b);
+  print_message(
+      "connections open after use %lld, all closed after %llu ms, now %lld open; "
+      "idle_expired %llu\n",
+      open_before, gone, clients_of(s), (unsigned long long)c.idle_expired);
+  assert_int_equal(open_before, 2); /* the pooled one and the renewal one */
+  assert_int_equal(clients_of(s), 0);
+  assert_true(gone >= 250); /* not before idle_close_ms (less the test's own lag) */
+  assert_int_equal(c.idle_expired, 2);
+  assert_int_equal(t_get_check(&b, 1, 100), CCACHE_OK);
+  assert_int_equal(t_counters(&b).connects, c.connects + 1);
+  assert_int_equal(t_counters(&b).io_errors, 0);
+  t_be_close(&b);
+  t_redis_stop(s);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(redis_machine_coalesces_on_the_directory_lock, t_stop_all),
+      cmocka_unit_test_teardown(redis_unused_connections_are_closed, t_stop_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

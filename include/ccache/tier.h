@@ -442,7 +442,8 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    process's signal disposition is never changed.
  *  - A pooled connection the server closed while idle (its `timeout`, a
  *    proxy's idle limit) is dropped before use and the command sent on a
- *    fresh one: no error.  A renewal that gets no answer is retried while
+ *    fresh one: no error.  One unused for idle_close_ms is closed by the
+ *    tier itself.  A renewal that gets no answer is retried while
  *    the lease holds (ccache_tier_ops::renew); the lease's scripts compare
  *    its token alone, so a renewal whose reply was lost leaves it ours.
  *  - Lease values read from Redis are bounded (193 bytes), and so is every
@@ -495,6 +496,11 @@ typedef struct ccache_redis_options {
   /** Sentinel mode: the Sentinels' password (their requirepass), or NULL;
    *  copied and wiped when the tier is freed. */
   const char *sentinel_password;
+  /** A pooled or renewal connection unused this long is closed (by a library
+   *  thread of the tier), ms: 1 .. 2^50 (default 30000), or CCACHE_UNBOUNDED
+   *  (kept until the tier is freed).  A process so holds connections only
+   *  to servers it used recently.  Since 0.2. */
+  uint64_t idle_close_ms;
 } ccache_redis_options;
 
 /**

@@ -9,6 +9,7 @@
  *   redis_sentinel.c Sentinel mode: asking the Sentinels for a primary
  *   redis_conn.c     connections: per-server pools, reconnect backoff,
  *                    running a command on a server
+ *   redis_idle.c     closing connections unused for idle_close_ms
  *   tier_redis.c     the tier backend: keys, get/put/remove (tier_redis.h)
  *   redis_lease.c    the compile lease (lock/renew/unlock, lease peek)
  *   tier_redis_open.c  the options, creation, health and close
@@ -30,6 +31,7 @@
 #include <sys/types.h>
 
 #include "base/sync.h"
+#include "base/worker.h"
 #include "tier/tier.h"
 
 struct redisContext;
@@ -57,6 +59,8 @@ typedef struct ccache__rserver {
   ccache__mutex mu;
   struct redisContext *idle[CCACHE__REDIS_IDLE_MAX]; /* under mu */
   int n_idle;                                        /* under mu */
+  uint64_t idle_since[CCACHE__REDIS_IDLE_MAX];       /* under mu: when idle[i] was given back
+                                                        (monotonic ms; rising with i) */
   uint64_t gen;           /* under mu: bumped when the server fails; pooled
                             connections of an older generation are dropped */
   uint64_t backoff_ms;    /* under mu: current reconnect backoff, 0 when healthy */
@@ -84,6 +88,7 @@ typedef struct ccache__rserver {
   ccache__mutex renew_mu;
   struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
   uint64_t renew_gen;             /* under renew_mu: the generation it belongs to */
+  uint64_t renew_used_ms;         /* under renew_mu: when it last ran a command */
 } ccache__rserver;
 
 /* Counters for tests and diagnostics (monotonic, relaxed atomics). */
@@ -97,6 +102,7 @@ typedef struct ccache__rcounters {
   uint64_t sigpipes;         /* SIGPIPEs raised by our I/O and drained */
   uint64_t idle_closed;      /* idle connections found closed by the server (its
                                 idle timeout) before a command: dropped, no failure */
+  uint64_t idle_expired;     /* connections we closed, unused for idle_close_ms */
 } ccache__rcounters;
 
 /* A server's health, as ccache__rpool_server_state reads it. */
@@ -126,7 +132,16 @@ typedef struct ccache__rpool {
   pid_t pid; /* the creating process: a fork child never uses the connections */
 
   _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes,
-      idle_closed;
+      idle_closed, idle_expired;
+
+  /* Closing unused connections (redis_idle.c). */
+  uint64_t idle_close_ms; /* CCACHE_UNBOUNDED: never */
+  bool reaper_made;       /* reap_mu and reaper were initialised */
+  ccache__mutex reap_mu;
+  ccache__worker reaper;    /* under reap_mu: the closing thread */
+  bool reap_woken;          /* under reap_mu: a connection came back meanwhile */
+  _Atomic bool reap_parked; /* the thread sleeps with no deadline (or never ran):
+                                 a connection given back must wake it */
 
   ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */
@@ -208,6 +223,20 @@ struct redisContext *ccache__rconnect(ccache__rpool *p, const char *host, int po
  * or -1 with why set. */
 int ccache__rsentinel_ask(ccache__rpool *p, ccache__rserver *s, char *host, size_t hlen, int *port,
                           char *why, size_t why_len);
+
+/* ---------------------------------------------------------- redis_idle.c */
+/* Set up closing of unused connections (p->idle_close_ms set first):
+ * CCACHE_OK or CCACHE_ENOMEM / CCACHE_ETHREAD.  The thread starts with the
+ * first connection given back. */
+int ccache__ridle_init(ccache__rpool *p);
+/* A connection of p was just given back idle (or the renewal connection
+ * used): wake the closing thread if it sleeps without a deadline. */
+void ccache__ridle_note(ccache__rpool *p);
+/* Stop and join the closing thread (in the creating process only). */
+void ccache__ridle_stop(ccache__rpool *p);
+/* Close every connection of p unused for idle_close_ms by now_ms: the
+ * monotonic ms at which the next one would be, or UINT64_MAX for none. */
+uint64_t ccache__ridle_sweep(ccache__rpool *p, uint64_t now_ms);
 
 /* ---------------------------------------------------------- redis_conn.c */
 /* Takes ownership of servers (freed by ccache__rpool_destroy, or by the

@@ -90,6 +90,7 @@ void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out) {
   out->refused_backoff = atomic_load(&p->refused_backoff);
   out->sigpipes = atomic_load(&p->sigpipes);
   out->idle_closed = atomic_load(&p->idle_closed);
+  out->idle_expired = atomic_load(&p->idle_expired);
 }
 
 /* ------------------------------------------------------ server state */
@@ -249,11 +250,13 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
   }
   ccache__lock(&s->mu);
   if (gen == s->gen && s->n_idle < CCACHE__REDIS_IDLE_MAX) {
+    s->idle_since[s->n_idle] = ccache__rmono_ms();
     s->idle[s->n_idle++] = c;
     c = NULL;
   }
   ccache__unlock(&s->mu);
   if (c) redisFree(c);
+  ccache__ridle_note(p); /* closed once unused for idle_close_ms (redis_idle.c) */
 }
 
 /* ------------------------------------------------------------- commands */
@@ -343,6 +346,7 @@ static int renew_command(ccache__rpool *p, size_t server, int argc, const char *
   }
   s->renew_gen = gen;
   int rc = run_fresh(p, server, &s->renew_ctx, gen, reused, 0, argc, argv, argvlen, reply, &broken);
+  s->renew_used_ms = ccache__rmono_ms();
   if (broken && s->renew_ctx) {
     redisFree(s->renew_ctx);
     s->renew_ctx = NULL;
@@ -376,6 +380,7 @@ static int command(ccache__rpool *p, size_t server, int renew, uint64_t bound, i
     }
   }
   if (ccache__rguard_end(&g)) COUNT(p, sigpipes);
+  if (renew) ccache__ridle_note(p);
   return rc;
 }
 
@@ -472,6 +477,7 @@ void ccache__rpool_destroy(ccache__rpool *p) {
   /* Closing sockets writes nothing, so no SIGPIPE guard is needed; in a fork
    * child the fds are the child's copies and closing them leaves the
    * parent's connections alone. */
+  ccache__ridle_stop(p);
   ccache__rservers_free(p->servers, p->n);
   p->servers = NULL;
   ccache__rservers_free(p->sentinels, p->n_sentinels);
