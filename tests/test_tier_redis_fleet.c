@@ -238,11 +238,129 @@ static void redis_unused_connections_are_closed(void **state) {
   t_redis_stop(s);
 }
 
+/* Three servers, their list, and PK(n)'s rendezvous order over it. */
+static void start_three(char *list, size_t len, uint64_t n, uint8_t order[3]) {
+  t_need_redis();
+  t_redis_server *s = t_servers;
+  for (int i = 0; i < 3; i++) t_must_start(&s[i], NULL);
+  snprintf(list, len, "%.31s,%.31s,%.31s", s[0].addr, s[1].addr, s[2].addr);
+  t_be b;
+  t_be_open_simple(&b, list);
+  ccache__rpool *p = ccache__redis_pool(b.r);
+  ccache__rendezvous_order(p->servers, p->n, PK(n), order);
+  t_be_close(&b);
+}
+
+static void print_counts(const char *what, cmd_counts c[3]) {
+  for (int k = 0; k < 3; k++)
+    print_message(
+        "%s, server %d of the key's order: STRLEN %lld GETRANGE %lld SET %lld EVAL "
+        "%lld\n",
+        what, k, c[k].strlen_, c[k].getrange, c[k].set, c[k].eval);
+}
+
+/* With every server up and none seen failing, a lookup that misses reads
+ * the key's first server only (one STRLEN + GETRANGE): the two others see
+ * nothing, and neither do they when a cache misses, leases, compiles and
+ * stores the key. */
+static void redis_miss_reads_one_server(void **state) {
+  (void)state;
+  char list[200];
+  uint8_t order[3];
+  const uint64_t n = 11;
+  start_three(list, sizeof list, n, order);
+  t_redis_server *s = t_servers;
+  for (int i = 0; i < 3; i++) reset_stats(&s[i]);
+  t_be b;
+  t_be_open_simple(&b, list);
+  assert_int_equal(t_get_check(&b, n, 100), CCACHE_MISS);
+  t_be_close(&b);
+  cmd_counts c[3];
+  for (int k = 0; k < 3; k++) c[k] = counts_of(&s[order[k]]);
+  print_counts("a lookup's miss", c);
+  assert_int_equal(c[0].strlen_, 1);
+  assert_int_equal(c[0].getrange, 1);
+  for (int k = 1; k < 3; k++) {
+    assert_int_equal(c[k].strlen_, 0);
+    assert_int_equal(c[k].getrange, 0);
+  }
+  /* Through a cache: lookup, lease, lookup, compile, store, release. */
+  for (int i = 0; i < 3; i++) reset_stats(&s[i]);
+  ccache_redis_options o;
+  t_opts(&o, list);
+  t_ctx ctx = {0};
+  ccache *a = t_e2e_open(&ctx, &o, T_E2E_TAG);
+  uint64_t pk = 0;
+  uint8_t eorder[3];
+  {
+    t_be x;
+    t_be_open_simple(&x, list);
+    ccache__rpool *p = ccache__redis_pool(x.r);
+    for (pk = 1; pk < 64; pk++) { /* a key whose home is the same first server */
+      ccache__rendezvous_order(p->servers, p->n, PK(pk), eorder);
+      if (eorder[0] == order[0]) break;
+    }
+    t_be_close(&x);
+  }
+  assert_int_equal(t_e2e_get(a, pk), (int)pk);
+  t_close(a);
+  for (int k = 0; k < 3; k++) c[k] = counts_of(&s[eorder[k]]);
+  print_counts("a cache's miss", c);
+  assert_int_equal(c[0].strlen_, 2);
+  assert_int_equal(c[0].set, 2); /* the lease and the entry */
+  for (int k = 1; k < 3; k++) {
+    assert_int_equal(c[k].strlen_ + c[k].getrange + c[k].set + c[k].eval, 0);
+  }
+  for (int i = 0; i < 3; i++) t_redis_stop(&s[i]);
+}
+
+/* The rule's other half: a process that saw the key's first server fail
+ * (and wrote the entry on the second meanwhile) still finds that copy once
+ * the first is back, and copies it there; a process that never saw it fail
+ * reads the first server only. */
+static void redis_fallback_read_after_a_seen_failure(void **state) {
+  (void)state;
+  char list[200];
+  uint8_t order[3];
+  const uint64_t n = 12;
+  start_three(list, sizeof list, n, order);
+  t_redis_server *s = t_servers;
+  t_be saw, fresh;
+  t_be_open_simple(&saw, list);
+  t_redis_kill(&s[order[0]]);
+  assert_int_equal(t_get_until_reachable(&saw, n, 100), CCACHE_MISS);
+  assert_int_equal(t_put_n(&saw, n, 100), CCACHE_OK); /* on the second server */
+  assert_int_equal(t_redis_restart(&s[order[0]]), 0);
+  for (int i = 0; i < 3; i++) reset_stats(&s[i]);
+  t_be_open_simple(&fresh, list);
+  assert_int_equal(t_get_check(&fresh, n, 100), CCACHE_MISS); /* never saw it fail */
+  unsigned long long until = t_redis_now_ms() + T_WAIT_MS;
+  int rc = CCACHE_EIO;
+  while (t_redis_now_ms() < until) { /* past the first server's backoff */
+    if ((rc = t_get_check(&saw, n, 100)) == CCACHE_OK && t_redis_int(&s[order[0]], "DBSIZE") == 1)
+      break;
+    t_redis_poll_pause();
+  }
+  cmd_counts c[3];
+  for (int k = 0; k < 3; k++) c[k] = counts_of(&s[order[k]]);
+  print_counts("fresh miss, then the lookup of the process that saw the failure", c);
+  assert_int_equal(rc, CCACHE_OK);
+  assert_int_equal(t_redis_int(&s[order[0]], "DBSIZE"), 1); /* copied back */
+  assert_true(c[0].strlen_ >= 2);
+  assert_true(c[1].strlen_ >= 1); /* read only by the process that saw the failure */
+  assert_int_equal(c[2].strlen_, 0);
+  t_be_close(&saw);
+  t_be_close(&fresh);
+  for (int i = 0; i < 3; i++) t_redis_stop(&s[i]);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(redis_machine_coalesces_on_the_directory_lock, t_stop_all),
       cmocka_unit_test_teardown(redis_unused_connections_are_closed, t_stop_all),
+      cmocka_unit_test_teardown(redis_miss_reads_one_server, t_stop_all),
+      cmocka_unit_test_teardown(redis_fallback_read_after_a_seen_failure, t_stop_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

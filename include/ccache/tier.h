@@ -431,8 +431,10 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * then set servers; needs hiredis, else ccache_tier_redis() is ENOTSUP).
  * Keys live under `<prefix>:v<format>:<runtime-tag hash>:`; values are the
  * core's entries.  One compile per fleet (a renewed `SET NX PX` lease); keys
- * sharded by rendezvous hashing, moving on while a server is down; a waiter
- * polls only the key's first live server.  Commands, ACL, guarantees,
+ * sharded by rendezvous hashing, moving on while a server is down; a miss
+ * reads only the key's first live server (and the servers after it only if
+ * this process saw that one fail in the last 10 minutes); a waiter polls
+ * only the key's first live server.  Commands, ACL, guarantees,
  * Sentinel, timeouts: docs/design.md, "The Redis tier".
  *  - Faults (absent, killed, stopped or slow servers, error replies) fail
  *    only the op (tier_errors +1), never a fetch; ccache_tier_health_get()

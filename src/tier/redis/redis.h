@@ -37,12 +37,16 @@
 struct redisContext;
 struct redisReply;
 
-#define CCACHE__REDIS_MAX_SERVERS 64  /* entries in one server list */
-#define CCACHE__REDIS_IDLE_MAX    8   /* idle connections kept per server */
-#define CCACHE__REDIS_MAX_PREFIX  256 /* bytes of key prefix (and of namespace) */
+#define CCACHE__REDIS_MAX_SERVERS        64  /* entries in one server list */
+#define CCACHE__REDIS_IDLE_MAX           8   /* idle connections kept per server */
+#define CCACHE__REDIS_MAX_PREFIX         256 /* bytes of key prefix (and of namespace) */
 /* Bytes of an entry the lookup's first round trip reads (with its STRLEN):
  * entries up to this size cost one round trip, longer ones two. */
-#define CCACHE__REDIS_PREFIX_READ ((uint64_t)128 << 10)
+#define CCACHE__REDIS_PREFIX_READ        ((uint64_t)128 << 10)
+/* A lookup that misses on a key's first live server reads the servers after
+ * it only if this process saw that server fail within this window (ms):
+ * only then may an entry have been written past it (tier_redis.c). */
+#define CCACHE__REDIS_FALLBACK_WINDOW_MS 600000u
 
 /* One server of the list. */
 typedef struct ccache__rserver {
@@ -65,6 +69,7 @@ typedef struct ccache__rserver {
                             connections of an older generation are dropped */
   uint64_t backoff_ms;    /* under mu: current reconnect backoff, 0 when healthy */
   uint64_t down_until_ms; /* under mu: no connect before this monotonic time */
+  uint64_t down_seen_ms;  /* under mu: when this process last saw it fail (0: never) */
   bool answered;          /* under mu: a command was answered since the last failure
                              (or ever): the server is known up */
   char last_error[256];   /* under mu: this server's most recent failure */

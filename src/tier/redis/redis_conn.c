@@ -105,7 +105,8 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
     s->need_resolve = true; /* Sentinel: the primary may have moved */
     s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : p->reconnect_min_ms;
     if (s->backoff_ms > p->reconnect_max_ms) s->backoff_ms = p->reconnect_max_ms;
-    s->down_until_ms = ccache__rmono_ms() + s->backoff_ms;
+    s->down_seen_ms = ccache__rmono_ms();
+    s->down_until_ms = s->down_seen_ms + s->backoff_ms;
     ndrop = s->n_idle;
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
