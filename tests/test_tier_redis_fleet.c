@@ -196,14 +196,14 @@ static long long clients_of(t_redis_server *s) {
 }
 
 /* A pooled connection and the renewal connection, both unused for
- * idle_close_ms (300 ms here; the default is 30 s), are closed by the tier
+ * idle_close_ms (300 ms here; the default is 20 s), are closed by the tier
  * itself: the server sees them go (no command needed), not before
  * idle_close_ms, and a later command connects again. */
 static void redis_unused_connections_are_closed(void **state) {
   (void)state;
   ccache_redis_options d;
   ccache_redis_options_init(&d);
-  assert_int_equal(d.idle_close_ms, 30000);
+  assert_int_equal(d.idle_close_ms, 20000);
   t_need_redis();
   t_redis_server *s = &t_servers[0];
   t_must_start(s, NULL);

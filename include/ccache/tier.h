@@ -499,7 +499,7 @@ typedef struct ccache_redis_options {
    *  copied and wiped when the tier is freed. */
   const char *sentinel_password;
   /** A pooled or renewal connection unused this long is closed (by a library
-   *  thread of the tier), ms: 1 .. 2^50 (default 30000), or CCACHE_UNBOUNDED
+   *  thread of the tier), ms: 1 .. 2^50 (default 20000), or CCACHE_UNBOUNDED
    *  (kept until the tier is freed).  A process so holds connections only
    *  to servers it used recently.  Since 0.2. */
   uint64_t idle_close_ms;

@@ -7,7 +7,7 @@
  * that compiled) from every process that ever missed one of its keys.  A
  * pooled connection given back idle, and the renewal connection after its
  * last renewal, is therefore closed once unused for idle_close_ms (default
- * 30 s): a process holds connections only to the servers it used within
+ * 20 s): a process holds connections only to the servers it used within
  * that time, and bench/fleet_model.py counts them that way.
  *
  * One library thread per tier does it (a worker: started with the first
