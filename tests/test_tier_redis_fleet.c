@@ -67,9 +67,9 @@ static int slow_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
   return 0;
 }
 
-/* One process of the machine: a directory tier over the Redis tier (the
- * documented fleet setup), the wave of keys from offset `first`. */
-static void machine_child(const char *dir, const char *servers, int go_fd, int out_fd, int first) {
+/* A cache over a directory tier over the Redis tier (the documented fleet
+ * setup), in a child (no cmocka: exits on failure). */
+static ccache *machine_cache(t_ctx *ctx, const char *dir, const char *servers, uint64_t lease_ms) {
   ccache_disk_options d;
   ccache_disk_options_init(&d);
   d.dir = dir;
@@ -80,15 +80,23 @@ static void machine_child(const char *dir, const char *servers, int go_fd, int o
   t_opts(&o, servers);
   o.poll_ms = 1;
   o.poll_max_ms = 20;
+  o.lease_ms = lease_ms;
   ccache_tier *tiers[2] = {NULL, NULL};
   if (ccache_tier_disk(&d, &tiers[0]) != CCACHE_OK) _exit(4);
   if (ccache_tier_redis(&o, &tiers[1]) != CCACHE_OK) _exit(4);
-  t_ctx ctx = {0};
   ccache_config cfg;
-  t_e2e_config(&cfg, &ctx, tiers, T_E2E_TAG);
+  t_e2e_config(&cfg, ctx, tiers, T_E2E_TAG);
   cfg.n_tiers = 2;
   ccache *c = NULL;
   if (ccache_open(&cfg, &c) != CCACHE_OK) _exit(5);
+  return c;
+}
+
+/* One process of the machine: machine_cache, the wave of keys from offset
+ * `first`. */
+static void machine_child(const char *dir, const char *servers, int go_fd, int out_fd, int first) {
+  t_ctx ctx = {0};
+  ccache *c = machine_cache(&ctx, dir, servers, 10000);
   char go;
   if (read(go_fd, &go, 1) != 1) _exit(6);
   int ok = 1;
@@ -181,6 +189,108 @@ static void redis_machine_coalesces_on_the_directory_lock(void **state) {
   assert_int_equal(c.set, 2 * WAVE_KEYS);          /* one lease and one store per key */
   assert_int_equal(c.eval + c.evalsha, WAVE_KEYS); /* one release per key */
   assert_int_equal(leases, WAVE_KEYS);             /* the entries; no lease left */
+  t_redis_stop(s);
+}
+
+static int stuck_fd = -1; /* the dying holder's "compiling" signal */
+
+/* A compile that says it started, then never ends (its process is killed). */
+static int stuck_compile(void *ud, ccache *c, ccache_key pkey, void **native_out,
+                         uint64_t *cost_out) {
+  (void)ud, (void)c, (void)pkey, (void)native_out, (void)cost_out;
+  if (write(stuck_fd, "C", 1) != 1) _exit(8);
+  for (;;) pause();
+}
+
+/* A child that gets PK(k) through machine_cache (lease_ms 600) and reports
+ * its counts on out_fd; stuck: it compiles with stuck_compile instead,
+ * saying so on out_fd. */
+static pid_t getter(const char *dir, const char *servers, uint64_t k, int out_fd, int stuck) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid) return pid;
+  t_redis_forget_admin(&t_servers[0]);
+  t_ctx ctx = {0};
+  ccache *c = machine_cache(&ctx, dir, servers, 600);
+  ccache_program *p = NULL;
+  if (stuck) {
+    stuck_fd = out_fd;
+    (void)ccache_program_get_or_compile(c, PK(k), stuck_compile, NULL, &p);
+    _exit(9);
+  }
+  int ok = ccache_program_get_or_compile(c, PK(k), slow_compile, NULL, &p) == CCACHE_OK;
+  if (ok) {
+    int id = t_id(ccache_program_native(p));
+    ok = id == (int)k || id == (int)k + 100000;
+    ccache_program_release(c, p);
+  }
+  t_fleet_send(out_fd, c, ok);
+  ccache_close(c);
+  t_child_exit(0);
+  return 0;
+}
+
+/* The machine's holder dies mid-compile (SIGKILL), holding the directory
+ * tier's lock and the Redis lease (lease_ms 600): the kernel drops its
+ * lock at once, so the machine's waiter B takes over; B and a process C
+ * of another machine (its own directory) find the dead holder's lease on
+ * Redis and wait for it to expire (no renewal comes), then one of them
+ * compiles and the other loads: one compile in all, in bounded time, and
+ * no lease left behind. */
+static void redis_machine_holder_dies(void **state) {
+  (void)state;
+  t_need_redis();
+  t_redis_server *s = &t_servers[0];
+  t_must_start(s, NULL);
+  char dir1[] = "/tmp/ccache-fleet-XXXXXX", dir2[] = "/tmp/ccache-fleet-XXXXXX";
+  assert_non_null(mkdtemp(dir1));
+  assert_non_null(mkdtemp(dir2));
+  const uint64_t k = 5;
+  int sig[2], out[2];
+  assert_int_equal(pipe(sig), 0);
+  assert_int_equal(pipe(out), 0);
+  pid_t a = getter(dir1, s->addr, k, sig[1], 1);
+  char ch;
+  assert_int_equal(read(sig[0], &ch, 1), 1); /* A compiles, both locks held */
+  unsigned long long t0 = t_redis_now_ms();
+  pid_t b = getter(dir1, s->addr, k, out[1], 0);
+  pid_t c = getter(dir2, s->addr, k, out[1], 0);
+  struct timespec ts = {0, 300 * 1000000L}; /* B and C wait by now */
+  nanosleep(&ts, NULL);
+  assert_int_equal(kill(a, SIGKILL), 0);
+  assert_int_equal(waitpid(a, NULL, 0), a);
+  t_fleet_report rb, rc;
+  assert_int_equal(t_fleet_recv(out[0], &rb), 0);
+  assert_int_equal(t_fleet_recv(out[0], &rc), 0);
+  unsigned long long took = t_redis_now_ms() - t0;
+  int st = 0;
+  assert_int_equal(waitpid(b, &st, 0), b);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_int_equal(waitpid(c, &st, 0), c);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  for (int i = 0; i < 2; i++) {
+    close(sig[i]);
+    close(out[i]);
+  }
+  char key[256];
+  t_e2e_entry_key(key, sizeof key, T_E2E_TAG, k);
+  long long entry = t_redis_int(s, "EXISTS %s", key);
+  strcat(key, ":lease");
+  long long lease = t_redis_int(s, "EXISTS %s", key);
+  print_message(
+      "after the holder's death: compiles %llu + %llu, tier hits %llu + %llu, both "
+      "done %llu ms after B and C started; entry %lld, lease %lld\n",
+      (unsigned long long)rb.compiles, (unsigned long long)rc.compiles,
+      (unsigned long long)rb.tier_hits, (unsigned long long)rc.tier_hits, took, entry, lease);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir1, dir2);
+  assert_int_equal(system(cmd), 0);
+  assert_int_equal(rb.ok + rc.ok, 2);
+  assert_int_equal(rb.compiles + rc.compiles, 1);
+  assert_int_equal(rb.tier_hits + rc.tier_hits, 1);
+  assert_true(took < T_WAIT_MS);
+  assert_int_equal(entry, 1);
+  assert_int_equal(lease, 0);
   t_redis_stop(s);
 }
 
@@ -358,6 +468,7 @@ int main(void) {
   signal(SIGPIPE, SIG_DFL); /* whatever ctest's parent set */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(redis_machine_coalesces_on_the_directory_lock, t_stop_all),
+      cmocka_unit_test_teardown(redis_machine_holder_dies, t_stop_all),
       cmocka_unit_test_teardown(redis_unused_connections_are_closed, t_stop_all),
       cmocka_unit_test_teardown(redis_miss_reads_one_server, t_stop_all),
       cmocka_unit_test_teardown(redis_fallback_read_after_a_seen_failure, t_stop_all),
