@@ -18,8 +18,8 @@
  * expired ones are at the bottom; take_conn pops from the top, so a burst's
  * extra connections are the ones that age out.
  *
- * Locks: reap_mu is a leaf, never held across a server's mu or renew_mu;
- * the sweep takes each server's renew_mu, then its mu, one at a time
+ * Locks: reap_mu is a leaf, never held across a server's server_mu or renew_mu;
+ * the sweep takes each server's renew_mu, then its server_mu, one at a time
  * (renew_mu may wait for one renewal's I/O: bounded by command_timeout_ms).
  */
 #include <unistd.h>
@@ -40,7 +40,7 @@ static bool expired(const ccache__rpool *p, uint64_t since, uint64_t now) {
 static void sweep_pool(ccache__rpool *p, ccache__rserver *s, uint64_t now, uint64_t *next) {
   struct redisContext *drop[CCACHE__REDIS_IDLE_MAX];
   int k = 0;
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   while (k < s->n_idle && expired(p, s->idle_since[k], now)) {
     drop[k] = s->idle[k];
     k++;
@@ -52,7 +52,7 @@ static void sweep_pool(ccache__rpool *p, ccache__rserver *s, uint64_t now, uint6
   s->n_idle -= k;
   if (s->n_idle && s->idle_since[0] + p->idle_close_ms < *next)
     *next = s->idle_since[0] + p->idle_close_ms;
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   for (int i = 0; i < k; i++) redisFree(drop[i]);
   atomic_fetch_add_explicit(&p->idle_expired, (uint64_t)k, memory_order_relaxed);
 }

@@ -33,7 +33,7 @@
  * Fallback: every op walks the key's rendezvous order, passing over servers
  * that are down (try_server); entries and leases go to the first server
  * that answers, lookups read on past a miss and copy a later hit back to
- * that first server (see the header's "Fallback" and docs/design.md).  The
+ * that first server (see the header's "Fallback" and docs/tiers.md).  The
  * polls of a process waiting on a lease read that first server alone
  * (op_get_poll): the holder publishes nowhere else.
  *
@@ -155,9 +155,9 @@ static int op_attach(void *state, const char *ns) {
  * whose first live server changed). */
 static bool fallback_possible(ccache__redis *r, size_t i) {
   ccache__rserver *s = &r->pool.servers[i];
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   uint64_t seen = s->down_seen_ms;
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   return seen && ccache__rmono_ms() - seen < CCACHE__REDIS_FALLBACK_WINDOW_MS;
 }
 
