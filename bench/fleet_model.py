@@ -18,7 +18,8 @@ checked against a measured fleet on this machine (issue 24).
       Exit 0 (a figure off by more than 10 % is MISSED in the table, not an
       error), 1 on a failed run, 77 if redis-server or kernel_jit is missing.
   fleet_model.py table
-      the fleet tables of docs/fleet.md (1,000 x 10, 100,000 x 64), markdown.
+      the fleet tables of docs/fleet.md (1,000 processes x 10 servers, 100,000 x
+      64; each as single processes and as machines of 16), markdown.
   fleet_model.py selftest
       the model on fixed inputs against counts worked out by hand (exit 1
       if one differs).
