@@ -18,7 +18,8 @@ checked against a measured fleet on this machine (issue 24).
       Exit 0 (a figure off by more than 10 % is MISSED in the table, not an
       error), 1 on a failed run, 77 if redis-server or kernel_jit is missing.
   fleet_model.py table
-      the fleet tables of docs/fleet.md (1,000 x 10, 100,000 x 64), markdown.
+      the fleet tables of docs/fleet.md (1,000 processes x 10 servers, 100,000 x
+      64; each as single processes and as machines of 16), markdown.
   fleet_model.py selftest
       the model on fixed inputs against counts worked out by hand (exit 1
       if one differs).
@@ -27,9 +28,18 @@ What the model counts comes from the tier's code (src/tier/tier_stack.c,
 src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
   lookup    STRLEN <k> and GETRANGE <k> 0 131072, pipelined (one round
             trip; an entry over 128 KiB and within the bound: a second
-            GETRANGE <k> 0 <max bytes>) on the key's first live server; on a
-            miss the lookup reads on past it, one such pair per live server
-            (tier_redis.c get_from, redis_io.c ccache__rexec_get_bounded);
+            GETRANGE <k> 0 <max bytes>) on the key's first live server only
+            (a miss reads on past it only after this process saw that server
+            fail: not modelled, tier_redis.c get_from, redis_io.c
+            ccache__rexec_get_bounded);
+  machine   with a directory tier above Redis, a machine's processes take
+            its compile lock before looking in Redis (tier.c
+            look_and_lock): per program, one process of each machine of P
+            reads, leases and polls on Redis, the others load from disk;
+  signed    (the fleet setup with keys) the lease value is the 32-byte token
+            and a 120-byte signed token; each SET NX answered busy is
+            followed by a lease peek, GETRANGE <k>:lease 0 192 (tier.c
+            signer_holds); entries carry an 80-byte signature block;
   lease     SET <k>:lease <token> NX PX lease_ms on the first live server;
   waiting   while the lease is held: sleep poll_ms doubling to poll_max_ms,
             then a poll: the same lookup on the key's first live server only
@@ -50,7 +60,9 @@ src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
             its first renewal on (tier_renew.c, redis_lease.c);
   connect   nothing is sent (no AUTH without a password, no HELLO, no PING);
             a process keeps one pooled connection per server per concurrent
-            caller (up to 8 idle, redis_conn.c), made on first use.
+            caller (up to 8 idle, redis_conn.c), made on first use, and
+            closes it (and the renewal connection) once unused for
+            idle_close_ms (default 20 s, redis_idle.c).
 Commands run inside EVAL count in INFO commandstats under their own names.
 Sentinel mode adds the watcher (redis_watch.c; sentinel_watch() below): per
 process one connection holding SUBSCRIBE +switch-master on one Sentinel
@@ -75,6 +87,9 @@ LEASE_KEY_LEN = KEY_LEN + len(":lease")
 TOKEN_LEN = 32
 RENEW_SCRIPT_LEN = 238  # redis_lease.c RENEW_SCRIPT
 RELEASE_SCRIPT_LEN = 104  # redis_lease.c RELEASE_SCRIPT
+SIGNED_LEASE = 120  # tier_trust.h CCACHE__LEASE_TOKEN: the signed part of a lease value
+ENTRY_SIG = 80  # tier_trust.h CCACHE__TIER_SIG: a signed entry's signature block
+PEEK_END = 192  # redis_lease.c: the lease peek's GETRANGE end
 PREFIX_READ = 128 << 10  # redis.h CCACHE__REDIS_PREFIX_READ: the lookup's first GETRANGE end
 MAX_ARG_LEN = len(str(64 << 20))  # the second GETRANGE's end: tier_max_entry_bytes (64 MiB)
 OK_REPLY = len("+OK\r\n")
@@ -107,18 +122,21 @@ def lookup_req_bytes(e):
     return lookup_req() + (req(8, KEY_LEN, 1, MAX_ARG_LEN) if e > PREFIX_READ else 0)
 
 
-def op_bytes(lease_ms):
-    """(request, reply) bytes of each operation; entry-sized ones take E."""
+def op_bytes(lease_ms, signed=False):
+    """(request, reply) bytes of each operation; entry-sized ones take E
+    (the entry as stored: with its signature block when signed)."""
     px = len(str(lease_ms))
+    val = TOKEN_LEN + (SIGNED_LEASE if signed else 0)
     return {
+        "peek": (req(8, LEASE_KEY_LEN, 1, len(str(PEEK_END))), bulk(val)),
         "get_miss": (lookup_req(), lookup_reply(0)),
         "get_hit": (lookup_req_bytes, lookup_reply),
-        "setnx_ok": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), OK_REPLY),
-        "setnx_busy": (req(3, LEASE_KEY_LEN, TOKEN_LEN, 2, 2, px), NIL_REPLY),
+        "setnx_ok": (req(3, LEASE_KEY_LEN, val, 2, 2, px), OK_REPLY),
+        "setnx_busy": (req(3, LEASE_KEY_LEN, val, 2, 2, px), NIL_REPLY),
         "store": (lambda e: req(3, KEY_LEN, e), lambda e: OK_REPLY),
         "release": (req(4, RELEASE_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN), INT_REPLY),
         # the value re-taken after a switch: the token alone without keys
-        "renew": (req(4, RENEW_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN, px, TOKEN_LEN, 1),
+        "renew": (req(4, RENEW_SCRIPT_LEN, 1, LEASE_KEY_LEN, val, px, val, 1),
                   INT_REPLY),
         "pttl": (req(4, LEASE_KEY_LEN), len(":%d\r\n" % lease_ms)),
     }
@@ -129,9 +147,12 @@ class Settings:
     """The tier's options that the model depends on (ccache_redis_options
     defaults, include/ccache/tier.h)."""
 
-    def __init__(self, lease_ms=10000, poll_ms=5, poll_max_ms=200, wait_ms=120000, idle_max=8):
+    def __init__(self, lease_ms=10000, poll_ms=5, poll_max_ms=200, wait_ms=120000, idle_max=8,
+                 idle_close_ms=20000, signed=False):
         self.lease_ms, self.poll_ms, self.poll_max_ms = lease_ms, poll_ms, poll_max_ms
         self.wait_ms, self.idle_max = wait_ms, idle_max
+        self.idle_close_ms = idle_close_ms  # a connection unused this long is closed
+        self.signed = signed  # signed lease values and entries, a peek per busy SET NX
 
     def polls(self, wait):
         """Polls (lookups after a sleep) of a waiter whose wait lasts `wait`
@@ -182,7 +203,7 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
     measured in the same run); None: drawn from a lognormal of
     timing.compile_ms, timing.compile_cv.
     Returns per-kernel counts (lists indexed by kernel):
-      miss   lookups that missed (each one GET on every live server)
+      miss   lookups that missed (each one STRLEN + GETRANGE on the key's server)
       poll_miss  those of them that were a waiter's poll
       hit    lookups that hit (one GET, on the key's server)
       setnx_ok, setnx_busy, compiles, releases, renewals."""
@@ -281,7 +302,7 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
             c["miss"][k] += 1
             if state == "poll":
                 c["poll_miss"][k] += 1
-            t += (1 if state == "poll" else s) * r  # a poll reads the home alone
+            t += r  # a miss reads the key's first live server alone
             if state == "recheck":  # ours to compile
                 c["compiles"][k] += 1
                 took = t
@@ -312,8 +333,8 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
 def per_server(counts, homes, sizes, live_sets, settings):
     """Commands and bytes per server from per-kernel counts.  homes[k]: the
     server holding kernel k's entry and lease; sizes[k]: its entry bytes;
-    live_sets[k]: the servers a miss on k reads."""
-    ob = op_bytes(settings.lease_ms)
+    live_sets[k]: the live servers (a miss reads only the key's own)."""
+    ob = op_bytes(settings.lease_ms, settings.signed)
     out = {}
 
     def srv(s):
@@ -325,17 +346,15 @@ def per_server(counts, homes, sizes, live_sets, settings):
     pttl_per_wait = 1 if settings.wait_ms > settings.lease_ms + 2000 else 0
 
     for k, h in enumerate(homes):
-        e = sizes[k]
-        polled = counts.get("poll_miss", [0] * len(homes))[k]
+        e = sizes[k] + (ENTRY_SIG if settings.signed else 0)
         for s in live_sets[k]:
-            x = srv(s)
-            # a waiter's polls read the key's home alone (op_get_poll)
-            n = counts["miss"][k] - (polled if s != h else 0)
-            x["getrange"] += n  # each lookup STRLEN and GETRANGE
-            x["strlen"] += n
-            x["net_in"] += n * ob["get_miss"][0]
-            x["net_out"] += n * ob["get_miss"][1]
+            srv(s)
         x = srv(h)
+        n = counts["miss"][k]  # a miss, a lookup's or a poll's, reads the home alone
+        x["getrange"] += n  # each lookup STRLEN and GETRANGE
+        x["strlen"] += n
+        x["net_in"] += n * ob["get_miss"][0]
+        x["net_out"] += n * ob["get_miss"][1]
         hits, ok, busy = counts["hit"][k], counts["setnx_ok"][k], counts["setnx_busy"][k]
         rel, ren, st = counts["releases"][k], counts["renewals"][k], counts["compiles"][k]
         # the scripts' own GETRANGE; a hit over PREFIX_READ reads twice
@@ -349,6 +368,10 @@ def per_server(counts, homes, sizes, live_sets, settings):
         x["pttl"] += pt
         x["net_in"] += pt * ob["pttl"][0]
         x["net_out"] += pt * ob["pttl"][1]
+        if settings.signed:  # a signer peeks at the lease after each busy SET NX
+            x["getrange"] += busy
+            x["net_in"] += busy * ob["peek"][0]
+            x["net_out"] += busy * ob["peek"][1]
         x["net_in"] += (hits * ob["get_hit"][0](e) + ok * ob["setnx_ok"][0] +
                         busy * ob["setnx_busy"][0] + st * ob["store"][0](e) +
                         rel * ob["release"][0] + ren * ob["renew"][0])
@@ -396,6 +419,21 @@ def sentinel_watch(procs, names, sentinels, reask_s=60.0):
             "role_per_s_per_primary": procs / reask_s}
 
 
+def connections_idle(machines, per_machine, threads, s, fetches_per_s, idle_close_ms, renew,
+                     idle_max=8):
+    """Connections one of s servers holds with idle_close_ms: each machine's
+    Redis fetches (fetches_per_s, spread evenly over the servers) keep a
+    connection open for idle_close_ms after use, so a machine holds about
+    as many as it made fetches to that server within idle_close_ms (an
+    upper bound: a process reuses its own), at most one per caller
+    (per_machine x min(threads, idle_max)); plus, with renew, a renewal
+    connection per such fetch (at most one per process)."""
+    window = fetches_per_s * idle_close_ms / 1000.0 / s
+    pooled = min(per_machine * min(threads, idle_max), window)
+    ren = min(per_machine, window) if renew else 0
+    return machines * (pooled + ren)
+
+
 # ------------------------------------------------------------ fleet tables
 # Capacity assumed per Redis server (one single-threaded redis-server on its
 # own core; see docs/fleet.md): measure your own with redis-benchmark.
@@ -413,8 +451,8 @@ def program_counts(f, compile_ms, settings):
     bound: in a wave walked in order, waiters arrive a little later)."""
     n = settings.polls(compile_ms) if f > 1 else 0
     w = f - 1
-    # a waiter's n lookups: its first (every server) and n - 1 polls that
-    # miss (the home alone); its n-th poll hits
+    # a waiter's n lookups: its first and n - 1 polls that miss (all on
+    # the home); its n-th poll hits
     return {"miss": [2 + w * n], "poll_miss": [w * max(n - 1, 0)], "hit": [w],
             "setnx_ok": [1], "setnx_busy": [w * n],
             "compiles": [1], "releases": [1], "renewals": [settings.renewals(compile_ms)],
@@ -423,8 +461,8 @@ def program_counts(f, compile_ms, settings):
 
 def spread(counts, s, entry, settings):
     """One server's share of the per-kernel counts when the programs'
-    entries are spread evenly over s servers (rendezvous hashing): misses
-    reach every server, everything else only the program's own."""
+    entries are spread evenly over s servers (rendezvous hashing): every
+    command goes to the program's own server."""
     one = per_server(counts, ["home"], [entry], [["home"] + ["x%d" % i for i in range(s - 1)]],
                      settings)
     home, other = one["home"], one.get("x0", {k: 0.0 for k in one["home"]})
@@ -432,17 +470,28 @@ def spread(counts, s, entry, settings):
 
 
 def fleet_row(f, s, settings, compile_ms=2000.0, wave_programs=100, lookups_per_s=1.0,
-              new_frac=0.001, threads=1, entries=(15_000, 1_048_576)):
-    """Per-server load of a fleet: steady state and a deploy wave.
-    steady: each process makes lookups_per_s tier lookups per second (a
-      program not in its own table), new_frac of them for a program no one
-      has yet (compiled once, nobody waiting);
+              new_frac=0.001, threads=1, entries=(15_000, 1_048_576), per_machine=1,
+              conn_threads=8):
+    """Per-server load of a fleet of f processes as f/per_machine machines
+    (a directory tier above Redis on each; per_machine 1: no such tier):
+    steady state and a deploy wave.
+    steady: each machine makes lookups_per_s Redis lookups per second (its
+      processes run the same workload, so a program one of them loads from
+      Redis the others load from disk), new_frac of them for a program no
+      one has yet (compiled once, nobody waiting);
     wave: every process needs the same wave_programs new programs at once,
-      walked in order by each thread (kernel_jit's pattern), compile_ms each.
+      walked in order by each thread (kernel_jit's pattern), compile_ms
+      each; one process per machine and program goes to Redis.
+    connections: with conn_threads threads per process, each connection
+      closed idle_close_ms after its last use (connections_idle), in the
+      wave (each machine fetching conn_threads programs per compile_ms) and
+      in steady state.
     Returns a dict of figures per server (commands/s, bytes out/s per entry
     size, connections) and the fleet size at which each limit is reached."""
-    out = {"f": f, "s": s, "threads": threads}
-    lam = f * lookups_per_s
+    out = {"f": f, "s": s, "threads": threads, "per_machine": per_machine}
+    m = max(1, f // per_machine)  # what Redis sees: one client per machine and program
+    out["machines"] = m
+    lam = m * lookups_per_s
     hit = {"miss": [0], "hit": [1], "setnx_ok": [0], "setnx_busy": [0], "compiles": [0],
            "releases": [0], "renewals": [0]}
     new = program_counts(1, compile_ms, settings)
@@ -452,7 +501,7 @@ def fleet_row(f, s, settings, compile_ms=2000.0, wave_programs=100, lookups_per_
         out["steady_out_%d" % e] = per["net_out"]
         out["steady_cmds"] = sum(per[c] for c in CMDS)
         out["steady_get"] = per["getrange"]
-        w = spread(program_counts(f, compile_ms, settings), s, e, settings)
+        w = spread(program_counts(m, compile_ms, settings), s, e, settings)
         dur = compile_ms / 1000.0  # one program per thread at a time, each lasting a compile
         rate = threads / dur
         out["wave_out_%d" % e] = w["net_out"] * rate
@@ -460,8 +509,13 @@ def fleet_row(f, s, settings, compile_ms=2000.0, wave_programs=100, lookups_per_
         out["wave_get"] = w["getrange"] * rate
     out["polls_per_wait"] = settings.polls(compile_ms)
     out["wave_seconds"] = wave_programs * compile_ms / 1000.0 / threads
-    ren = 1 if settings.renewals(compile_ms) else 0
-    out["conns"] = f * (min(threads, settings.idle_max) + ren)
+    ren = settings.renewals(compile_ms) > 0
+    out["conns_wave"] = connections_idle(m, per_machine, conn_threads, s,
+                                         conn_threads / (compile_ms / 1000.0),
+                                         settings.idle_close_ms, ren, settings.idle_max)
+    out["conns_steady"] = connections_idle(m, per_machine, conn_threads, s, lookups_per_s,
+                                           settings.idle_close_ms, False, settings.idle_max)
+    out["conns"] = max(out["conns_wave"], out["conns_steady"])
     # Where each limit is reached (every figure grows linearly with f, except
     # the wave's, ~f*polls: also linear).
     out["f_limit_steady_cmds"] = CMD_LIMIT / (out["steady_cmds"] / f)
@@ -495,6 +549,19 @@ def bound_check(procs=16, kernels=40, reps=5):
     return out
 
 
+GOAL_WAVE_CMDS = 50_000  # a rollout's commands/s per server: half a core
+GOAL_STEADY_CMDS = 10_000  # steady state's commands/s per server
+ROWS = ((1000, 10, 1), (1000, 10, 16), (100_000, 64, 1), (100_000, 64, 16))
+
+
+def limits(r, f, entry=1_048_576):
+    """Processes (at r's machine size and servers) at which each goal is
+    reached: every figure grows linearly with the machines."""
+    return (GOAL_WAVE_CMDS / (r["wave_cmds"] / f), GOAL_STEADY_CMDS / (r["steady_cmds"] / f),
+            NET_LIMIT / (max(r["steady_out_%d" % entry], r["wave_out_%d" % entry]) / f),
+            MAXCLIENTS / (r["conns"] / f))
+
+
 def table_md():
     """The tables of docs/fleet.md."""
     lines = ["The tables' wave lets every waiter wait a whole compile, an upper bound: "
@@ -502,49 +569,42 @@ def table_md():
              "; ".join("%.0f ms compiles %s / %s (+%.1f %%)" % (c, "{:,.0f}".format(sim),
                                                             "{:,}".format(b), pct(b, sim))
                        for c, sim, b in bound_check()) + ".\n"]
-    for title, st in (("defaults (lease_ms 10000, poll_ms 5, poll_max_ms 200)", Settings()),
-                      ("tuned for a large fleet (lease_ms 10000, poll_ms 500, poll_max_ms 2000)",
-                       Settings(poll_ms=500, poll_max_ms=2000))):
-        lines.append("Settings: %s; compile 2 s; steady state 1 tier lookup per process per "
+    n = "{:,}".format
+    for title, st in (("defaults (lease_ms 10000, poll_ms 5, poll_max_ms 200, idle_close_ms "
+                       "20000), signed", Settings(signed=True)),
+                      ("tuned for a large fleet (poll_ms 500, poll_max_ms 2000, idle_close_ms "
+                       "10000), signed",
+                       Settings(poll_ms=500, poll_max_ms=2000, idle_close_ms=10000,
+                                signed=True))):
+        lines.append("Settings: %s; compile 2 s; steady state 1 Redis lookup per machine per "
                      "second, 0.1 %% of them new programs; wave: every process needs the same "
-                     "100 new programs, one thread each.\n" % title)
-        lines.append("| fleet | per server: steady commands/s | wave commands/s (of which GETRANGE) "
-                     "| polls per wait | steady bytes out/s, 15 KB / 1 MiB entries | wave bytes "
-                     "out/s, 15 KB / 1 MiB | connections | processes at which a server reaches: "
-                     "%s commands/s (wave) / %sB/s out (1 MiB entries) / maxclients %s |"
-                     % (si(CMD_LIMIT), si(NET_LIMIT), "{:,}".format(MAXCLIENTS)))
+                     "100 new programs, one thread each (connections: 8 threads per process, "
+                     "each fetching a program per compile).\n" % title)
+        lines.append("| fleet | per server: steady commands/s | wave commands/s (of which "
+                     "GETRANGE) | polls per wait | steady bytes out/s, 15 KB / 1 MiB entries | "
+                     "wave bytes out/s, 15 KB / 1 MiB | connections, wave / steady (8 threads) | "
+                     "processes at which a server reaches: %s commands/s (wave) / %s (steady) / "
+                     "%sB/s out (1 MiB entries) / %s connections |"
+                     % (si(GOAL_WAVE_CMDS), si(GOAL_STEADY_CMDS), si(NET_LIMIT), n(MAXCLIENTS)))
         lines.append("|---|---|---|---|---|---|---|---|")
-        for f, s in ((1000, 10), (100_000, 64)):
-            r = fleet_row(f, s, st)
-            lines.append("| %s processes x %d servers | %s | %s (%s) | %d | %sB / %sB | %sB / %sB "
-                         "| %s | %s / %s / %s |"
-                         % ("{:,}".format(f), s, si(r["steady_cmds"]), si(r["wave_cmds"]),
+        for f, sv, pm in ROWS:
+            r = fleet_row(f, sv, st, per_machine=pm)
+            who = ("%s processes" % n(f) if pm == 1 else
+                   "%s processes as %s machines x %d" % (n(f), n(r["machines"]), pm))
+            lines.append("| %s, %d servers | %s | %s (%s) | %d | %sB / %sB | %sB / %sB "
+                         "| %s / %s | %s |"
+                         % (who, sv, si(r["steady_cmds"]), si(r["wave_cmds"]),
                             si(r["wave_get"]), r["polls_per_wait"], si(r["steady_out_15000"]),
                             si(r["steady_out_1048576"]), si(r["wave_out_15000"]),
-                            si(r["wave_out_1048576"]), "{:,}".format(r["conns"]),
-                            "{:,}".format(int(r["f_limit_wave_cmds"])),
-                            "{:,}".format(int(r["f_limit_out_1048576"])),
-                            "{:,}".format(int(r["f_limit_conns"]))))
+                            si(r["wave_out_1048576"]), n(round(r["conns_wave"])),
+                            n(round(r["conns_steady"])),
+                            " / ".join(n(int(x)) for x in limits(r, f))))
         lines.append("")
-    lines.append("Connections per server (every process connects to every server: a lookup that "
-                 "misses reads them all), by threads missing at once per process and whether "
-                 "compiles outlast lease_ms/3 (a renewal connection per process per server):\n")
-    lines.append("| fleet | 1 thread | 8 threads | 16 threads (kept; at a peak) | 1 thread, "
-                 "renewing | 8 threads, renewing | `maxclients` for 8 threads, renewing "
-                 "(`ulimit -n` 32 more) |")
-    lines.append("|---|---|---|---|---|---|---|")
-    for f in (1000, 100_000):
-        st = Settings()
-        cells = ["{:,}".format(connections(f, True, t, r, st.idle_max))
-                 for t, r in ((1, 0), (8, 0), (16, 0), (1, 1), (8, 1))]
-        cells[2] += "; %s" % "{:,}".format(connections(f, True, 16, 0, 16))
-        lines.append("| %s processes | %s | %s |"
-                     % ("{:,}".format(f), " | ".join(cells),
-                        "{:,}".format(connections(f, True, 8, 1, st.idle_max))))
-    lines.append("")
-    lines.append("(16 threads: 8 idle connections are kept per server; callers past 8 connect, "
-                 "run one command and close, so at a peak the server holds 16 per process and "
-                 "sees connects and closes at the rate of those commands.)")
+    lines.append("Machines of 1 process have no directory tier (each process goes to Redis); "
+                 "machines of 16 share one directory tier, whose compile lock one process "
+                 "takes before looking in Redis. Connections count what idle_close_ms leaves "
+                 "open: a machine holds about one connection per Redis fetch it made to that "
+                 "server within idle_close_ms (at most one per thread).")
     return "\n".join(lines)
 
 
@@ -850,28 +910,39 @@ def selftest():
     check("two processes: STRLEN commands", fig["strlen"], 6 + 1)
     check("two processes: EVAL commands", fig["eval"], 1)  # the release
     check("two processes: SET commands", fig["set"], 1 + 4 + 1)
-    # The same on three live servers, the key on "a": a lookup that misses
-    # reads all three, but a waiter's 3 polls read "a" alone (op_get_poll),
-    # so "b" and "c" see the 3 other missing lookups (2 of the compiler, the
-    # waiter's first); the rest goes to "a" alone.
+    # The same on three live servers, the key on "a": a miss reads "a"
+    # alone (no server seen failing), so "b" and "c" see nothing.
     three = per_server(c, ["a"], [1000], [["a", "b", "c"]], st)
     check("three servers: GETRANGE on the key's server", three["a"]["getrange"], 6 + 1 + 1)
-    check("three servers: GETRANGE on another", three["b"]["getrange"], 6 - 3)
-    check("three servers: STRLEN on another", three["c"]["strlen"], 6 - 3)
-    check("three servers: EVAL on another", three["c"]["eval"], 0)
+    check("three servers: GETRANGE on another", three["b"]["getrange"], 0)
+    check("three servers: STRLEN on another", three["c"]["strlen"], 0)
     check("three servers: SET on another", three["b"]["set"], 0)
-    check("three servers: bytes in on another", three["c"]["net_in"], 3 * (82 + 103))
-    check("three servers: bytes out on another", three["c"]["net_out"], 3 * (4 + 6))
+    check("three servers: bytes out on another", three["c"]["net_out"], 0)
+    # Signed: each of the 4 busy SET NX is followed by a lease peek
+    # (*4 $8 GETRANGE $65 <lease key> $1 0 $3 192: 4+14+72+7+9; reply $152
+    # and 152 bytes: 6+152+2); the lease value is 32 + 120 bytes.
+    sg = per_server(c, ["s"], [1000], [["s"]], Settings(signed=True))["s"]
+    check("signed: GETRANGE commands", sg["getrange"], 6 + 1 + 1 + 4)
+    check("signed: a lease peek's bytes", op_bytes(10000, True)["peek"], (106, 160))
+    check("signed: SET NX request bytes", op_bytes(10000, True)["setnx_ok"][0],
+          op_bytes(10000)["setnx_ok"][0] + 120 + 1)
     # The fleet table's wave: 1,000 processes, a 2 s compile, default polls:
     # 15 polls per wait (5+10+...+160 = 315 ms, then 200 ms each to 2115).
     check("wave polls per wait, 2 s compile", st.polls(2000), 15)
     check("wave misses of one program, 1,000 processes",
           program_counts(1000, 2000.0, st)["miss"][0], 2 + 999 * 15)
-    # per server of 10: the 2 + 999 lookups that read every server, and the
-    # 999 x 14 polls that miss on the home, 1/10 of the programs' homes
+    # per server of 10: every lookup of the program (2 + 999 x 15 misses,
+    # 999 hits, the release's GETRANGE) on its home, 1/10 of the homes
     wave = spread(program_counts(1000, 2000.0, st), 10, 1000, st)
     check("wave lookups of one program per server, 1,000 x 10", round(wave["getrange"], 6),
-          round(2 + 999 + (999 * 14 + 999 + 1) / 10, 6))
+          round((2 + 999 * 15 + 999 + 1) / 10, 6))
+    # Machines: 1,000 processes as 125 machines of 8 put on Redis what 125
+    # single processes would (one per machine reads, leases and polls).
+    check("1,000 processes as 125 x 8: wave commands",
+          fleet_row(1000, 10, st, per_machine=8)["wave_cmds"], fleet_row(125, 10, st)["wave_cmds"])
+    # Connections: 100 machines, 1 fetch/s each over 10 servers, 30 s idle:
+    # 3 fetches per machine per server in the window, 3 connections each.
+    check("connections, idle-closed", connections_idle(100, 16, 8, 10, 1.0, 30000, False), 300)
     # Sentinel mode, 1,000 processes, 10 primaries, 3 Sentinels: 333.3
     # subscriptions each; 1,000 x 10 / 60 s asks on the first; 1,000 / 60 s
     # ROLE per primary.

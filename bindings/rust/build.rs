@@ -195,6 +195,7 @@ const LAYOUT: &[(&str, &[&str])] = &[
             "reconnect_max_ms",
             "sentinel_user",
             "sentinel_password",
+            "idle_close_ms",
         ],
     ),
     ("ccache_fp", &["opaque_"]),

@@ -462,8 +462,10 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * then set servers; needs hiredis, else ccache_tier_redis() is ENOTSUP).
  * Keys live under `<prefix>:v<format>:<runtime-tag hash>:`; values are the
  * core's entries.  One compile per fleet (a renewed `SET NX PX` lease); keys
- * sharded by rendezvous hashing, moving on while a server is down; a waiter
- * polls only the key's first live server.  Commands, ACL, guarantees,
+ * sharded by rendezvous hashing, moving on while a server is down; a miss
+ * reads only the key's first live server (and the servers after it only if
+ * this process saw that one fail in the last 10 minutes); a waiter polls
+ * only the key's first live server.  Commands, ACL, guarantees,
  * Sentinel, timeouts: docs/tiers.md, "The Redis tier".
  *  - Faults (absent, killed, stopped or slow servers, error replies) fail
  *    only the op (tier_errors +1), never a fetch; ccache_tier_health_get()
@@ -473,7 +475,8 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  *    process's signal disposition is never changed.
  *  - A pooled connection the server closed while idle (its `timeout`, a
  *    proxy's idle limit) is dropped before use and the command sent on a
- *    fresh one: no error.  A renewal that gets no answer is retried while
+ *    fresh one: no error.  One unused for idle_close_ms is closed by the
+ *    tier itself.  A renewal that gets no answer is retried while
  *    the lease holds (ccache_tier_ops::renew); the lease's scripts compare
  *    its token alone, so a renewal whose reply was lost leaves it ours.
  *  - Lease values read from Redis are bounded (193 bytes), and so is every
@@ -546,6 +549,11 @@ typedef struct ccache_redis_options {
   /** Sentinel mode: the Sentinels' password (their requirepass), or NULL;
    *  copied and wiped when the tier is freed. */
   const char *sentinel_password;
+  /** A pooled or renewal connection unused this long is closed (by a library
+   *  thread of the tier), ms: 1 .. 2^50 (default 20000), or CCACHE_UNBOUNDED
+   *  (kept until the tier is freed).  A process so holds connections only
+   *  to servers it used recently.  Since 0.2. */
+  uint64_t idle_close_ms;
 } ccache_redis_options;
 
 /**

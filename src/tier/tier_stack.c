@@ -4,13 +4,15 @@
  * Only the single-flight owner of a program miss comes here (flight.c), with
  * no cache lock held, so every tier op and codec call below runs outside the
  * cache's locks, and concurrent misses on one key in this process ask the
- * tiers once.  The order of work for one miss:
- *   lookup:  tiers top-down; a verified, decoded hit in tier i is written to
- *            tiers 0..i-1 (fill above) and ends the miss;
- *   locks:   each tier's compile lock in tier order; while another process
- *            holds one (EBUSY), back off poll_ms..poll_max_ms and ask that
- *            tier again after each attempt (its holder may publish), up to
- *            wait_ms; after taking a lock, ask the tier once more;
+ * tiers once.  The order of work for one miss, tier by tier top-down:
+ *   lookup:  tier i, with the locks of tiers 0..i-1 held (so a machine's
+ *            processes sharing a directory tier above Redis wait on its
+ *            lock, and only the holder reads Redis); a verified, decoded hit
+ *            is written to tiers 0..i-1 (fill above) and ends the miss;
+ *   lock:    then tier i's lock; while another process holds it (EBUSY),
+ *            back off poll_ms..poll_max_ms and ask that tier again after
+ *            each attempt, up to wait_ms (then the tiers below are looked
+ *            up, not locked); after taking it, ask the tier once more;
  *   compile: the user's callback, tier locks held, cache locks not;
  *   store:   encode once, frame once per namespace, put in every tier
  *            (tier_store.c), if the compile
@@ -352,22 +354,22 @@ static int reader_wait(struct ccache__tiers *ts, const ccache_strong_key *sk, vo
   return found;
 }
 
-/* Take the locks in tier order.  T_HIT if an entry turned up meanwhile. */
-static int lock_all(struct ccache__tiers *ts, const ccache_strong_key *key, held_locks *h,
-                    void **native, uint64_t *cost) {
+/* Each tier top-down: look it up, then take its lock (file header: tier
+ * i is asked with the locks of 0..i-1 held).  T_HIT if an entry was found. */
+static int look_and_lock(struct ccache__tiers *ts, const ccache_strong_key *key, held_locks *h,
+                         void **native, uint64_t *cost) {
   uint64_t waited_ns = 0;
-  bool waited = false;
+  bool waited = false, locking = true;
   int found = T_MISS;
-  for (uint32_t i = 0; i < ts->n; i++) {
-    if (!ts->usable[i] || !ts->t[i]->ops.lock) continue;
+  for (uint32_t i = 0; i < ts->n && found == T_MISS; i++) {
+    if (!ts->usable[i]) continue;
+    if ((found = load(ts, i, key, native, cost)) == T_HIT) break;
+    if (!locking || !ts->t[i]->ops.lock) continue;
     uint64_t before = waited_ns;
     int r = lock_one(ts, i, key, h, native, cost, &waited_ns);
     waited = waited || waited_ns != before || r == L_TIMEOUT;
-    if (r == L_HIT) {
-      found = T_HIT;
-      break;
-    }
-    if (r == L_TIMEOUT) break; /* waited long enough: compile now */
+    if (r == L_HIT) found = T_HIT;
+    if (r == L_TIMEOUT) locking = false; /* waited long enough: compile soon */
   }
   if (waited) record_wait(ts, waited_ns);
   return found;
@@ -398,16 +400,18 @@ int ccache__tier_obtain(struct ccache__tiers *ts, const ccache_strong_key *key,
     *compiled = true;
     return compile(arg, native, cost, compile_ns);
   }
-  for (uint32_t i = 0; i < ts->n; i++) {
-    if (ts->usable[i] && load(ts, i, key, native, cost) == T_HIT) {
-      atomic_fetch_add(&ts->hits, 1);
-      return 0;
-    }
-  }
   held_locks h;
   memset(&h, 0, sizeof h);
-  /* A reader takes no lease: it waits only for a signer's (tier_trust.c). */
-  int found = ts->reader ? reader_wait(ts, key, native, cost) : lock_all(ts, key, &h, native, cost);
+  int found = T_MISS;
+  if (ts->reader) {
+    /* A reader publishes nothing and takes no lease: it waits only for a
+     * signer's (tier_trust.c). */
+    for (uint32_t i = 0; i < ts->n && found == T_MISS; i++)
+      if (ts->usable[i]) found = load(ts, i, key, native, cost);
+    if (found == T_MISS) found = reader_wait(ts, key, native, cost);
+  } else {
+    found = look_and_lock(ts, key, &h, native, cost);
+  }
   if (found == T_HIT) {
     unlock_all(ts, &h);
     atomic_fetch_add(&ts->hits, 1);

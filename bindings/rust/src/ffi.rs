@@ -253,6 +253,8 @@ pub struct ccache_redis_options {
     /// Sentinel mode's own user and password (the crate leaves them NULL).
     pub sentinel_user: *const c_char,
     pub sentinel_password: *const c_char,
+    /// Unused connections are closed after this long (ms; default 30000).
+    pub idle_close_ms: u64,
 }
 
 /// Declares `ccache_stats` and the crate's `Stats` from one field list.

@@ -11,6 +11,7 @@
  *                    periodic re-asks) and following a new address
  *   redis_conn.c     connections: per-server pools, reconnect backoff,
  *                    running a command on a server
+ *   redis_idle.c     closing connections unused for idle_close_ms
  *   tier_redis.c     the tier backend: keys, get/put/remove (tier_redis.h)
  *   redis_lease.c    the compile lease (lock/renew/unlock, lease peek)
  *   tier_redis_open.c  the options, creation, health and close
@@ -32,6 +33,7 @@
 #include <sys/types.h>
 
 #include "base/sync.h"
+#include "base/worker.h"
 #include "tier/tier.h"
 
 struct redisContext;
@@ -49,6 +51,10 @@ struct redisReply;
  * (redis_watch.c). */
 #define CCACHE__REDIS_REASK_MS       60000
 #define CCACHE__REDIS_REASK_UNSUB_MS 5000
+/* A lookup that misses on a key's first live server reads the servers after
+ * it only if this process saw that server fail within this window (ms):
+ * only then may an entry have been written past it (tier_redis.c). */
+#define CCACHE__REDIS_FALLBACK_WINDOW_MS 600000u
 
 /* One server of the list. */
 typedef struct ccache__rserver {
@@ -65,10 +71,13 @@ typedef struct ccache__rserver {
   ccache__mutex server_mu;
   struct redisContext *idle[CCACHE__REDIS_IDLE_MAX]; /* under server_mu */
   int n_idle;                                        /* under server_mu */
+  uint64_t idle_since[CCACHE__REDIS_IDLE_MAX];       /* under server_mu: when idle[i] was given
+                                                        back (monotonic ms; rising with i) */
   uint64_t gen;           /* under server_mu: bumped when the server fails; pooled
                             connections of an older generation are dropped */
   uint64_t backoff_ms;    /* under server_mu: current reconnect backoff, 0 when healthy */
   uint64_t down_until_ms; /* under server_mu: no connect before this monotonic time */
+  uint64_t down_seen_ms;  /* under server_mu: when this process last saw it fail (0: never) */
   bool answered;          /* under server_mu: a command was answered since the last failure
                              (or ever): the server is known up */
   char last_error[256];   /* under server_mu: this server's most recent failure */
@@ -93,6 +102,7 @@ typedef struct ccache__rserver {
   ccache__mutex renew_mu;
   struct redisContext *renew_ctx; /* under renew_mu: the renewal connection */
   uint64_t renew_gen;             /* under renew_mu: the generation it belongs to */
+  uint64_t renew_used_ms;         /* under renew_mu: when it last ran a command */
 } ccache__rserver;
 
 /* Counters for tests and diagnostics (monotonic, relaxed atomics). */
@@ -108,6 +118,7 @@ typedef struct ccache__rcounters {
                                 idle timeout) before a command: dropped, no failure */
   uint64_t watch_events;     /* Sentinel: +switch-master messages naming a primary of ours */
   uint64_t watch_asks;       /* Sentinel: asks the watcher ran (messages and re-asks) */
+  uint64_t idle_expired;     /* connections we closed, unused for idle_close_ms */
 } ccache__rcounters;
 
 /* A server's health, as ccache__rpool_server_state reads it. */
@@ -143,6 +154,10 @@ typedef struct ccache__rpool {
   ccache__rwatch *watch; /* Sentinel mode: the watcher (redis_watch.c), NULL otherwise */
   uint64_t reask_ms;     /* the watcher's re-ask period while subscribed
                             (CCACHE__REDIS_REASK_MS; tests set it before the first command) */
+/* A lookup that misses on a key's first live server reads the servers after
+ * it only if this process saw that server fail within this window (ms):
+ * only then may an entry have been written past it (tier_redis.c). */
+#define CCACHE__REDIS_FALLBACK_WINDOW_MS 600000u
 
   ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */
@@ -240,6 +255,20 @@ void ccache__rwatch_destroy(ccache__rpool *p);
  * generation gen (host set: the current one), the generation moves on and
  * the pooled connections are dropped, with no backoff. */
 void ccache__rserver_moved(ccache__rserver *s, uint64_t gen, const char *host, int port);
+
+/* ---------------------------------------------------------- redis_idle.c */
+/* Set up closing of unused connections (p->idle_close_ms set first):
+ * CCACHE_OK or CCACHE_ENOMEM / CCACHE_ETHREAD.  The thread starts with the
+ * first connection given back. */
+int ccache__ridle_init(ccache__rpool *p);
+/* A connection of p was just given back idle (or the renewal connection
+ * used): wake the closing thread if it sleeps without a deadline. */
+void ccache__ridle_note(ccache__rpool *p);
+/* Stop and join the closing thread (in the creating process only). */
+void ccache__ridle_stop(ccache__rpool *p);
+/* Close every connection of p unused for idle_close_ms by now_ms: the
+ * monotonic ms at which the next one would be, or UINT64_MAX for none. */
+uint64_t ccache__ridle_sweep(ccache__rpool *p, uint64_t now_ms);
 
 /* ---------------------------------------------------------- redis_conn.c */
 /* Takes ownership of servers (freed by ccache__rpool_destroy, or by the

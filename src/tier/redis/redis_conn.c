@@ -92,6 +92,7 @@ void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out) {
   out->idle_closed = atomic_load(&p->idle_closed);
   out->watch_events = atomic_load(&p->watch_events);
   out->watch_asks = atomic_load(&p->watch_asks);
+  out->idle_expired = atomic_load(&p->idle_expired);
 }
 
 /* ------------------------------------------------------ server state */
@@ -106,7 +107,8 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
     s->need_resolve = true; /* Sentinel: the primary may have moved */
     s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : p->reconnect_min_ms;
     if (s->backoff_ms > p->reconnect_max_ms) s->backoff_ms = p->reconnect_max_ms;
-    s->down_until_ms = ccache__rmono_ms() + s->backoff_ms;
+    s->down_seen_ms = ccache__rmono_ms();
+    s->down_until_ms = s->down_seen_ms + s->backoff_ms;
     ndrop = s->n_idle;
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
@@ -234,11 +236,13 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
   }
   ccache__lock(&s->server_mu);
   if (gen == s->gen && s->n_idle < CCACHE__REDIS_IDLE_MAX) {
+    s->idle_since[s->n_idle] = ccache__rmono_ms();
     s->idle[s->n_idle++] = c;
     c = NULL;
   }
   ccache__unlock(&s->server_mu);
   if (c) redisFree(c);
+  ccache__ridle_note(p); /* closed once unused for idle_close_ms (redis_idle.c) */
 }
 
 /* ------------------------------------------------------------- commands */
@@ -328,6 +332,7 @@ static int renew_command(ccache__rpool *p, size_t server, int argc, const char *
   }
   s->renew_gen = gen;
   int rc = run_fresh(p, server, &s->renew_ctx, gen, reused, 0, argc, argv, argvlen, reply, &broken);
+  s->renew_used_ms = ccache__rmono_ms();
   if (broken && s->renew_ctx) {
     redisFree(s->renew_ctx);
     s->renew_ctx = NULL;
@@ -361,6 +366,7 @@ static int command(ccache__rpool *p, size_t server, int renew, uint64_t bound, i
     }
   }
   if (ccache__rguard_end(&g)) COUNT(p, sigpipes);
+  if (renew) ccache__ridle_note(p);
   return rc;
 }
 
@@ -458,6 +464,7 @@ void ccache__rpool_destroy(ccache__rpool *p) {
    * child the fds are the child's copies and closing them leaves the
    * parent's connections alone.  The watcher first: it reads the servers. */
   ccache__rwatch_destroy(p);
+  ccache__ridle_stop(p);
   ccache__rservers_free(p->servers, p->n);
   p->servers = NULL;
   ccache__rservers_free(p->sentinels, p->n_sentinels);

@@ -148,8 +148,24 @@ static int op_attach(void *state, const char *ns) {
   return CCACHE_OK;
 }
 
+/* Whether an entry may sit past server i, the key's first live server:
+ * only if it was written while i was down, and this process saw i fail
+ * within CCACHE__REDIS_FALLBACK_WINDOW_MS.  Otherwise i's miss is the
+ * answer: one server read per miss.  An entry written past i that this
+ * process cannot know of costs one compile, on i under i's lease (the
+ * fallback's guarantee: at most one extra compile per process per key
+ * whose first live server changed). */
+static bool fallback_possible(ccache__redis *r, size_t i) {
+  ccache__rserver *s = &r->pool.servers[i];
+  ccache__lock(&s->server_mu);
+  uint64_t seen = s->down_seen_ms;
+  ccache__unlock(&s->server_mu);
+  return seen && ccache__rmono_ms() - seen < CCACHE__REDIS_FALLBACK_WINDOW_MS;
+}
+
 /* Read in rendezvous order, skipping servers that are down: the first hit
- * wins.  A hit on a server after the first live one (an entry written while
+ * wins.  Past a miss on the first live server only if fallback_possible.
+ * A hit on a server after the first live one (an entry written while
  * the earlier servers were down) is remembered with its blob: it is copied
  * to that first live server, where the key's writes and lease now go, only
  * when the core has verified it and publishes (ccache__redis_accepted).
@@ -185,7 +201,7 @@ static int get_from(ccache__redis *r, ccache_key pkey, uint64_t max_len, bool ho
     ccache__rreply_free(rep);
     rep = NULL;
     rc = CCACHE_MISS;
-    if (home_only) break;
+    if (home_only || !fallback_possible(r, home)) break;
   }
   if (!rep) return rc; /* MISS if any server answered, EIO if none did */
   size_t at = order[k];

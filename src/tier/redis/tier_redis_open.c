@@ -79,6 +79,9 @@ static int check_options(const ccache_redis_options *o, char *why, size_t why_le
   if (o->poll_ms == 0 || o->poll_max_ms < o->poll_ms) BAD("want 1 <= poll_ms <= poll_max_ms");
   if (o->reconnect_min_ms == 0 || o->reconnect_max_ms < o->reconnect_min_ms)
     BAD("want 1 <= reconnect_min_ms <= reconnect_max_ms");
+  if (o->idle_close_ms == 0 ||
+      (o->idle_close_ms > ((uint64_t)1 << 50) && o->idle_close_ms != CCACHE_UNBOUNDED))
+    BAD("idle_close_ms must be 1..2^50 or CCACHE_UNBOUNDED");
   return CCACHE_OK;
 #undef BAD
 }
@@ -116,6 +119,8 @@ int ccache__redis_new(const ccache_redis_options *o, ccache_tier_ops *ops, ccach
   /* From here the pool owns the Sentinels (freed by ccache__rpool_destroy). */
   rc = ccache__rpool_set_sentinels(&r->pool, sentinels, n_sentinels, o->sentinel_user,
                                    o->sentinel_password);
+  r->pool.idle_close_ms = o->idle_close_ms;
+  if (rc == CCACHE_OK) rc = ccache__ridle_init(&r->pool);
   if (rc != CCACHE_OK || ccache__mutex_init(&r->lent_mu) != CCACHE_OK) {
     ccache__rpool_destroy(&r->pool);
     free(r->prefix);

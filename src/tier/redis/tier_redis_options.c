@@ -22,4 +22,5 @@ void ccache_redis_options_init(ccache_redis_options *o) {
   o->wait_ms = 120000;
   o->reconnect_min_ms = 100;
   o->reconnect_max_ms = 5000;
+  o->idle_close_ms = 20000;
 }
