@@ -39,12 +39,12 @@ def main():
             assert FIXED in src
             open(act, "w").write(src.replace(FIXED, BUGGY))
             env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-            for k in ("CCACHE_NUMBA_DIR", "NUMBA_CACHE_DIR"):
+            for k in ("CLOSURE_CACHE_NUMBA_DIR", "CCACHE_NUMBA_DIR", "NUMBA_CACHE_DIR"):
                 env.pop(k, None)
             if mode == "numba":
                 env["NUMBA_CACHE_DIR"] = os.path.join(tmp, "cache")
             else:
-                env["CCACHE_NUMBA_DIR"] = os.path.join(tmp, "cache")
+                env["CLOSURE_CACHE_NUMBA_DIR"] = os.path.join(tmp, "cache")
             before = run(d, env)
             open(act, "w").write(src)  # the fix, in activations.py only
             after = run(d, env)

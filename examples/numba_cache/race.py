@@ -4,7 +4,7 @@ Each mode starts N copies of run.py at once on a fresh cache and reports
 the compiles they did together (a function compiled in k processes counts
 k) and the wall time until the last one answered:
   numba         numba's cache (NUMBA_CACHE_DIR, one directory for all)
-  ccache        ccache.numba, one directory tier for all (CCACHE_NUMBA_DIR)
+  ccache        ccache.numba, one directory tier for all (CLOSURE_CACHE_NUMBA_DIR)
   ccache-fleet  ccache.numba, each process its own directory and one shared
                 Redis (a private redis-server on a unix socket; entries
                 unsigned, trust_unsigned: a test set-up)
@@ -45,17 +45,18 @@ def start_redis(tmp):
 
 def env_for(mode, tmp, i, redis):
     env = dict(os.environ)
-    for k in ("CCACHE_NUMBA_DIR", "CCACHE_NUMBA_REDIS", "NUMBA_CACHE_DIR"):
+    for k in ("CLOSURE_CACHE_NUMBA_DIR", "CLOSURE_CACHE_NUMBA_REDIS", "CCACHE_NUMBA_DIR",
+              "CCACHE_NUMBA_REDIS", "NUMBA_CACHE_DIR"):
         env.pop(k, None)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if mode == "numba":
         env["NUMBA_CACHE_DIR"] = os.path.join(tmp, "numba")
     elif mode == "ccache":
-        env["CCACHE_NUMBA_DIR"] = os.path.join(tmp, "ccache")
+        env["CLOSURE_CACHE_NUMBA_DIR"] = os.path.join(tmp, "ccache")
     else:
-        env["CCACHE_NUMBA_DIR"] = os.path.join(tmp, f"own-{i}")
-        env["CCACHE_NUMBA_REDIS"] = redis
-        env["CCACHE_NUMBA_TRUST_UNSIGNED"] = "1"
+        env["CLOSURE_CACHE_NUMBA_DIR"] = os.path.join(tmp, f"own-{i}")
+        env["CLOSURE_CACHE_NUMBA_REDIS"] = redis
+        env["CLOSURE_CACHE_NUMBA_TRUST_UNSIGNED"] = "1"
     return env
 
 

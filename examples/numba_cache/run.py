@@ -2,7 +2,7 @@
 step's shapes, check each against NumPy, and report numba's compile counts.
 
     python3 run.py            # the cache as the environment sets it up:
-                              #   CCACHE_NUMBA_DIR / CCACHE_NUMBA_REDIS: ccache
+                              #   CLOSURE_CACHE_NUMBA_DIR / CLOSURE_CACHE_NUMBA_REDIS: ccache
                               #   (the package's .pth hook installs it),
                               #   else numba's own cache (NUMBA_CACHE_DIR)
     python3 run.py --json     # one JSON line (race.py reads it)

@@ -10,7 +10,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run(cache_dir, n=1):
-    env = dict(os.environ, CCACHE_NUMBA_DIR=str(cache_dir), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, CLOSURE_CACHE_NUMBA_DIR=str(cache_dir), PYTHONDONTWRITEBYTECODE="1")
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "run.py"), "--json"], cwd=HERE,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(n)]

@@ -32,18 +32,22 @@ How (numba 0.56 has no plug-in point for either):
 miss is a compile in this process, a hit a program loaded from ccache.
 
 Environment (read by install_from_env(), which the ``ccache-numba.pth``
-import hook runs in every process where CCACHE_NUMBA_DIR or
-CCACHE_NUMBA_REDIS is set; unset, the hook does nothing):
-  CCACHE_NUMBA_DIR              the directory tier
-  CCACHE_NUMBA_REDIS            Redis servers ("host:port,..." or "unix:/path")
-  CCACHE_NUMBA_REDIS_PREFIX     key prefix (default "ccache-numba")
-  CCACHE_NUMBA_SIGNING_KEY_FILE a secret key file (this process signs)
-  CCACHE_NUMBA_TRUSTED_KEY_FILES  public key files, ':'-separated
-  CCACHE_NUMBA_TRUST_UNSIGNED=1 accept unsigned entries from Redis
-  CCACHE_NUMBA_MAX_BYTES        the directory tier's size cap
-  CCACHE_NUMBA_ALLOW_UNTESTED=1 install on an untested numba version
+import hook runs in every process where CLOSURE_CACHE_NUMBA_DIR or
+CLOSURE_CACHE_NUMBA_REDIS is set; unset, the hook does nothing):
+  CLOSURE_CACHE_NUMBA_DIR              the directory tier
+  CLOSURE_CACHE_NUMBA_REDIS            Redis servers ("host:port,..." or "unix:/path")
+  CLOSURE_CACHE_NUMBA_REDIS_PREFIX     key prefix (default "ccache-numba")
+  CLOSURE_CACHE_NUMBA_SIGNING_KEY_FILE a secret key file (this process signs)
+  CLOSURE_CACHE_NUMBA_TRUSTED_KEY_FILES  public key files, ':'-separated
+  CLOSURE_CACHE_NUMBA_TRUST_UNSIGNED=1 accept unsigned entries from Redis
+  CLOSURE_CACHE_NUMBA_MAX_BYTES        the directory tier's size cap
+  CLOSURE_CACHE_NUMBA_LOCK_WAIT_MS     the directory tier's wait for another
+                                       process's compile (ms)
+  CLOSURE_CACHE_NUMBA_ALLOW_UNTESTED=1 install on an untested numba version
 install() sets them, so that subprocesses numba or multiprocessing start
-are covered too.
+are covered too.  The library's run-time variables are CLOSURE_CACHE_*;
+the older names CCACHE_NUMBA_* (same suffixes) are still read, as
+deprecated aliases, when the CLOSURE_CACHE_NUMBA_* one is not set.
 """
 from __future__ import annotations
 
@@ -59,8 +63,6 @@ TESTED_NUMBA = ("0.56.4",)
 
 _state = None  # the installed _State, or None
 _state_lock = threading.Lock()
-_inflight: dict = {}  # key -> thread id compiling it through ccache here
-_inflight_lock = threading.Lock()
 _orig = {}  # what install() replaced: (owner, name) -> original
 
 
@@ -79,30 +81,54 @@ class _State:
     def __init__(self, options: dict):
         self.options = options
         self.pid = os.getpid()
-        self.cache = self._open()
+        self.cache = self._open(wait=True)
+        self._nested = None
 
-    def _open(self):
+    def _open(self, wait: bool):
+        # wait=False: the cache of nested compiles (numba's lock held): its
+        # tiers never wait for another process's compile lock (0 ms): a busy
+        # lock means "compile here" (numba's way) and store the result.
         o = self.options
         tiers = []
         if o.get("directory"):
-            tiers.append(ccache.DirectoryTier(o["directory"], max_bytes=o.get("max_bytes"),
-                                              lock_wait_ms=o.get("lock_wait_ms")))
+            tiers.append(ccache.DirectoryTier(
+                o["directory"], max_bytes=o.get("max_bytes"),
+                lock_wait_ms=o.get("lock_wait_ms") if wait else 0))
         if o.get("redis"):
-            tiers.append(ccache.RedisTier(o["redis"], prefix=o.get("redis_prefix") or "ccache-numba"))
+            tiers.append(ccache.RedisTier(o["redis"], prefix=o.get("redis_prefix") or "ccache-numba",
+                                          wait_ms=None if wait else 0))
         return ccache.Cache(tiers=tiers, codec=_BytesCodec(), key_mode="strong",
                             runtime_tag=_numba_key.runtime_tag(), tier_min_compile_us=0,
                             signing_key_file=o.get("signing_key_file"),
                             trusted_key_files=list(o.get("trusted_key_files") or ()),
                             trust_unsigned=bool(o.get("trust_unsigned")))
 
-    def get(self):
-        # A fork()ed child cannot use the parent's cache: it opens its own.
+    def _check_fork(self):
+        # A fork()ed child cannot use the parent's caches: it opens its own.
         if os.getpid() != self.pid:
             with _state_lock:
                 if os.getpid() != self.pid:
                     self.pid = os.getpid()
-                    self.cache = self._open()
+                    self.cache = self._open(wait=True)
+                    self._nested = None
+
+    def get(self):
+        self._check_fork()
         return self.cache
+
+    def nested(self):
+        """The cache of compiles made with numba's lock held (opened on first use)."""
+        self._check_fork()
+        if self._nested is None:
+            with _state_lock:
+                if self._nested is None:
+                    self._nested = self._open(wait=False)
+        return self._nested
+
+    def close(self):
+        self.cache.close(abandon=True)
+        if self._nested is not None:
+            self._nested.close(abandon=True)
 
     @property
     def where(self) -> str:
@@ -118,7 +144,7 @@ def _check_version(allow_untested: bool) -> None:
             f"ccache.numba: numba {numba.__version__} is not a tested version (tested: "
             f"{', '.join(TESTED_NUMBA)}); this module replaces numba internals "
             "(Dispatcher.compile, enable_caching) that change between versions.  Pass "
-            "allow_untested=True (or CCACHE_NUMBA_ALLOW_UNTESTED=1) to try anyway.")
+            "allow_untested=True (or CLOSURE_CACHE_NUMBA_ALLOW_UNTESTED=1) to try anyway.")
 
 
 # ---- the cache objects numba's compilers see ------------------------------
@@ -152,32 +178,29 @@ class _CCacheBase:
     def flush(self):
         pass  # entries are addressed by content: nothing to invalidate
 
-    def key(self, sig, codegen):
+    def key(self, sig, codegen, kind=None, extra=None):
         owner = self._owner
         options = getattr(owner, "targetoptions", None)
         locals_ = getattr(owner, "locals", None)
-        return _numba_key.compile_key(self._kind, self._py_func, sig, codegen, options, locals_)
+        return _numba_key.compile_key(kind or self._kind, self._py_func, sig, codegen, options,
+                                      locals_, extra)
 
-    # numba's save/load: tier lookups and stores without cross-process flight
+    # numba's load/save, for the paths that still call them (a compile this
+    # module does not route through _flight): numba holds its lock there, so
+    # they use the nested cache, which never waits for another process.
     def load_overload(self, sig, target_context):
         target_context.refresh()
         if not self._enabled or _state is None:
             return None
-        cache = _state.get()
         try:
-            h = cache.program(self.key(sig, target_context.codegen()), lambda: None)
+            h = _state.nested().program(self.key(sig, target_context.codegen()), lambda: None)
         except ccache.DeadlockError:
             return None
         native = h.native
         h.release()
         if native is None:
             return None
-        try:
-            return self._rebuild(target_context, native)
-        except Exception as e:  # noqa: BLE001 - a bad entry is a miss, never a failure
-            warnings.warn(f"ccache.numba: could not load {self._name} ({e!r}); compiling",
-                          RuntimeWarning)
-            return None
+        return self._try_rebuild(target_context, native)
 
     def save_overload(self, sig, data):
         if not self._enabled or _state is None:
@@ -185,11 +208,18 @@ class _CCacheBase:
         payload = self._payload(data)
         if payload is None:
             return
-        cache = _state.get()
         try:
-            cache.program(self.key(sig, data.codegen), lambda: payload).release()
+            _state.nested().program(self.key(sig, data.codegen), lambda: payload).release()
         except ccache.DeadlockError:
             pass
+
+    def _try_rebuild(self, target_context, native):
+        try:
+            return self._rebuild(target_context, native)
+        except Exception as e:  # noqa: BLE001 - a bad entry is a miss, never a failure
+            warnings.warn(f"ccache.numba: could not load {self._name} ({e!r}); compiling",
+                          RuntimeWarning)
+            return None
 
 
 class FunctionCache(_CCacheBase):
@@ -287,7 +317,44 @@ def _cachable(cres, py_func) -> bool:
     return True
 
 
-# ---- @njit: Dispatcher.compile with cross-process single-flight -----------
+# ---- one compile per machine/fleet: the flight every compile path uses ------
+
+
+def _flight(pkey, compile_locked):
+    """Run a compile under ccache's single-flight; returns (result, native).
+
+    compile_locked() compiles with numba's lock held (taken here) and returns
+    (result, payload bytes or None).  result is not None when this process
+    compiled; otherwise native is the entry another process (or a tier)
+    supplied, or None: (None, None) means "compile it yourself".
+
+    Top level (numba's lock not held by this thread): the main cache, whose
+    tiers wait for another process's compile with numba's lock released.
+    Nested (a callee typed inside its caller's compile: numba holds its lock
+    here, and numba's lock cannot be let go in the middle of the caller's
+    typing): the nested cache, whose tiers never wait: a callee another
+    process is compiling is compiled here too (numba's way) and stored."""
+    from numba.core.compiler_lock import global_compiler_lock as lock
+
+    done = {}
+
+    def compile_fn():
+        with lock:
+            result, payload = compile_locked()
+        done["result"] = result
+        return payload
+
+    cache = _state.nested() if lock.is_locked() else _state.get()
+    try:
+        h = cache.program(pkey, compile_fn)
+    except ccache.DeadlockError:  # recursion through the same key: numba's way
+        return None, None
+    native = h.native
+    h.release()
+    return done.get("result"), native
+
+
+# ---- @njit: Dispatcher.compile ----------------------------------------------
 
 
 def _compile_here(self, args, return_type, sig):
@@ -327,60 +394,22 @@ def _dispatcher_compile(self, sig):
             return existing.entry_point
         self.targetctx.refresh()
         pkey = cache.key(sig, self.targetctx.codegen())
-    me = threading.get_ident()
-    nested = lock.is_locked()  # a callee typed inside its caller's compile
-    with _inflight_lock:
-        other = _inflight.get(pkey)
-        if nested and other is not None and other != me:
-            other = "bypass"
-        elif other is None:
-            _inflight[pkey] = me
-    if other == "bypass":
-        with lock:
-            existing = self.overloads.get(tuple(args))
-            if existing is not None:
-                return existing.entry_point
-            with self._compiling_counter:
-                return _compile_here(self, args, return_type, sig).entry_point
-    done = {}
 
-    def compile_fn():
-        with lock:
-            with self._compiling_counter:
-                cres = self.overloads.get(tuple(args))
-                if cres is None:
-                    cres = _compile_here(self, args, return_type, sig)
-                done["cres"] = cres
-                return cache._payload(cres)
+    def compile_locked():
+        with self._compiling_counter:
+            cres = self.overloads.get(tuple(args))
+            if cres is None:
+                cres = _compile_here(self, args, return_type, sig)
+            return cres, cache._payload(cres)
 
-    try:
-        try:
-            h = _state.get().program(pkey, compile_fn)
-        except ccache.DeadlockError:  # recursion through the same key: numba's way
-            with lock:
-                existing = self.overloads.get(tuple(args))
-                if existing is not None:
-                    return existing.entry_point
-                return _compile_here(self, args, return_type, sig).entry_point
-    finally:
-        with _inflight_lock:
-            if _inflight.get(pkey) == me:
-                del _inflight[pkey]
-    native = h.native
-    h.release()
-    if "cres" in done:
-        return done["cres"].entry_point
+    cres, native = _flight(pkey, compile_locked)
+    if cres is not None:
+        return cres.entry_point
     with lock:
         existing = self.overloads.get(tuple(args))
         if existing is not None:
             return existing.entry_point
-        cres = None
-        if native is not None:
-            try:
-                cres = cache._rebuild(self.targetctx, native)
-            except Exception as e:  # noqa: BLE001 - a bad entry is a miss
-                warnings.warn(f"ccache.numba: could not load {cache._name} ({e!r}); compiling",
-                              RuntimeWarning)
+        cres = cache._try_rebuild(self.targetctx, native) if native is not None else None
         if cres is None:
             with self._compiling_counter:
                 return _compile_here(self, args, return_type, sig).entry_point
@@ -391,47 +420,152 @@ def _dispatcher_compile(self, sig):
         return cres.entry_point
 
 
-# ---- @cfunc: CFunc.compile with the same single-flight ----------------------
+# ---- @cfunc: CFunc.compile ----------------------------------------------------
 
 
 def _cfunc_compile(self):
     cache = self._cache
     from numba.core.compiler_lock import global_compiler_lock as lock
-    if (not isinstance(cache, FunctionCache) or not cache._enabled or _state is None
-            or lock.is_locked()):
+    if not isinstance(cache, FunctionCache) or not cache._enabled or _state is None:
         return _orig[("CFunc", "compile")](self)
     tctx = self._targetdescr.target_context
     with lock:
         tctx.refresh()
         pkey = cache.key(self._sig, tctx.codegen())
-    done = {}
 
-    def compile_fn():
-        with lock:
-            cres = self._compile_uncached()
-            done["cres"] = cres
-            return cache._payload(cres)
+    def compile_locked():
+        cres = self._compile_uncached()
+        return cres, cache._payload(cres)
 
-    try:
-        h = _state.get().program(pkey, compile_fn)
-    except ccache.DeadlockError:
-        return _orig[("CFunc", "compile")](self)
-    native = h.native
-    h.release()
+    cres, native = _flight(pkey, compile_locked)
     with lock:
-        cres = done.get("cres")
         if cres is None and native is not None:
-            try:
-                cres = cache._rebuild(tctx, native)
+            cres = cache._try_rebuild(tctx, native)
+            if cres is not None:
                 self._cache_hits += 1
-            except Exception as e:  # noqa: BLE001 - a bad entry is a miss
-                warnings.warn(f"ccache.numba: could not load {cache._name} ({e!r}); compiling",
-                              RuntimeWarning)
         if cres is None:
             cres = self._compile_uncached()
         self._library = cres.library
         self._wrapper_name = cres.fndesc.llvm_cfunc_wrapper_name
         self._wrapper_address = self._library.get_pointer_to_function(self._wrapper_name)
+
+
+# ---- @vectorize / @guvectorize: the kernel (UFuncDispatcher._compile_core) ---
+
+_kernel_keys = None  # cres.library -> the key its kernel was compiled or loaded under
+
+
+def _ufunc_compile_core(self, sig, flags, locals):
+    """UFuncDispatcher._compile_core (numba 0.56.4) with the load, compile
+    and save as one flight, numba's lock taken only to compile or load."""
+    global _kernel_keys
+    cache = self.cache
+    if not isinstance(cache, FunctionCache) or not cache._enabled or _state is None:
+        return _orig[("UFuncDispatcher", "_compile_core")](self, sig, flags, locals)
+    import weakref
+
+    from numba.core import compiler, sigutils, targetconfig
+    from numba.core.compiler_lock import global_compiler_lock as lock
+
+    if _kernel_keys is None:
+        _kernel_keys = weakref.WeakKeyDictionary()
+    typingctx = self.targetdescr.typing_context
+    targetctx = self.targetdescr.target_context
+    with lock:
+        targetctx.refresh()
+        # The flags the ufunc builder made (numpy error model, no CPython
+        # wrapper, the decorator's options): an @njit of the same function
+        # has another key.
+        pkey = cache.key(sig, targetctx.codegen(), kind="ufunc",
+                         extra=(flags.summary(), repr(sorted((locals or {}).items()))))
+
+    def compile_locked():
+        with targetconfig.ConfigStack().enter(flags.copy()):
+            args, return_type = sigutils.normalize_signature(sig)
+            cres = compiler.compile_extra(typingctx, targetctx, self.py_func, args=args,
+                                          return_type=return_type, flags=flags, locals=locals)
+        return cres, cache._payload(cres)
+
+    cres, native = _flight(pkey, compile_locked)
+    with lock:
+        if cres is None and native is not None:
+            with targetconfig.ConfigStack().enter(flags.copy()):
+                cres = cache._try_rebuild(targetctx, native)
+        if cres is None:
+            cres = compile_locked()[0]
+        _kernel_keys[cres.library] = pkey
+        if self.overloads.get(cres.signature) is None:
+            self.overloads[cres.signature] = cres
+    return cres
+
+
+# ---- @guvectorize: the wrapper (GUFuncBuilder.build_ufunc) --------------------
+
+
+def _guf_wrapper_build(self):
+    """_GufuncWrapper.build: the wrapper library as a flight of its own
+    (keyed by the kernel's key and the layout), numba's lock taken only to
+    compile or load it."""
+    from numba.core.compiler_lock import global_compiler_lock as lock
+    from numba.np.ufunc import wrappers
+
+    kkey = _kernel_keys.get(self.cres.library) if _kernel_keys is not None else None
+    if (self.is_parfors or not isinstance(self.cache, GufWrapperCache) or _state is None
+            or kkey is None):
+        return _orig[("_GufuncWrapper", "build")](self)
+    wrapper_name = "__gufunc__." + self.fndesc.mangled_name
+    ctx = self.context
+    with lock:
+        ctx.refresh()
+        wkey = self.cache.key(self.cres.signature, ctx.codegen(), kind="gufwrapper",
+                              extra=(bytes(kkey), repr(self.sin), repr(self.sout),
+                                     self.is_objectmode, type(self).__name__))
+
+    def compile_locked():
+        lib = ctx.codegen().create_library(str(self))
+        lib.enable_object_caching()
+        self._build_wrapper(lib, wrapper_name)
+        return lib, self.cache._payload(lib)
+
+    lib, native = _flight(wkey, compile_locked)
+    with lock:
+        if lib is None and native is not None:
+            lib = self.cache._try_rebuild(ctx, native)
+        if lib is None:
+            lib = compile_locked()[0]
+    return wrappers._wrapper_info(library=lib, env=self.env, name=wrapper_name)
+
+
+def _gufunc_build_ufunc(self):
+    """GUFuncBuilder.build_ufunc (numba 0.56.4) with the wrappers built
+    (each a flight) before numba's lock is taken for the rest."""
+    from numba.core.compiler_lock import global_compiler_lock as lock
+    if lock.is_locked() or _state is None:
+        return _orig[("GUFuncBuilder", "build_ufunc")](self)
+    from numba.np.ufunc import _internal, wrappers
+
+    if not self.nb_func:
+        raise TypeError("No definition")
+    infos = [wrappers.build_gufunc_wrapper(self.py_func, self._cres[sig], self.sin, self.sout,
+                                           cache=self.cache, is_parfors=False)
+             for sig in self._sigs]
+    with lock:
+        type_list, func_list, keepalive = [], [], []
+        for sig, info in zip(self._sigs, infos):
+            cres = self._cres[sig]
+            type_list.append(_gufunc_dtypenums(cres.signature))
+            func_list.append(int(info.library.get_pointer_to_function(info.name)))
+            keepalive.append((cres.library, info.env))
+        return _internal.fromfunc(
+            self.py_func.__name__, self.py_func.__doc__, func_list, type_list,
+            len(self.sin), len(self.sout), [None] * len(func_list), keepalive,
+            self.identity, self.signature)
+
+
+def _gufunc_dtypenums(signature):
+    from numba.core import types
+    from numba.np.numpy_support import as_dtype
+    return [as_dtype(a.dtype if isinstance(a, types.Array) else a).num for a in signature.args]
 
 
 # ---- install ---------------------------------------------------------------
@@ -462,7 +596,12 @@ def _patch_numba() -> None:
     _patch(ccallback.CFunc, "compile", _cfunc_compile, ("CFunc", "compile"))
     _patch(ufuncbuilder.UFuncDispatcher, "enable_caching", ufunc_enable,
            ("UFuncDispatcher", "enable_caching"))
+    _patch(ufuncbuilder.UFuncDispatcher, "_compile_core", _ufunc_compile_core,
+           ("UFuncDispatcher", "_compile_core"))
     _patch(wrappers, "GufWrapperCache", GufWrapperCache, ("wrappers", "GufWrapperCache"))
+    _patch(wrappers._GufuncWrapper, "build", _guf_wrapper_build, ("_GufuncWrapper", "build"))
+    _patch(ufuncbuilder.GUFuncBuilder, "build_ufunc", _gufunc_build_ufunc,
+           ("GUFuncBuilder", "build_ufunc"))
 
 
 def install(directory: str | None = None, redis: str | None = None, *,
@@ -474,7 +613,7 @@ def install(directory: str | None = None, redis: str | None = None, *,
 
     directory: a private directory tier (created 0700); redis: servers for
     a fleet's tier (needs trusted_key_files, or trust_unsigned=True).  At
-    least one of them.  export: also set the CCACHE_NUMBA_* variables so
+    least one of them.  export: also set the CLOSURE_CACHE_NUMBA_* variables so
     subprocesses install the same (through the .pth hook).  Returns the Cache.
     Raises RuntimeError on an untested numba version.  Call it again to
     change the options; uninstall() restores numba."""
@@ -491,40 +630,53 @@ def install(directory: str | None = None, redis: str | None = None, *,
         old, _state = _state, new
         _patch_numba()
     if old is not None:
-        old.cache.close(abandon=True)
+        old.close()
     if export:
         env = {
-            "CCACHE_NUMBA_DIR": options["directory"], "CCACHE_NUMBA_REDIS": redis,
-            "CCACHE_NUMBA_REDIS_PREFIX": redis_prefix,
-            "CCACHE_NUMBA_MAX_BYTES": None if max_bytes is None else str(max_bytes),
-            "CCACHE_NUMBA_SIGNING_KEY_FILE": signing_key_file,
-            "CCACHE_NUMBA_TRUSTED_KEY_FILES": ":".join(trusted_key_files) or None,
-            "CCACHE_NUMBA_TRUST_UNSIGNED": "1" if trust_unsigned else None,
-            "CCACHE_NUMBA_ALLOW_UNTESTED": "1" if allow_untested else None,
+            "DIR": options["directory"], "REDIS": redis, "REDIS_PREFIX": redis_prefix,
+            "MAX_BYTES": None if max_bytes is None else str(max_bytes),
+            "LOCK_WAIT_MS": None if lock_wait_ms is None else str(lock_wait_ms),
+            "SIGNING_KEY_FILE": signing_key_file,
+            "TRUSTED_KEY_FILES": ":".join(trusted_key_files) or None,
+            "TRUST_UNSIGNED": "1" if trust_unsigned else None,
+            "ALLOW_UNTESTED": "1" if allow_untested else None,
         }
         for k, v in env.items():
+            os.environ.pop(_OLD_PREFIX + k, None)
             if v:
-                os.environ[k] = v
+                os.environ[_PREFIX + k] = v
             else:
-                os.environ.pop(k, None)
+                os.environ.pop(_PREFIX + k, None)
     return new.cache
 
 
-def install_from_env() -> ccache.Cache | None:
-    """install() from the CCACHE_NUMBA_* variables; None when neither
-    CCACHE_NUMBA_DIR nor CCACHE_NUMBA_REDIS is set."""
+_PREFIX = "CLOSURE_CACHE_NUMBA_"
+_OLD_PREFIX = "CCACHE_NUMBA_"  # deprecated aliases, read when the new name is unset
+
+
+def _env(name: str) -> str | None:
+    """CLOSURE_CACHE_NUMBA_<name>, else its deprecated alias CCACHE_NUMBA_<name>."""
     e = os.environ
-    if not e.get("CCACHE_NUMBA_DIR") and not e.get("CCACHE_NUMBA_REDIS"):
+    v = e.get(_PREFIX + name)
+    return v if v is not None else e.get(_OLD_PREFIX + name)
+
+
+def install_from_env() -> ccache.Cache | None:
+    """install() from the CLOSURE_CACHE_NUMBA_* variables (or their
+    deprecated CCACHE_NUMBA_* aliases); None when neither
+    CLOSURE_CACHE_NUMBA_DIR nor CLOSURE_CACHE_NUMBA_REDIS is set."""
+    if not _env("DIR") and not _env("REDIS"):
         return None
-    mb = e.get("CCACHE_NUMBA_MAX_BYTES")
-    files = [f for f in e.get("CCACHE_NUMBA_TRUSTED_KEY_FILES", "").split(":") if f]
-    return install(e.get("CCACHE_NUMBA_DIR") or None, e.get("CCACHE_NUMBA_REDIS") or None,
-                   redis_prefix=e.get("CCACHE_NUMBA_REDIS_PREFIX") or None,
+    mb, wait = _env("MAX_BYTES"), _env("LOCK_WAIT_MS")
+    files = [f for f in (_env("TRUSTED_KEY_FILES") or "").split(":") if f]
+    return install(_env("DIR") or None, _env("REDIS") or None,
+                   redis_prefix=_env("REDIS_PREFIX") or None,
                    max_bytes=int(mb) if mb else None,
-                   signing_key_file=e.get("CCACHE_NUMBA_SIGNING_KEY_FILE") or None,
+                   lock_wait_ms=int(wait) if wait else None,
+                   signing_key_file=_env("SIGNING_KEY_FILE") or None,
                    trusted_key_files=files,
-                   trust_unsigned=e.get("CCACHE_NUMBA_TRUST_UNSIGNED") == "1",
-                   allow_untested=e.get("CCACHE_NUMBA_ALLOW_UNTESTED") == "1", export=False)
+                   trust_unsigned=_env("TRUST_UNSIGNED") == "1",
+                   allow_untested=_env("ALLOW_UNTESTED") == "1", export=False)
 
 
 def uninstall() -> None:
@@ -534,14 +686,16 @@ def uninstall() -> None:
     from numba.np.ufunc import ufuncbuilder, wrappers
 
     owners = {"Dispatcher": dispatcher.Dispatcher, "CFunc": ccallback.CFunc,
-              "UFuncDispatcher": ufuncbuilder.UFuncDispatcher, "wrappers": wrappers}
+              "UFuncDispatcher": ufuncbuilder.UFuncDispatcher, "wrappers": wrappers,
+              "_GufuncWrapper": wrappers._GufuncWrapper,
+              "GUFuncBuilder": ufuncbuilder.GUFuncBuilder}
     with _state_lock:
         for (owner, name), v in _orig.items():
             setattr(owners[owner], name, v)
         _orig.clear()
         old, _state = _state, None
     if old is not None:
-        old.cache.close(abandon=True)
+        old.close()
 
 
 def installed() -> ccache.Cache | None:

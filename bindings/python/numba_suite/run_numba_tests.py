@@ -5,7 +5,7 @@ stays true).
 
 Before each test, ccache.numba is installed on a fresh directory (the tests
 expect an empty cache at their start, as numba's own tests get one in a
-fresh temporary directory); install() exports CCACHE_NUMBA_DIR, so the
+fresh temporary directory); install() exports CLOSURE_CACHE_NUMBA_DIR, so the
 subprocesses and multiprocessing workers the test starts install the same
 cache through the package's .pth hook.
 
