@@ -699,5 +699,19 @@ def uninstall() -> None:
 
 
 def installed() -> ccache.Cache | None:
-    """The Cache numba compiles go through, or None."""
+    """The Cache top-level numba compiles go through, or None.  (Nested
+    compiles, made while numba holds its lock, go through a second Cache on
+    the same tiers whose lock waits are 0; stats() counts both.)"""
     return _state.get() if _state else None
+
+
+def stats() -> dict | None:
+    """The counters of every compile ccache.numba made in this process: the
+    fields of ccache.Stats summed over installed() and the cache of nested
+    compiles (the *_max fields: their maximum).  None when not installed."""
+    if _state is None:
+        return None
+    caches = [_state.get()] + ([_state._nested] if _state._nested is not None else [])
+    all_stats = [c.stats() for c in caches]
+    return {f: (max if f.endswith("_max") else sum)(getattr(st, f) for st in all_stats)
+            for f in ccache.Stats.__match_args__}
