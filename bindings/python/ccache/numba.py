@@ -13,20 +13,21 @@ How (numba 0.56 has no plug-in point for either):
   - ``enable_caching`` of numba's Dispatcher, CFunc and ufunc builders makes a
     cache of this module instead of numba's FunctionCache, and the gufunc
     wrapper cache is this module's too;
-  - ``Dispatcher.compile`` (``@njit``) is replaced: the key is computed under
-    numba's global compiler lock, then the lock is released and
-    ``Cache.program(key, compile)`` runs: the tiers are asked, and only the
-    one owner of the key on this machine (the directory tier's compile lock)
-    or fleet (Redis) compiles, taking numba's lock inside its compile.  A
-    process waiting for another's compile holds no numba lock.  A callee
-    compiled while its caller is being typed is compiled with the lock held
-    (numba takes it first); if another thread of this process is already
-    compiling that callee, it is compiled here as numba would, without ccache,
-    so that the two never wait on each other.
-  - ``CFunc.compile`` (``@cfunc``) is replaced the same way.  ufunc
-    compiles (``@vectorize``, ``@guvectorize``) load and save through the
-    tiers (a warm process compiles nothing) but have no cross-process
-    single-flight.
+  - ``Dispatcher.compile`` (``@njit``), ``CFunc.compile`` (``@cfunc``),
+    ``UFuncDispatcher._compile_core`` (a ``@vectorize``/``@guvectorize``
+    kernel), the gufunc wrapper's ``build`` and ``GUFuncBuilder.build_ufunc``
+    are replaced: the key is computed under numba's global compiler lock,
+    then the lock is released and ``Cache.program(key, compile)`` runs
+    (_flight): the tiers are asked, and only the one owner of the key on
+    this machine (the directory tier's compile lock) or fleet (Redis)
+    compiles, taking numba's lock inside its compile.  A process waiting
+    for another's compile holds no numba lock.
+  - A callee compiled while its caller is being typed (nested: numba holds
+    its lock, and cannot let it go in the middle of the caller's typing)
+    goes through a second cache on the same tiers whose lock waits are 0:
+    it loads the callee if a tier has it, takes the compile lock if it is
+    free, and otherwise compiles the callee itself (numba's way) and stores
+    it; it never waits for another thread or process.
 
 ``Dispatcher.stats.cache_hits`` / ``cache_misses`` keep numba's meaning: a
 miss is a compile in this process, a hit a program loaded from ccache.
