@@ -257,7 +257,7 @@ int main(int argc, char **argv) {
     printf("%.3f %.3f %.3f %.3f %d\n", f.put_ns, f.sweep_ns, f.p50_ns, f.p99_ns, f.membarrier);
     return 0;
   }
-  bench_parse(argc, argv, &o, "issue 36: the writers' cost of the membarrier read side", false);
+  bench_parse(argc, argv, &o, "the writers' cost of the membarrier read side", false);
   char self[4096];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   BENCH_CHECK(len > 0, "readlink /proc/self/exe");

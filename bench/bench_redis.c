@@ -244,7 +244,7 @@ static void one_size(bench_report *rep, const bench_opts *o, const char *servers
 
 int main(int argc, char **argv) {
   bench_opts o;
-  bench_parse(argc, argv, &o, "Redis tier fetch vs a loopback round trip (issue 15)", false);
+  bench_parse(argc, argv, &o, "Redis tier fetch vs a loopback round trip", false);
   signal(SIGPIPE, SIG_DFL);
   const char *why = NULL;
   if (!t_redis_binary(&why)) {
@@ -262,9 +262,8 @@ int main(int argc, char **argv) {
   memset(&s, 0, sizeof s);
   BENCH_CHECK(t_redis_start(&s, NULL) == 0, "could not start redis-server");
   bench_report rep;
-  bench_report_init(
-      &rep, "bench_redis",
-      "Issue 15: fetch from the Redis tier vs a loopback round trip of the same bytes");
+  bench_report_init(&rep, "bench_redis",
+                    "fetch from the Redis tier vs a loopback round trip of the same bytes");
   one_size(&rep, &o, s.addr, 1024, "1 KiB");
   one_size(&rep, &o, s.addr, 64 * 1024, "64 KiB");
   one_size(&rep, &o, s.addr, 1024 * 1024, "1 MiB");

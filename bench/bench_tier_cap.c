@@ -245,8 +245,7 @@ int main(int argc, char **argv) {
   bench_opts o;
   bench_parse(argc, argv, &o, "the directory tier under its size cap, and a tier hit", false);
   bench_report rep;
-  bench_report_init(&rep, "bench_tier_cap",
-                    "does the directory tier hold its size cap? (issue 14)");
+  bench_report_init(&rep, "bench_tier_cap", "does the directory tier hold its size cap?");
   const uint64_t cap = o.quick ? (4u << 20) : (64u << 20);
   const int puts = o.quick ? 1000 : 10000;
   const int cont_puts = o.quick ? 300 : 2000;

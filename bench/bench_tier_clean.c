@@ -131,8 +131,7 @@ int main(int argc, char **argv) {
   bench_opts o;
   bench_parse(argc, argv, &o, "program misses on a directory tier held at its cap", false);
   bench_report rep;
-  bench_report_init(&rep, "bench_tier_clean",
-                    "does a program miss pay for the directory clean? (issue 20)");
+  bench_report_init(&rep, "bench_tier_clean", "does a program miss pay for the directory clean?");
   const int entries = o.quick ? 10000 : 100000;
   const int n = o.quick ? 200 : 1000;
   char dir[] = "/tmp/ccache-bench-clean-XXXXXX";

@@ -576,7 +576,7 @@ def validate(args):
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)
-    print("### fleet_model: the fleet model against a measured fleet (issue 24)\n")
+    print("### fleet_model: the fleet model against a measured fleet\n")
     print("`bench/fleet_model.py validate%s` at %s: %d kernel_jit processes x %d local "
           "redis-server, %d kernels each, all started together; the model fed the run's own "
           "compile, load and per-kernel times.  Predicted vs measured, summed over the servers "

@@ -35,7 +35,7 @@ typedef enum ccache_event_kind {
   /** An entry was written to a tier (op "put"; reason "fill" or "store"). */
   CCACHE_EVENT_TIER_WRITE = 5,
   /** A tier op or codec call failed (op, status, err, reason); never fails a
-   *  fetch.  The ops: docs/design.md, "Events in detail". */
+   *  fetch.  The ops: @ref events. */
   CCACHE_EVENT_TIER_ERROR = 6,
   /** An entry failed verification and was removed (op "get", reason). */
   CCACHE_EVENT_TIER_CORRUPT = 7,
@@ -87,7 +87,7 @@ typedef struct ccache_event {
  * @param ctx ccache_config::event_ctx.
  * @param ev the event (see ccache_event for its lifetime).
  * Runs with no lock held on the thread the event happens on (which:
- * docs/design.md, "Events in detail"), possibly on several at once: keep it
+ * @ref events), possibly on several at once: keep it
  * thread-safe and short.  It may call in, except ccache_close() on the cache.
  */
 typedef void (*ccache_event_fn)(void *ctx, const ccache_event *ev);
@@ -183,8 +183,7 @@ typedef struct ccache_config {
   /** Monotonic milliseconds; NULL (default): CLOCK_MONOTONIC. */
   ccache_clock_fn clock_ms;
   /** Allocator for everything the cache allocates (set both or neither);
-   *  NULL: malloc.  Tier objects use malloc (docs/design.md, "Configuration
-   *  and callbacks"). */
+   *  NULL: malloc.  Tier objects use malloc (@ref configuration). */
   ccache_alloc_fn alloc;
   ccache_free_fn free; /**< its release half; NULL: free */
   void *alloc_ctx;     /**< passed to alloc and free */
@@ -220,7 +219,7 @@ typedef struct ccache_config {
    *  default CCACHE_TIER_MAX_ENTRY_DEFAULT, 1 .. CCACHE_UNBOUNDED (the
    *  format's own 2^40-byte limit).  Checked before a buffer of that size
    *  exists; an entry over it is a miss and a program over it is not written
-   *  (tier_oversize +1; docs/design.md, "Untrusted sizes").  Fixed. */
+   *  (tier_oversize +1; @ref untrusted_sizes).  Fixed. */
   uint64_t tier_max_entry_bytes;
   /* ---- Signed entries (0.2): a config whose size ends before
    * this field has no trust object. ---- */
@@ -240,7 +239,7 @@ typedef struct ccache_config {
 } ccache_config;
 
 /** Default ccache_config::tier_max_entry_bytes: 64 MiB, room to spare over a
- *  large fused program (sizes: docs/design.md, "Untrusted sizes"). */
+ *  large fused program (sizes: @ref untrusted_sizes). */
 #define CCACHE_TIER_MAX_ENTRY_DEFAULT ((uint64_t)64 << 20)
 
 /** Most tiers one cache may have (ccache_config::n_tiers). */
@@ -424,7 +423,7 @@ CCACHE_API int ccache_program_fetch_strong(ccache *c, const ccache_strong_key *p
  * the read side runs on membarrier(2), up to CCACHE_RECLAIM_BATCH puts later
  * (on the thread of the put, or other writing call, that reclaims them;
  * ccache_stats::read_side).  Re-putting a closure the cache owns under
- * another key is a caller error (docs/design.md, "Calls of the cache").
+ * another key is a caller error (@ref cache_calls).
  * @param c the cache.
  * @param key the closure key (call site fingerprint).
  * @param closure the callable, the cache's from now on whenever @p c is not
@@ -541,7 +540,7 @@ typedef int (*ccache_compile_fn)(void *ud, ccache *c, ccache_key key, void **clo
  * @brief Fetch @p key, or compile it once whatever the number of concurrent
  * callers.  A hit is a lease; on a miss one owner runs @p compile, its result
  * is inserted as by ccache_put(), and the owner and every waiter get a lease
- * on it.  Counts, events and ownership: docs/design.md, "Get-or-compile".
+ * on it.  Counts, events and ownership: @ref get_or_compile.
  * @param c the cache.
  * @param key the closure key.
  * @param compile the callback; at most once, on the owner's thread.
@@ -587,8 +586,8 @@ typedef int (*ccache_program_compile_fn)(void *ud, ccache *c, ccache_key pkey, v
  * whatever the number of concurrent callers: the owner asks the tiers, else
  * runs @p compile (storing the result in the tiers), then interns it as
  * ccache_program_intern().  Waiters get its result.  No closure entry, so no
- * cost is charged.  Tier failures never change the status (docs/design.md,
- * "Get-or-compile" and "Lifecycle of one program miss").
+ * cost is charged.  Tier failures never change the status (@ref get_or_compile;
+ * docs/tiers.md, "Lifecycle of one program miss").
  * @param c the cache.
  * @param pkey the program key.
  * @param compile the callback; at most once, on the owner's thread.
@@ -620,7 +619,7 @@ CCACHE_API int ccache_program_get_or_compile_strong(ccache *c, const ccache_stro
 /* ------------------------------------------------------------------------ */
 /** @name Statistics
  * Counters are 64 bits and wrap modulo 2^64; gauges never wrap
- * (docs/design.md, "Bounds and expiry"; each field in full: "Statistics").
+ * (docs/design.md, "Bounds and expiry"; each field in full: @ref statistics).
  * @{ */
 
 /** ccache_stats::read_side: hits enter without a fence; writers issue
@@ -758,7 +757,7 @@ CCACHE_API int ccache_stats_format(const ccache_stats *s, char *buf, size_t len)
  * (see ccache_default()).  Starts nothing.
  * @param cfg copied with its codec, tag and tier array; its callbacks and
  *        contexts must stay valid until the process exits.  On CCACHE_OK its
- *        tiers are the library's (docs/design.md, "The default instance").
+ *        tiers are the library's (@ref default_instance).
  * @return CCACHE_OK; CCACHE_EINVAL (also any config ccache_open() refuses);
  *         CCACHE_ENOMEM; CCACHE_EBUSY (the instance exists).  On error
  *         nothing is kept and the caller keeps its tiers.
@@ -768,7 +767,7 @@ CCACHE_API int ccache_default_init(const ccache_config *cfg);
 /**
  * @brief The process-wide cache, created on first use; it lives until the
  * process exits (a fork() child makes its own).  Environment variables, read
- * with secure_getenv() (docs/design.md, "The default instance"):
+ * with secure_getenv() (@ref default_instance):
  * CLOSURE_CACHE_MAX_ITEMS, CLOSURE_CACHE_TTL_MS, CLOSURE_CACHE_MAX_COST
  * override the bounds (a decimal >= 1, "unbounded" or "infinity");
  * CLOSURE_CACHE_REDIS adds a Redis tier below the configured ones (with a

@@ -29,7 +29,10 @@
  *    get its first half, key->key); CCACHE_EINVAL also for a NULL key or a
  *    fast cache (and the fast call on a strong cache).
  *  - "Since 0.2" marks what 0.1 lacked; "Changed in 0.2" a changed meaning.
- * Mechanism behind every comment: docs/design.md (its section is named).
+ * What a comment leaves out for callers is in the pages of this reference
+ * (@ref contract_errors, @ref contract_keys, @ref contract_cache,
+ * @ref contract_tiers); the mechanism behind it is in docs/design.md and,
+ * for the tiers, docs/tiers.md (the section is named).
  */
 #ifndef CCACHE_CCACHE_COMMON_H
 #define CCACHE_CCACHE_COMMON_H
@@ -120,7 +123,7 @@ CCACHE_API const char *ccache_strerror(int status);
 
 /**
  * @brief One line of detail about this thread's most recent failed call that
- * records one (which do: docs/design.md, "Error detail").  Read it only after
+ * records one (which do: @ref error_detail).  Read it only after
  * a failure: a success neither sets nor clears it.  Never printed.
  * @return the line ("" if none; at most 511 bytes), owned by the library,
  *         valid until this thread's next ccache call; never NULL.  Each
@@ -171,7 +174,7 @@ CCACHE_API int ccache_compile_fail(int status, const char *fmt, ...)
  * A 128-bit fingerprint; equal keys are the same entry.  **Key rule**: a
  * closure key must determine its program (build it from the program key plus
  * the call site, ccache_fp_key()), else two programs meet under one key and
- * one is served for the other, silently (docs/design.md, "Keys").
+ * one is served for the other, silently (@ref keys).
  */
 typedef struct ccache_key {
   uint64_t lo; /**< low 64 bits */
@@ -250,7 +253,7 @@ typedef struct ccache_program ccache_program;
 typedef struct ccache_lease {
   void *closure;      /**< the closure, as ccache_put() or a compile gave it */
   void *native;       /**< its native program (ccache_program_native()); `program` before 0.2 */
-  void *internal_[2]; /**< private; do not touch (docs/design.md, "Keys") */
+  void *internal_[2]; /**< private; do not touch (@ref keys) */
 } ccache_lease;
 
 /** @} */

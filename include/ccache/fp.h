@@ -136,7 +136,7 @@ typedef struct ccache_fp_tensor {
  * One node of a graph, for ccache_fp_graph().  Its op, attributes, output
  * types, operands' digests in order, constant and parameter position enter
  * its digest; its index, addresses and build order never do (in full:
- * docs/design.md, "Fingerprint builder and graph").
+ * @ref fingerprint_builder).
  */
 typedef struct ccache_fp_node {
   const char *op_name;             /**< op name (NUL-terminated), or NULL to use op_id */
@@ -156,8 +156,8 @@ typedef struct ccache_fp_node {
 
 /**
  * @brief Structural (Merkle) fingerprint of a graph: what the outputs depend
- * on, every parameter node, and the device (rules: docs/design.md,
- * "Fingerprint builder and graph").  Nodes are topologically ordered.
+ * on, every parameter node, and the device (rules: @ref fingerprint_builder).
+ * Nodes are topologically ordered.
  * @param nodes @p n_nodes nodes; NULL only when n_nodes is 0.
  * @param n_nodes number of nodes (items).
  * @param outputs @p n_outputs graph outputs in order.

@@ -28,11 +28,11 @@ extern "C" {
  * path touches one.  The single-flight owner of a program miss asks them
  * top-down, fills the tiers above a hit, and otherwise compiles under their
  * compile locks (leased ones renewed on library threads) and stores the
- * entry in each (docs/design.md, "Persistent tiers").
+ * entry in each (docs/tiers.md, "Persistent tiers").
  *  - A failed tier op or codec call never fails a fetch (tier_errors +1, the
  *    program compiles).  Entries are verified in full, and bounded by
  *    ccache_config::tier_max_entry_bytes, before the codec sees a byte
- *    (docs/design.md, "Failures never fail a fetch").
+ *    (docs/tiers.md, "Failures never fail a fetch").
  *  - Program keys must be stable across processes (never pointers or
  *    counters); what else a program depends on goes in the runtime tag.
  *  - Whoever can write to a tier can hand every process that uses it a
@@ -122,8 +122,8 @@ typedef struct ccache_tier_ops {
   const char *name; /**< "disk", "redis", ...: a static string, or NULL ("custom") */
   /**
    * Called once per cache with a codec, at ccache_open(): the namespace of
-   * its keys, `v<format>/<hash>` or `v<format>/strong-<hash>` (docs/design.md,
-   * "Tier codec and backend ops").  May be NULL.
+   * its keys, `v<format>/<hash>` or `v<format>/strong-<hash>` (@ref tier_ops).
+   * May be NULL.
    * @param state the backend's state.
    * @param ns the namespace; valid only during the call.
    * @return CCACHE_OK (or >= 0); negative disables the tier (tier_errors +1).
@@ -209,8 +209,7 @@ typedef struct ccache_tier_ops {
    * backend without them had. ---- */
   /**
    * Remove the entry for @p pkey only if it is still what get() returned;
-   * used instead of remove() when set (docs/design.md, "Tier codec and
-   * backend ops").
+   * used instead of remove() when set (@ref tier_ops).
    * @param state the backend's state.
    * @param pkey the program key.
    * @param blob @p len bytes get() returned (before free_blob).
@@ -360,7 +359,7 @@ typedef struct ccache_tier_health {
 /**
  * @brief Report the health of one part (a server) of one of a cache's tiers;
  * iterate tier 0.., part 0..out->parts - 1 until CCACHE_MISS.  No I/O: cheap
- * to poll (docs/design.md, "Health").
+ * to poll (docs/tiers.md, "Health").
  * @param c the cache.
  * @param tier index into ccache_config::tiers.
  * @param part 0 .. out->parts - 1 (servers in list order).
@@ -382,7 +381,7 @@ CCACHE_API int ccache_tier_health_get(ccache *c, uint32_t tier, uint32_t part,
  * exact size total with an LRU cleaner.  No wait on another
  * process exceeds io_lock_ms or lock_wait_ms.  Not usable after fork() in
  * the child; needs a local filesystem with OFD locks (Linux >= 3.15, not
- * NFS).  Layout and mechanism: docs/design.md, "The directory tier".
+ * NFS).  Layout and mechanism: docs/tiers.md, "The directory tier".
  */
 typedef struct ccache_disk_options {
   uint32_t size;              /**< sizeof, set by ccache_disk_options_init() */
@@ -416,7 +415,7 @@ CCACHE_API void ccache_disk_options_init(ccache_disk_options *o);
  * @brief Make a directory tier: create @p o->dir (0700, with parents) if
  * absent and open it once; it must be private to the effective user, as
  * must each level below it, checked level by level and never followed
- * through a link (docs/design.md, "The directory tier").
+ * through a link (docs/tiers.md, "The directory tier").
  * @param o options (copied, dir included).
  * @param out receives the tier, as ccache_tier_custom().
  * @return CCACHE_OK; CCACHE_EINVAL (no detail); CCACHE_EPERM (not private,
@@ -433,7 +432,7 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
  * core's entries.  One compile per fleet (a renewed `SET NX PX` lease); keys
  * sharded by rendezvous hashing, moving on while a server is down; a waiter
  * polls only the key's first live server.  Commands, ACL, guarantees,
- * Sentinel, timeouts: docs/design.md, "The Redis tier".
+ * Sentinel, timeouts: docs/tiers.md, "The Redis tier".
  *  - Faults (absent, killed, stopped or slow servers, error replies) fail
  *    only the op (tier_errors +1), never a fetch; ccache_tier_health_get()
  *    reports each server.
@@ -464,8 +463,8 @@ CCACHE_API int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out)
 typedef struct ccache_redis_options {
   uint32_t size; /**< sizeof, set by ccache_redis_options_init() */
   /** "host:port[,...]" ("[v6]:port") or "unix:/path" items, at most 64; or
-   *  "sentinel:HOST:PORT[,...]/NAME[,...]" (syntax: docs/design.md,
-   *  "Directory and Redis options").  Required; copied. */
+   *  "sentinel:HOST:PORT[,...]/NAME[,...]" (syntax: @ref tier_options).
+   *  Required; copied. */
   const char *servers;
   /** Key prefix, 1..256 bytes, default "ccache" (also for NULL); copied:
    *  keeps caches sharing a server apart. */

@@ -1,7 +1,7 @@
 /*
  * fp_strong.c - BLAKE2b-256 through libsodium for the strong key mode (see
  * fp_strong.h).  Why BLAKE2b and not SHA-256: on the machines we measured
- * (bench_fingerprint, docs/design.md) libsodium's BLAKE2b is several times
+ * (bench_fingerprint, bench/RESULTS.md) libsodium's BLAKE2b is several times
  * faster than its SHA-256 both per byte (it has SIMD code; libsodium's
  * SHA-256 is portable C without the SHA extensions) and per small input
  * (one 128-byte block covers a typical graph node), and it offers the

@@ -33,7 +33,7 @@
  * Fallback: every op walks the key's rendezvous order, passing over servers
  * that are down (try_server); entries and leases go to the first server
  * that answers, lookups read on past a miss and copy a later hit back to
- * that first server (see the header's "Fallback" and docs/design.md).  The
+ * that first server (see the header's "Fallback" and docs/tiers.md).  The
  * polls of a process waiting on a lease read that first server alone
  * (op_get_poll): the holder publishes nowhere else.
  *
