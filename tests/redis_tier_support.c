@@ -363,9 +363,9 @@ void t_run_env_child(const char *value, int use_codec, int expect_id, int expect
 /* The backoff step of server i (0 when healthy). */
 uint64_t t_backoff_of(t_be *b, size_t i) {
   ccache__rserver *s = &ccache__redis_pool(b->r)->servers[i];
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   uint64_t v = s->backoff_ms;
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   return v;
 }
 
@@ -374,9 +374,9 @@ void t_wait_backoff_over(t_be *b, size_t i) {
   ccache__rserver *s = &ccache__redis_pool(b->r)->servers[i];
   unsigned long long deadline = t_redis_now_ms() + T_WAIT_MS;
   for (;;) {
-    ccache__lock(&s->mu);
+    ccache__lock(&s->server_mu);
     uint64_t until = s->down_until_ms;
-    ccache__unlock(&s->mu);
+    ccache__unlock(&s->server_mu);
     if (t_redis_now_ms() > until || t_redis_now_ms() > deadline) break;
     t_redis_poll_pause();
   }

@@ -45,11 +45,11 @@ uintptr_t ccache__self(void) { return (uintptr_t)&self_marker; }
 
 int ccache__mutex_init(ccache__mutex *m) {
   SET_OWNER(m, 0);
-  return ccache__thread_status(pthread_mutex_init(&m->mu, NULL), "pthread_mutex_init");
+  return ccache__thread_status(pthread_mutex_init(&m->posix, NULL), "pthread_mutex_init");
 }
 
 void ccache__mutex_destroy(ccache__mutex *m) {
-  int err = pthread_mutex_destroy(&m->mu);
+  int err = pthread_mutex_destroy(&m->posix);
   if (err) ccache__panic("pthread_mutex_destroy", err);
 }
 
@@ -70,7 +70,7 @@ void ccache__cond_destroy(pthread_cond_t *cv) {
 }
 
 void ccache__lock(ccache__mutex *m) {
-  int err = pthread_mutex_lock(&m->mu);
+  int err = pthread_mutex_lock(&m->posix);
   if (err) ccache__panic("pthread_mutex_lock", err);
   SET_OWNER(m, ccache__self());
 }
@@ -78,14 +78,14 @@ void ccache__lock(ccache__mutex *m) {
 void ccache__unlock(ccache__mutex *m) {
   ccache__assert_held(m);
   SET_OWNER(m, 0);
-  int err = pthread_mutex_unlock(&m->mu);
+  int err = pthread_mutex_unlock(&m->posix);
   if (err) ccache__panic("pthread_mutex_unlock", err);
 }
 
 void ccache__cond_wait(pthread_cond_t *cv, ccache__mutex *m) {
   ccache__assert_held(m);
   SET_OWNER(m, 0);
-  int err = pthread_cond_wait(cv, &m->mu);
+  int err = pthread_cond_wait(cv, &m->posix);
   if (err) ccache__panic("pthread_cond_wait", err);
   SET_OWNER(m, ccache__self());
 }
@@ -93,7 +93,7 @@ void ccache__cond_wait(pthread_cond_t *cv, ccache__mutex *m) {
 bool ccache__cond_timedwait(pthread_cond_t *cv, ccache__mutex *m, const struct timespec *abstime) {
   ccache__assert_held(m);
   SET_OWNER(m, 0);
-  int err = pthread_cond_timedwait(cv, &m->mu, abstime);
+  int err = pthread_cond_timedwait(cv, &m->posix, abstime);
   if (err && err != ETIMEDOUT) ccache__panic("pthread_cond_timedwait", err);
   SET_OWNER(m, ccache__self());
   return err == 0;

@@ -22,7 +22,7 @@
 #include "base/debug.h"
 
 typedef struct ccache__mutex {
-  pthread_mutex_t mu;
+  pthread_mutex_t posix;
 #if CCACHE_DEBUG >= 1
   _Atomic uintptr_t owner; /* ccache__self() of the holder, 0 if free */
 #endif

@@ -17,7 +17,7 @@
 #include "tier/tier.h"
 #include "tier/tier_trust.h"
 
-static ccache__mutex default_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static ccache__mutex default_mu = {.posix = PTHREAD_MUTEX_INITIALIZER};
 static _Atomic(ccache *) default_cache;
 static ccache_config default_cfg;
 static int default_cfg_set;

@@ -8,7 +8,7 @@
  * below are grouped by them.
  *
  * Locking: the lock tree at the top of docs/design.md names every mutex and
- * how they nest (here: readers.c's reg_mu, then c->wlock, then the reader
+ * how they nest (here: readers.c's readers_mu, then c->wlock, then the reader
  * side, then c->pmu; c->sw_mu with none of them).  No user callback runs
  * under any of them; only the allocator hook may.
  */

@@ -59,7 +59,7 @@ typedef struct handle {
   taker by;
 } handle;
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t misuse_mu = PTHREAD_MUTEX_INITIALIZER;
 static known *things;
 static token *tokens;
 static handle *handles;
@@ -69,7 +69,7 @@ static pthread_key_t exit_key;
 static _Thread_local bool exit_armed;
 
 /* A fork child has only the forking thread; the mutex may have been held. */
-static void after_fork_child(void) { pthread_mutex_init(&mu, NULL); }
+static void after_fork_child(void) { pthread_mutex_init(&misuse_mu, NULL); }
 
 static void thread_exited(void *unused);
 static void init_once(void) {
@@ -85,10 +85,10 @@ _Noreturn static void misuse(const char *what, const char *func) {
 
 static void lock(void) {
   pthread_once(&once, init_once);
-  pthread_mutex_lock(&mu);
+  pthread_mutex_lock(&misuse_mu);
 }
 
-static void unlock(void) { pthread_mutex_unlock(&mu); }
+static void unlock(void) { pthread_mutex_unlock(&misuse_mu); }
 
 static long this_tid(void) { return (long)syscall(SYS_gettid); }
 

@@ -41,10 +41,10 @@
 
 _Thread_local ccache__tls ccache__tls_readers __attribute__((tls_model("initial-exec")));
 
-/* The calling thread's readers (of every cache), under reg_mu. */
+/* The calling thread's readers (of every cache), under readers_mu. */
 static _Thread_local ccache__reader *tls_list;
 
-static ccache__mutex reg_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static ccache__mutex readers_mu = {.posix = PTHREAD_MUTEX_INITIALIZER};
 static pthread_key_t exit_key;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t next_id = 1;
@@ -55,7 +55,7 @@ static void thread_exit(void *unused);
  * fork refuse every call: forget this thread's readers of them (never freed:
  * the child abandons those caches' memory). */
 static void after_fork_child(void) {
-  (void)ccache__mutex_init(&reg_mu);
+  (void)ccache__mutex_init(&readers_mu);
   tls_list = NULL;
   ccache__tls_readers = (ccache__tls){{0}, {0}, 0};
 }
@@ -163,7 +163,7 @@ static void unlink_cache(ccache *c, ccache__reader *r) {
 
 ccache__reader *ccache__reader_find(ccache *c) {
   ccache__reader *r;
-  ccache__lock(&reg_mu);
+  ccache__lock(&readers_mu);
   for (r = tls_list; r && r->cache != c; r = r->tnext) {
   }
   if (!r) {
@@ -191,7 +191,7 @@ ccache__reader *ccache__reader_find(ccache *c) {
       }
     }
   }
-  ccache__unlock(&reg_mu);
+  ccache__unlock(&readers_mu);
   if (r) remember(c, r);
   return r;
 }
@@ -216,7 +216,7 @@ static void retire_locked(ccache *c, ccache__reader *r) {
 
 static void thread_exit(void *unused) {
   (void)unused;
-  ccache__lock(&reg_mu);
+  ccache__lock(&readers_mu);
   while (tls_list) {
     ccache__reader *r = tls_list;
     ccache *c = r->cache;
@@ -226,14 +226,14 @@ static void thread_exit(void *unused) {
     ccache__unlock(&c->wlock);
     ccache__free(&c->mem, r->raw);
   }
-  ccache__unlock(&reg_mu);
+  ccache__unlock(&readers_mu);
   ccache__tls_readers = (ccache__tls){{0}, {0}, 0};
 }
 
 void ccache__readers_destroy(ccache *c) {
-  ccache__lock(&reg_mu);
+  ccache__lock(&readers_mu);
   for (uint32_t i = 0; i < c->nreaders; i++) unlink_thread(c->readers[i]);
-  ccache__unlock(&reg_mu);
+  ccache__unlock(&readers_mu);
   forget_tls(atomic_load_explicit(&c->id, memory_order_relaxed));
   for (uint32_t i = 0; i < c->nreaders; i++) ccache__free(&c->mem, c->readers[i]->raw);
   ccache__free(&c->mem, c->readers);
@@ -259,7 +259,7 @@ void ccache__reader_count(ccache *c, bool hit) {
 
 void ccache__reader_leases_locked(ccache *c, int64_t n) {
   ccache__assert_held(&c->wlock);
-  ccache__reader *r = ccache__reader_peek(c); /* registering would take reg_mu after wlock */
+  ccache__reader *r = ccache__reader_peek(c); /* registering would take readers_mu after wlock */
   if (r)
     ccache__bump(&r->leases, (uint64_t)n);
   else

@@ -47,7 +47,7 @@ typedef struct disk {
   uint64_t word;                /* random, in this tier object's temp names */
   _Atomic uint64_t tmp_seq;
 
-  ccache__mutex mu;               /* swept_s */
+  ccache__mutex space_mu;         /* swept_s, sizefd */
   uint64_t swept_s[FOLDERS];      /* monotonic second of this object's last sweep + 1; 0 never */
   _Atomic int64_t pending;        /* size deltas not yet in the size file */
   _Atomic int size_drift;         /* the total was clamped: a recount overwrites it */

@@ -138,10 +138,10 @@ void ccache__disk_free_blob(void *state, void *blob, size_t len) {
 static void maybe_sweep(disk *d, ccache_key key, int sfd) {
   unsigned xx = (unsigned)(key.hi >> 56);
   uint64_t now = ccache__disk_mono_s();
-  ccache__lock(&d->mu);
+  ccache__lock(&d->space_mu);
   bool due = d->swept_s[xx] == 0 || now + 1 - d->swept_s[xx] >= RESWEEP_S;
   if (due) d->swept_s[xx] = now + 1;
-  ccache__unlock(&d->mu);
+  ccache__unlock(&d->space_mu);
   uint64_t freed = due ? ccache__disk_sweep_tmp(d, sfd) : 0;
   if (freed) account(d, -(int64_t)freed);
 }

@@ -60,7 +60,7 @@ typedef struct held {
   UT_hash_handle hh;
 } held;
 
-static ccache__mutex tab_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static ccache__mutex tab_mu = {.posix = PTHREAD_MUTEX_INITIALIZER};
 static const ccache__mem tab_mem = {NULL, NULL, NULL}; /* malloc: the table is the process's */
 static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
 static held *tab;

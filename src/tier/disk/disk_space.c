@@ -246,7 +246,7 @@ static bool size_write_fd(int fd, uint64_t total) {
  * to a total that is not one.  Called with SIZE_BYTE held, so one thread
  * of the machine at a time replaces the descriptor. */
 static int size_fd(disk *d) {
-  ccache__lock(&d->mu);
+  ccache__lock(&d->space_mu);
   struct stat st;
   if (d->sizefd >= 0 && fstat(d->sizefd, &st) == 0 && st.st_nlink == 0) {
     close(d->sizefd);
@@ -258,7 +258,7 @@ static int size_fd(disk *d) {
     d->sizefd = openat(d->dirfd, rel, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   }
   int fd = d->sizefd, e = errno;
-  ccache__unlock(&d->mu);
+  ccache__unlock(&d->space_mu);
   errno = e;
   return fd;
 }
@@ -332,9 +332,9 @@ int ccache__disk_size_add(disk *d, int64_t delta, uint64_t wait_ms, uint64_t *to
 }
 
 bool ccache__disk_size_peek(disk *d, uint64_t *total) {
-  ccache__lock(&d->mu);
+  ccache__lock(&d->space_mu);
   bool ok = size_read_fd(d->sizefd, total);
-  ccache__unlock(&d->mu);
+  ccache__unlock(&d->space_mu);
   return ok;
 }
 

@@ -62,39 +62,39 @@ uint64_t ccache__disk_fixed_word;
  * would keep it alive.  The child closes every such descriptor it inherited
  * (its copies of the tiers are unusable there anyway, like the caches);
  * disk_lock.c does the same for the compile locks. */
-static ccache__mutex reg_mu = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static ccache__mutex disk_fork_mu = {.posix = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static disk *reg_head;
 
-static void reg_prepare(void) { ccache__lock(&reg_mu); }
-static void reg_parent(void) { ccache__unlock(&reg_mu); }
+static void reg_prepare(void) { ccache__lock(&disk_fork_mu); }
+static void reg_parent(void) { ccache__unlock(&disk_fork_mu); }
 static void reg_child(void) {
   for (disk *d = reg_head; d; d = d->reg_next) {
     if (d->lockfd >= 0) close(d->lockfd);
     d->lockfd = -1;
     d->c.started = false; /* (its cleaner thread is the parent's: none to join here) */
   }
-  ccache__unlock(&reg_mu);
+  ccache__unlock(&disk_fork_mu);
 }
 static void reg_init(void) { pthread_atfork(reg_prepare, reg_parent, reg_child); }
 
 static void reg_add(disk *d) {
   pthread_once(&reg_once, reg_init);
-  ccache__lock(&reg_mu);
+  ccache__lock(&disk_fork_mu);
   d->reg_next = reg_head;
   if (reg_head) reg_head->reg_prev = d;
   reg_head = d;
-  ccache__unlock(&reg_mu);
+  ccache__unlock(&disk_fork_mu);
 }
 
 static void reg_remove(disk *d) {
-  ccache__lock(&reg_mu);
+  ccache__lock(&disk_fork_mu);
   if (d->reg_prev)
     d->reg_prev->reg_next = d->reg_next;
   else
     reg_head = d->reg_next;
   if (d->reg_next) d->reg_next->reg_prev = d->reg_prev;
-  ccache__unlock(&reg_mu);
+  ccache__unlock(&disk_fork_mu);
 }
 
 /* ------------------------------------------------------------------- ops */
@@ -186,7 +186,7 @@ static void disk_close(void *state) {
   if (d->sizefd >= 0) close(d->sizefd);
   close(d->dirfd);
   ccache__disk_cleaner_destroy(d);
-  ccache__mutex_destroy(&d->mu);
+  ccache__mutex_destroy(&d->space_mu);
   free(d->dir);
   free(d);
 }
@@ -281,14 +281,14 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
   if (fd < 0) return fd;
   disk *d = calloc(1, sizeof *d);
   char *dir = strdup(o->dir);
-  if (!d || !dir || ccache__mutex_init(&d->mu) != CCACHE_OK) {
+  if (!d || !dir || ccache__mutex_init(&d->space_mu) != CCACHE_OK) {
     free(d);
     free(dir);
     close(fd);
     return CCACHE_ENOMEM;
   }
   if (ccache__disk_cleaner_init(d) != CCACHE_OK) {
-    ccache__mutex_destroy(&d->mu);
+    ccache__mutex_destroy(&d->space_mu);
     free(d);
     free(dir);
     close(fd);
@@ -322,7 +322,7 @@ int ccache_tier_disk(const ccache_disk_options *o, ccache_tier **out) {
   int rc = ccache_tier_custom(&ops, d, out);
   if (rc != CCACHE_OK) {
     ccache__disk_cleaner_destroy(d);
-    ccache__mutex_destroy(&d->mu);
+    ccache__mutex_destroy(&d->space_mu);
     free(dir);
     free(d);
     close(fd);

@@ -13,7 +13,7 @@
  *   redis_lease.c    the compile lease (lock/renew/unlock, lease peek)
  *   tier_redis_open.c  the options, creation, health and close
  *
- * Locking: a server's mu guards its idle pool, backoff state and last error
+ * Locking: a server's server_mu guards its idle pool, backoff state and last error
  * and is never held across network I/O; renew_mu serialises the renewal connection (held
  * across its I/O, but only renew() takes it); err_mu guards last_error.
  * None is held while another is taken.
@@ -53,22 +53,22 @@ typedef struct ccache__rserver {
   bool sentinel; /* Sentinel mode: name is a primary's name, asked of the
                     pool's Sentinels; host/port/path stay NULL/0 */
 
-  bool locks_made; /* mu and renew_mu were initialised */
-  ccache__mutex mu;
-  struct redisContext *idle[CCACHE__REDIS_IDLE_MAX]; /* under mu */
-  int n_idle;                                        /* under mu */
-  uint64_t gen;           /* under mu: bumped when the server fails; pooled
+  bool locks_made; /* server_mu and renew_mu were initialised */
+  ccache__mutex server_mu;
+  struct redisContext *idle[CCACHE__REDIS_IDLE_MAX]; /* under server_mu */
+  int n_idle;                                        /* under server_mu */
+  uint64_t gen;           /* under server_mu: bumped when the server fails; pooled
                             connections of an older generation are dropped */
-  uint64_t backoff_ms;    /* under mu: current reconnect backoff, 0 when healthy */
-  uint64_t down_until_ms; /* under mu: no connect before this monotonic time */
-  bool answered;          /* under mu: a command was answered since the last failure
+  uint64_t backoff_ms;    /* under server_mu: current reconnect backoff, 0 when healthy */
+  uint64_t down_until_ms; /* under server_mu: no connect before this monotonic time */
+  bool answered;          /* under server_mu: a command was answered since the last failure
                              (or ever): the server is known up */
-  char last_error[256];   /* under mu: this server's most recent failure */
-  bool need_resolve;      /* under mu (Sentinel): ask the Sentinels before the next connect */
-  bool write_denied;      /* under mu: the last write was answered READONLY, NOPERM or OOM
+  char last_error[256];   /* under server_mu: this server's most recent failure */
+  bool need_resolve; /* under server_mu (Sentinel): ask the Sentinels before the next connect */
+  bool write_denied; /* under server_mu: the last write was answered READONLY, NOPERM or OOM
                              (health: CCACHE_TIER_DEGRADED) */
-  char at_host[256];      /* under mu (Sentinel): the primary's address last answered */
-  int at_port;            /* under mu (Sentinel): 0 until one was answered */
+  char at_host[256]; /* under server_mu (Sentinel): the primary's address last answered */
+  int at_port;       /* under server_mu (Sentinel): 0 until one was answered */
 
   /* For ccache_tier_health (relaxed atomics). */
   _Atomic uint64_t errors;          /* failed ops on this server (connect, I/O, error reply,

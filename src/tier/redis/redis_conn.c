@@ -47,9 +47,9 @@ static void set_line(ccache__rpool *p, ccache__rserver *s, const char *line_in) 
   memcpy(p->last_error, line, sizeof line);
   ccache__unlock(&p->err_mu);
   if (s) {
-    ccache__lock(&s->mu);
+    ccache__lock(&s->server_mu);
     memcpy(s->last_error, line, sizeof line);
-    ccache__unlock(&s->mu);
+    ccache__unlock(&s->server_mu);
   }
 }
 
@@ -98,7 +98,7 @@ void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out) {
 static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
   redisContext *drop[CCACHE__REDIS_IDLE_MAX];
   int ndrop = 0;
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   if (s->gen == gen) {
     s->gen++;
     s->need_resolve = true; /* Sentinel: the primary may have moved */
@@ -109,7 +109,7 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
   }
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   for (int i = 0; i < ndrop; i++) redisFree(drop[i]);
 }
 
@@ -119,7 +119,7 @@ static void server_failed(ccache__rpool *p, ccache__rserver *s, uint64_t gen) {
 static void server_moved(ccache__rserver *s, uint64_t gen) {
   redisContext *drop[CCACHE__REDIS_IDLE_MAX];
   int ndrop = 0;
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   if (s->gen == gen) {
     s->gen++;
     s->need_resolve = true;
@@ -127,19 +127,19 @@ static void server_moved(ccache__rserver *s, uint64_t gen) {
     memcpy(drop, s->idle, (size_t)ndrop * sizeof drop[0]);
     s->n_idle = 0;
   }
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   for (int i = 0; i < ndrop; i++) redisFree(drop[i]);
 }
 
 /* The server answered a command on a connection of generation gen. */
 static void server_ok(ccache__rserver *s, uint64_t gen) {
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   if (s->gen == gen) {
     s->backoff_ms = 0;
     s->down_until_ms = 0;
     s->answered = true;
   }
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
 }
 
 /* Connect and AUTH.  NULL on failure (recorded). */
@@ -148,23 +148,23 @@ static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
   int port = s->port;
   const char *h = s->host;
   if (s->sentinel) {
-    ccache__lock(&s->mu);
+    ccache__lock(&s->server_mu);
     int ask = s->need_resolve || s->at_port == 0;
     snprintf(host, sizeof host, "%s", s->at_host);
     port = s->at_port;
-    ccache__unlock(&s->mu);
+    ccache__unlock(&s->server_mu);
     if (ask) {
       if (ccache__rsentinel_ask(p, s, host, sizeof host, &port, why, sizeof why) != 0) {
         set_error(p, s, "redis %s: %s", s->name, why);
         return NULL;
       }
-      ccache__lock(&s->mu);
+      ccache__lock(&s->server_mu);
       if (s->at_port != 0 && (s->at_port != port || strcmp(s->at_host, host) != 0))
         atomic_fetch_add_explicit(&s->failovers, 1, memory_order_relaxed);
       snprintf(s->at_host, sizeof s->at_host, "%s", host);
       s->at_port = port;
       s->need_resolve = false;
-      ccache__unlock(&s->mu);
+      ccache__unlock(&s->server_mu);
     }
     h = host;
   }
@@ -180,9 +180,9 @@ static redisContext *connect_server(ccache__rpool *p, ccache__rserver *s) {
 
 /* A new connection for s, unless s is in backoff. */
 static int open_conn(ccache__rpool *p, ccache__rserver *s, uint64_t gen, redisContext **out) {
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   int refuse = s->down_until_ms && ccache__rmono_ms() < s->down_until_ms;
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   if (refuse) {
     FAIL(p, s, refused_backoff);
     return CCACHE_EIO;
@@ -199,9 +199,9 @@ static int open_conn(ccache__rpool *p, ccache__rserver *s, uint64_t gen, redisCo
 }
 
 static uint64_t server_gen(ccache__rserver *s) {
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   uint64_t g = s->gen;
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   return g;
 }
 
@@ -221,10 +221,10 @@ static int take_conn(ccache__rpool *p, ccache__rserver *s, redisContext **out, u
                      int *reused) {
   for (;;) {
     redisContext *c = NULL;
-    ccache__lock(&s->mu);
+    ccache__lock(&s->server_mu);
     if (s->n_idle) c = s->idle[--s->n_idle];
     *gen = s->gen;
-    ccache__unlock(&s->mu);
+    ccache__unlock(&s->server_mu);
     if (!c) break;
     if (drop_if_closed(p, c)) continue;
     *out = c;
@@ -247,12 +247,12 @@ static void give_conn(ccache__rpool *p, ccache__rserver *s, redisContext *c, uin
       server_failed(p, s, gen);
     return;
   }
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   if (gen == s->gen && s->n_idle < CCACHE__REDIS_IDLE_MAX) {
     s->idle[s->n_idle++] = c;
     c = NULL;
   }
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   if (c) redisFree(c);
 }
 
@@ -294,9 +294,9 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
     if ((r->len >= 8 && memcmp(r->str, "READONLY", 8) == 0) ||
         (r->len >= 6 && memcmp(r->str, "NOPERM", 6) == 0) ||
         (r->len >= 3 && memcmp(r->str, "OOM", 3) == 0)) {
-      ccache__lock(&s->mu);
+      ccache__lock(&s->server_mu);
       s->write_denied = true; /* up, but writing nowhere: health says DEGRADED */
-      ccache__unlock(&s->mu);
+      ccache__unlock(&s->server_mu);
     }
     freeReplyObject(r);
     return CCACHE_EIO;
@@ -398,30 +398,30 @@ void ccache__rreply_free(redisReply *r) {
 
 void ccache__rpool_note_write_ok(ccache__rpool *p, size_t server) {
   ccache__rserver *s = &p->servers[server];
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   s->write_denied = false;
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
 }
 
 int ccache__rpool_refusing(ccache__rpool *p, size_t server) {
   ccache__rserver *s = &p->servers[server];
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   int refuse = s->down_until_ms && ccache__rmono_ms() < s->down_until_ms;
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   return refuse;
 }
 
 int ccache__rpool_down(ccache__rpool *p, size_t server) {
   ccache__rserver *s = &p->servers[server];
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   int down = s->backoff_ms != 0;
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   return down;
 }
 
 void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver_state *out) {
   ccache__rserver *s = &p->servers[server];
-  ccache__lock(&s->mu);
+  ccache__lock(&s->server_mu);
   uint64_t now = ccache__rmono_ms();
   out->answered = s->answered;
   out->backoff_ms = s->backoff_ms;
@@ -429,7 +429,7 @@ void ccache__rpool_server_state(ccache__rpool *p, size_t server, ccache__rserver
   out->failing = s->backoff_ms != 0;
   out->write_denied = s->write_denied;
   snprintf(out->last_error, sizeof out->last_error, "%s", s->last_error);
-  ccache__unlock(&s->mu);
+  ccache__unlock(&s->server_mu);
   out->errors = atomic_load(&s->errors);
 }
 

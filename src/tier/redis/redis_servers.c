@@ -120,11 +120,11 @@ int ccache__rservers_parse(const char *list, ccache__rserver **out, size_t *n, c
     p = end ? end + 1 : p + len;
   }
   for (size_t i = 0; i < count && rc == CCACHE_OK; i++) {
-    rc = ccache__mutex_init(&s[i].mu);
+    rc = ccache__mutex_init(&s[i].server_mu);
     if (rc != CCACHE_OK) break;
     rc = ccache__mutex_init(&s[i].renew_mu);
     if (rc != CCACHE_OK) {
-      ccache__mutex_destroy(&s[i].mu);
+      ccache__mutex_destroy(&s[i].server_mu);
       break;
     }
     s[i].locks_made = true;
@@ -238,11 +238,11 @@ int ccache__rservers_parse_sentinel(const char *spec, ccache__rserver **out, siz
     q = end ? end + 1 : q + len;
   }
   for (size_t i = 0; i < count && rc == CCACHE_OK; i++) {
-    rc = ccache__mutex_init(&s[i].mu);
+    rc = ccache__mutex_init(&s[i].server_mu);
     if (rc != CCACHE_OK) break;
     rc = ccache__mutex_init(&s[i].renew_mu);
     if (rc != CCACHE_OK) {
-      ccache__mutex_destroy(&s[i].mu);
+      ccache__mutex_destroy(&s[i].server_mu);
       break;
     }
     s[i].locks_made = true;
@@ -268,7 +268,7 @@ void ccache__rservers_free(ccache__rserver *s, size_t n) {
     free(s[i].host);
     free(s[i].path);
     if (s[i].locks_made) {
-      ccache__mutex_destroy(&s[i].mu);
+      ccache__mutex_destroy(&s[i].server_mu);
       ccache__mutex_destroy(&s[i].renew_mu);
     }
   }

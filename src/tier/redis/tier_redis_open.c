@@ -21,13 +21,13 @@ static int op_health(void *state, uint32_t part, ccache_tier_health *out) {
   ccache__rpool_server_state(&r->pool, part, &st);
   out->parts = (uint32_t)r->pool.n;
   if (s->sentinel) {
-    ccache__lock(&s->mu);
+    ccache__lock(&s->server_mu);
     if (s->at_port)
       snprintf(out->where, sizeof out->where, "%.120s (%.120s:%d)", s->name, s->at_host,
                s->at_port);
     else
       snprintf(out->where, sizeof out->where, "%s", s->name);
-    ccache__unlock(&s->mu);
+    ccache__unlock(&s->server_mu);
   } else {
     snprintf(out->where, sizeof out->where, "%s", s->name);
   }
