@@ -25,8 +25,8 @@ from setuptools.command.build_py import build_py
 class build_py_with_pth(build_py):
     """Also put ccache-numba.pth at the top of the install (site-packages):
     the import hook that installs ccache.numba in every process where
-    CLOSURE_CACHE_NUMBA_DIR or CLOSURE_CACHE_NUMBA_REDIS (or an old name,
-    CCACHE_NUMBA_DIR or CCACHE_NUMBA_REDIS) is set, and does nothing else."""
+    CLOSURE_CACHE_NUMBA_DIR or CLOSURE_CACHE_NUMBA_REDIS (or a deprecated alias)
+    is set, and does nothing else."""
 
     def run(self):
         super().run()

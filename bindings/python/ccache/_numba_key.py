@@ -154,8 +154,9 @@ def _function(fp: Fingerprint, fn, seen: set) -> None:
                     _value(fp, v.__dict__[attr], seen)
 
 
-def compile_key(kind: str, py_func, sig, codegen, options=None, locals_=None) -> Key:
-    """The strong key of compiling *py_func* for *sig* with *codegen*'s target."""
+def compile_key(kind: str, py_func, sig, codegen, options=None, locals_=None, extra=None) -> Key:
+    """The strong key of compiling *py_func* for *sig* with *codegen*'s target;
+    *extra*: more the compile depends on (a ufunc's flags, a gufunc's layout)."""
     import numba
 
     fp = Fingerprint(strong=True)
@@ -166,6 +167,9 @@ def compile_key(kind: str, py_func, sig, codegen, options=None, locals_=None) ->
     fp.str(repr(sorted((k, repr(v)) for k, v in (locals_ or {}).items())))
     fp.update(tuple(repr(getattr(numba.config, c, None)) for c in _CONFIG))
     _function(fp, py_func, set())
+    if extra is not None:
+        fp.str("\x01extra")
+        _value(fp, extra, set())
     return fp.final()
 
 

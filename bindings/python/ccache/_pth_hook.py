@@ -1,6 +1,6 @@
 """Run by ccache-numba.pth at interpreter start, only when
-CLOSURE_CACHE_NUMBA_DIR or CLOSURE_CACHE_NUMBA_REDIS (or an old name,
-CCACHE_NUMBA_DIR or CCACHE_NUMBA_REDIS) is set: installs ccache.numba right after numba is
+CLOSURE_CACHE_NUMBA_DIR or CLOSURE_CACHE_NUMBA_REDIS (or a deprecated alias,
+CCACHE_NUMBA_DIR / CCACHE_NUMBA_REDIS) is set: installs ccache.numba right after numba is
 first imported (numba is not imported by this hook itself)."""
 import importlib.abc
 import importlib.util

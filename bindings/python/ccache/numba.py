@@ -13,20 +13,21 @@ How (numba 0.56 has no plug-in point for either):
   - ``enable_caching`` of numba's Dispatcher, CFunc and ufunc builders makes a
     cache of this module instead of numba's FunctionCache, and the gufunc
     wrapper cache is this module's too;
-  - ``Dispatcher.compile`` (``@njit``) is replaced: the key is computed under
-    numba's global compiler lock, then the lock is released and
-    ``Cache.program(key, compile)`` runs: the tiers are asked, and only the
-    one owner of the key on this machine (the directory tier's compile lock)
-    or fleet (Redis) compiles, taking numba's lock inside its compile.  A
-    process waiting for another's compile holds no numba lock.  A callee
-    compiled while its caller is being typed is compiled with the lock held
-    (numba takes it first); if another thread of this process is already
-    compiling that callee, it is compiled here as numba would, without ccache,
-    so that the two never wait on each other.
-  - ``CFunc.compile`` (``@cfunc``) is replaced the same way.  ufunc
-    compiles (``@vectorize``, ``@guvectorize``) load and save through the
-    tiers (a warm process compiles nothing) but have no cross-process
-    single-flight.
+  - ``Dispatcher.compile`` (``@njit``), ``CFunc.compile`` (``@cfunc``),
+    ``UFuncDispatcher._compile_core`` (a ``@vectorize``/``@guvectorize``
+    kernel), the gufunc wrapper's ``build`` and ``GUFuncBuilder.build_ufunc``
+    are replaced: the key is computed under numba's global compiler lock,
+    then the lock is released and ``Cache.program(key, compile)`` runs
+    (_flight): the tiers are asked, and only the one owner of the key on
+    this machine (the directory tier's compile lock) or fleet (Redis)
+    compiles, taking numba's lock inside its compile.  A process waiting
+    for another's compile holds no numba lock.
+  - A callee compiled while its caller is being typed (nested: numba holds
+    its lock, and cannot let it go in the middle of the caller's typing)
+    goes through a second cache on the same tiers whose lock waits are 0:
+    it loads the callee if a tier has it, takes the compile lock if it is
+    free, and otherwise compiles the callee itself (numba's way) and stores
+    it; it never waits for another thread or process.
 
 ``Dispatcher.stats.cache_hits`` / ``cache_misses`` keep numba's meaning: a
 miss is a compile in this process, a hit a program loaded from ccache.
@@ -41,10 +42,13 @@ CLOSURE_CACHE_NUMBA_REDIS is set; unset, the hook does nothing):
   CLOSURE_CACHE_NUMBA_TRUSTED_KEY_FILES  public key files, ':'-separated
   CLOSURE_CACHE_NUMBA_TRUST_UNSIGNED=1 accept unsigned entries from Redis
   CLOSURE_CACHE_NUMBA_MAX_BYTES        the directory tier's size cap
+  CLOSURE_CACHE_NUMBA_LOCK_WAIT_MS     the directory tier's wait for another
+                                       process's compile (ms)
   CLOSURE_CACHE_NUMBA_ALLOW_UNTESTED=1 install on an untested numba version
-(Their old names, CCACHE_NUMBA_*, are still read; the new name wins.)
 install() sets them, so that subprocesses numba or multiprocessing start
-are covered too.
+are covered too.  The library's run-time variables are CLOSURE_CACHE_*;
+the older names CCACHE_NUMBA_* (same suffixes) are still read, as
+deprecated aliases, when the CLOSURE_CACHE_NUMBA_* one is not set.
 """
 from __future__ import annotations
 
@@ -60,8 +64,6 @@ TESTED_NUMBA = ("0.56.4",)
 
 _state = None  # the installed _State, or None
 _state_lock = threading.Lock()
-_inflight: dict = {}  # key -> thread id compiling it through ccache here
-_inflight_lock = threading.Lock()
 _orig = {}  # what install() replaced: (owner, name) -> original
 
 
@@ -80,30 +82,54 @@ class _State:
     def __init__(self, options: dict):
         self.options = options
         self.pid = os.getpid()
-        self.cache = self._open()
+        self.cache = self._open(wait=True)
+        self._nested = None
 
-    def _open(self):
+    def _open(self, wait: bool):
+        # wait=False: the cache of nested compiles (numba's lock held): its
+        # tiers never wait for another process's compile lock (0 ms): a busy
+        # lock means "compile here" (numba's way) and store the result.
         o = self.options
         tiers = []
         if o.get("directory"):
-            tiers.append(ccache.DirectoryTier(o["directory"], max_bytes=o.get("max_bytes"),
-                                              lock_wait_ms=o.get("lock_wait_ms")))
+            tiers.append(ccache.DirectoryTier(
+                o["directory"], max_bytes=o.get("max_bytes"),
+                lock_wait_ms=o.get("lock_wait_ms") if wait else 0))
         if o.get("redis"):
-            tiers.append(ccache.RedisTier(o["redis"], prefix=o.get("redis_prefix") or "ccache-numba"))
+            tiers.append(ccache.RedisTier(o["redis"], prefix=o.get("redis_prefix") or "ccache-numba",
+                                          wait_ms=None if wait else 0))
         return ccache.Cache(tiers=tiers, codec=_BytesCodec(), key_mode="strong",
                             runtime_tag=_numba_key.runtime_tag(), tier_min_compile_us=0,
                             signing_key_file=o.get("signing_key_file"),
                             trusted_key_files=list(o.get("trusted_key_files") or ()),
                             trust_unsigned=bool(o.get("trust_unsigned")))
 
-    def get(self):
-        # A fork()ed child cannot use the parent's cache: it opens its own.
+    def _check_fork(self):
+        # A fork()ed child cannot use the parent's caches: it opens its own.
         if os.getpid() != self.pid:
             with _state_lock:
                 if os.getpid() != self.pid:
                     self.pid = os.getpid()
-                    self.cache = self._open()
+                    self.cache = self._open(wait=True)
+                    self._nested = None
+
+    def get(self):
+        self._check_fork()
         return self.cache
+
+    def nested(self):
+        """The cache of compiles made with numba's lock held (opened on first use)."""
+        self._check_fork()
+        if self._nested is None:
+            with _state_lock:
+                if self._nested is None:
+                    self._nested = self._open(wait=False)
+        return self._nested
+
+    def close(self):
+        self.cache.close(abandon=True)
+        if self._nested is not None:
+            self._nested.close(abandon=True)
 
     @property
     def where(self) -> str:
@@ -153,32 +179,29 @@ class _CCacheBase:
     def flush(self):
         pass  # entries are addressed by content: nothing to invalidate
 
-    def key(self, sig, codegen):
+    def key(self, sig, codegen, kind=None, extra=None):
         owner = self._owner
         options = getattr(owner, "targetoptions", None)
         locals_ = getattr(owner, "locals", None)
-        return _numba_key.compile_key(self._kind, self._py_func, sig, codegen, options, locals_)
+        return _numba_key.compile_key(kind or self._kind, self._py_func, sig, codegen, options,
+                                      locals_, extra)
 
-    # numba's save/load: tier lookups and stores without cross-process flight
+    # numba's load/save, for the paths that still call them (a compile this
+    # module does not route through _flight): numba holds its lock there, so
+    # they use the nested cache, which never waits for another process.
     def load_overload(self, sig, target_context):
         target_context.refresh()
         if not self._enabled or _state is None:
             return None
-        cache = _state.get()
         try:
-            h = cache.program(self.key(sig, target_context.codegen()), lambda: None)
+            h = _state.nested().program(self.key(sig, target_context.codegen()), lambda: None)
         except ccache.DeadlockError:
             return None
         native = h.native
         h.release()
         if native is None:
             return None
-        try:
-            return self._rebuild(target_context, native)
-        except Exception as e:  # noqa: BLE001 - a bad entry is a miss, never a failure
-            warnings.warn(f"ccache.numba: could not load {self._name} ({e!r}); compiling",
-                          RuntimeWarning)
-            return None
+        return self._try_rebuild(target_context, native)
 
     def save_overload(self, sig, data):
         if not self._enabled or _state is None:
@@ -186,11 +209,18 @@ class _CCacheBase:
         payload = self._payload(data)
         if payload is None:
             return
-        cache = _state.get()
         try:
-            cache.program(self.key(sig, data.codegen), lambda: payload).release()
+            _state.nested().program(self.key(sig, data.codegen), lambda: payload).release()
         except ccache.DeadlockError:
             pass
+
+    def _try_rebuild(self, target_context, native):
+        try:
+            return self._rebuild(target_context, native)
+        except Exception as e:  # noqa: BLE001 - a bad entry is a miss, never a failure
+            warnings.warn(f"ccache.numba: could not load {self._name} ({e!r}); compiling",
+                          RuntimeWarning)
+            return None
 
 
 class FunctionCache(_CCacheBase):
@@ -288,7 +318,44 @@ def _cachable(cres, py_func) -> bool:
     return True
 
 
-# ---- @njit: Dispatcher.compile with cross-process single-flight -----------
+# ---- one compile per machine/fleet: the flight every compile path uses ------
+
+
+def _flight(pkey, compile_locked):
+    """Run a compile under ccache's single-flight; returns (result, native).
+
+    compile_locked() compiles with numba's lock held (taken here) and returns
+    (result, payload bytes or None).  result is not None when this process
+    compiled; otherwise native is the entry another process (or a tier)
+    supplied, or None: (None, None) means "compile it yourself".
+
+    Top level (numba's lock not held by this thread): the main cache, whose
+    tiers wait for another process's compile with numba's lock released.
+    Nested (a callee typed inside its caller's compile: numba holds its lock
+    here, and numba's lock cannot be let go in the middle of the caller's
+    typing): the nested cache, whose tiers never wait: a callee another
+    process is compiling is compiled here too (numba's way) and stored."""
+    from numba.core.compiler_lock import global_compiler_lock as lock
+
+    done = {}
+
+    def compile_fn():
+        with lock:
+            result, payload = compile_locked()
+        done["result"] = result
+        return payload
+
+    cache = _state.nested() if lock.is_locked() else _state.get()
+    try:
+        h = cache.program(pkey, compile_fn)
+    except ccache.DeadlockError:  # recursion through the same key: numba's way
+        return None, None
+    native = h.native
+    h.release()
+    return done.get("result"), native
+
+
+# ---- @njit: Dispatcher.compile ----------------------------------------------
 
 
 def _compile_here(self, args, return_type, sig):
@@ -328,60 +395,22 @@ def _dispatcher_compile(self, sig):
             return existing.entry_point
         self.targetctx.refresh()
         pkey = cache.key(sig, self.targetctx.codegen())
-    me = threading.get_ident()
-    nested = lock.is_locked()  # a callee typed inside its caller's compile
-    with _inflight_lock:
-        other = _inflight.get(pkey)
-        if nested and other is not None and other != me:
-            other = "bypass"
-        elif other is None:
-            _inflight[pkey] = me
-    if other == "bypass":
-        with lock:
-            existing = self.overloads.get(tuple(args))
-            if existing is not None:
-                return existing.entry_point
-            with self._compiling_counter:
-                return _compile_here(self, args, return_type, sig).entry_point
-    done = {}
 
-    def compile_fn():
-        with lock:
-            with self._compiling_counter:
-                cres = self.overloads.get(tuple(args))
-                if cres is None:
-                    cres = _compile_here(self, args, return_type, sig)
-                done["cres"] = cres
-                return cache._payload(cres)
+    def compile_locked():
+        with self._compiling_counter:
+            cres = self.overloads.get(tuple(args))
+            if cres is None:
+                cres = _compile_here(self, args, return_type, sig)
+            return cres, cache._payload(cres)
 
-    try:
-        try:
-            h = _state.get().program(pkey, compile_fn)
-        except ccache.DeadlockError:  # recursion through the same key: numba's way
-            with lock:
-                existing = self.overloads.get(tuple(args))
-                if existing is not None:
-                    return existing.entry_point
-                return _compile_here(self, args, return_type, sig).entry_point
-    finally:
-        with _inflight_lock:
-            if _inflight.get(pkey) == me:
-                del _inflight[pkey]
-    native = h.native
-    h.release()
-    if "cres" in done:
-        return done["cres"].entry_point
+    cres, native = _flight(pkey, compile_locked)
+    if cres is not None:
+        return cres.entry_point
     with lock:
         existing = self.overloads.get(tuple(args))
         if existing is not None:
             return existing.entry_point
-        cres = None
-        if native is not None:
-            try:
-                cres = cache._rebuild(self.targetctx, native)
-            except Exception as e:  # noqa: BLE001 - a bad entry is a miss
-                warnings.warn(f"ccache.numba: could not load {cache._name} ({e!r}); compiling",
-                              RuntimeWarning)
+        cres = cache._try_rebuild(self.targetctx, native) if native is not None else None
         if cres is None:
             with self._compiling_counter:
                 return _compile_here(self, args, return_type, sig).entry_point
@@ -392,47 +421,152 @@ def _dispatcher_compile(self, sig):
         return cres.entry_point
 
 
-# ---- @cfunc: CFunc.compile with the same single-flight ----------------------
+# ---- @cfunc: CFunc.compile ----------------------------------------------------
 
 
 def _cfunc_compile(self):
     cache = self._cache
     from numba.core.compiler_lock import global_compiler_lock as lock
-    if (not isinstance(cache, FunctionCache) or not cache._enabled or _state is None
-            or lock.is_locked()):
+    if not isinstance(cache, FunctionCache) or not cache._enabled or _state is None:
         return _orig[("CFunc", "compile")](self)
     tctx = self._targetdescr.target_context
     with lock:
         tctx.refresh()
         pkey = cache.key(self._sig, tctx.codegen())
-    done = {}
 
-    def compile_fn():
-        with lock:
-            cres = self._compile_uncached()
-            done["cres"] = cres
-            return cache._payload(cres)
+    def compile_locked():
+        cres = self._compile_uncached()
+        return cres, cache._payload(cres)
 
-    try:
-        h = _state.get().program(pkey, compile_fn)
-    except ccache.DeadlockError:
-        return _orig[("CFunc", "compile")](self)
-    native = h.native
-    h.release()
+    cres, native = _flight(pkey, compile_locked)
     with lock:
-        cres = done.get("cres")
         if cres is None and native is not None:
-            try:
-                cres = cache._rebuild(tctx, native)
+            cres = cache._try_rebuild(tctx, native)
+            if cres is not None:
                 self._cache_hits += 1
-            except Exception as e:  # noqa: BLE001 - a bad entry is a miss
-                warnings.warn(f"ccache.numba: could not load {cache._name} ({e!r}); compiling",
-                              RuntimeWarning)
         if cres is None:
             cres = self._compile_uncached()
         self._library = cres.library
         self._wrapper_name = cres.fndesc.llvm_cfunc_wrapper_name
         self._wrapper_address = self._library.get_pointer_to_function(self._wrapper_name)
+
+
+# ---- @vectorize / @guvectorize: the kernel (UFuncDispatcher._compile_core) ---
+
+_kernel_keys = None  # cres.library -> the key its kernel was compiled or loaded under
+
+
+def _ufunc_compile_core(self, sig, flags, locals):
+    """UFuncDispatcher._compile_core (numba 0.56.4) with the load, compile
+    and save as one flight, numba's lock taken only to compile or load."""
+    global _kernel_keys
+    cache = self.cache
+    if not isinstance(cache, FunctionCache) or not cache._enabled or _state is None:
+        return _orig[("UFuncDispatcher", "_compile_core")](self, sig, flags, locals)
+    import weakref
+
+    from numba.core import compiler, sigutils, targetconfig
+    from numba.core.compiler_lock import global_compiler_lock as lock
+
+    if _kernel_keys is None:
+        _kernel_keys = weakref.WeakKeyDictionary()
+    typingctx = self.targetdescr.typing_context
+    targetctx = self.targetdescr.target_context
+    with lock:
+        targetctx.refresh()
+        # The flags the ufunc builder made (numpy error model, no CPython
+        # wrapper, the decorator's options): an @njit of the same function
+        # has another key.
+        pkey = cache.key(sig, targetctx.codegen(), kind="ufunc",
+                         extra=(flags.summary(), repr(sorted((locals or {}).items()))))
+
+    def compile_locked():
+        with targetconfig.ConfigStack().enter(flags.copy()):
+            args, return_type = sigutils.normalize_signature(sig)
+            cres = compiler.compile_extra(typingctx, targetctx, self.py_func, args=args,
+                                          return_type=return_type, flags=flags, locals=locals)
+        return cres, cache._payload(cres)
+
+    cres, native = _flight(pkey, compile_locked)
+    with lock:
+        if cres is None and native is not None:
+            with targetconfig.ConfigStack().enter(flags.copy()):
+                cres = cache._try_rebuild(targetctx, native)
+        if cres is None:
+            cres = compile_locked()[0]
+        _kernel_keys[cres.library] = pkey
+        if self.overloads.get(cres.signature) is None:
+            self.overloads[cres.signature] = cres
+    return cres
+
+
+# ---- @guvectorize: the wrapper (GUFuncBuilder.build_ufunc) --------------------
+
+
+def _guf_wrapper_build(self):
+    """_GufuncWrapper.build: the wrapper library as a flight of its own
+    (keyed by the kernel's key and the layout), numba's lock taken only to
+    compile or load it."""
+    from numba.core.compiler_lock import global_compiler_lock as lock
+    from numba.np.ufunc import wrappers
+
+    kkey = _kernel_keys.get(self.cres.library) if _kernel_keys is not None else None
+    if (self.is_parfors or not isinstance(self.cache, GufWrapperCache) or _state is None
+            or kkey is None):
+        return _orig[("_GufuncWrapper", "build")](self)
+    wrapper_name = "__gufunc__." + self.fndesc.mangled_name
+    ctx = self.context
+    with lock:
+        ctx.refresh()
+        wkey = self.cache.key(self.cres.signature, ctx.codegen(), kind="gufwrapper",
+                              extra=(bytes(kkey), repr(self.sin), repr(self.sout),
+                                     self.is_objectmode, type(self).__name__))
+
+    def compile_locked():
+        lib = ctx.codegen().create_library(str(self))
+        lib.enable_object_caching()
+        self._build_wrapper(lib, wrapper_name)
+        return lib, self.cache._payload(lib)
+
+    lib, native = _flight(wkey, compile_locked)
+    with lock:
+        if lib is None and native is not None:
+            lib = self.cache._try_rebuild(ctx, native)
+        if lib is None:
+            lib = compile_locked()[0]
+    return wrappers._wrapper_info(library=lib, env=self.env, name=wrapper_name)
+
+
+def _gufunc_build_ufunc(self):
+    """GUFuncBuilder.build_ufunc (numba 0.56.4) with the wrappers built
+    (each a flight) before numba's lock is taken for the rest."""
+    from numba.core.compiler_lock import global_compiler_lock as lock
+    if lock.is_locked() or _state is None:
+        return _orig[("GUFuncBuilder", "build_ufunc")](self)
+    from numba.np.ufunc import _internal, wrappers
+
+    if not self.nb_func:
+        raise TypeError("No definition")
+    infos = [wrappers.build_gufunc_wrapper(self.py_func, self._cres[sig], self.sin, self.sout,
+                                           cache=self.cache, is_parfors=False)
+             for sig in self._sigs]
+    with lock:
+        type_list, func_list, keepalive = [], [], []
+        for sig, info in zip(self._sigs, infos):
+            cres = self._cres[sig]
+            type_list.append(_gufunc_dtypenums(cres.signature))
+            func_list.append(int(info.library.get_pointer_to_function(info.name)))
+            keepalive.append((cres.library, info.env))
+        return _internal.fromfunc(
+            self.py_func.__name__, self.py_func.__doc__, func_list, type_list,
+            len(self.sin), len(self.sout), [None] * len(func_list), keepalive,
+            self.identity, self.signature)
+
+
+def _gufunc_dtypenums(signature):
+    from numba.core import types
+    from numba.np.numpy_support import as_dtype
+    return [as_dtype(a.dtype if isinstance(a, types.Array) else a).num for a in signature.args]
 
 
 # ---- install ---------------------------------------------------------------
@@ -463,7 +597,12 @@ def _patch_numba() -> None:
     _patch(ccallback.CFunc, "compile", _cfunc_compile, ("CFunc", "compile"))
     _patch(ufuncbuilder.UFuncDispatcher, "enable_caching", ufunc_enable,
            ("UFuncDispatcher", "enable_caching"))
+    _patch(ufuncbuilder.UFuncDispatcher, "_compile_core", _ufunc_compile_core,
+           ("UFuncDispatcher", "_compile_core"))
     _patch(wrappers, "GufWrapperCache", GufWrapperCache, ("wrappers", "GufWrapperCache"))
+    _patch(wrappers._GufuncWrapper, "build", _guf_wrapper_build, ("_GufuncWrapper", "build"))
+    _patch(ufuncbuilder.GUFuncBuilder, "build_ufunc", _gufunc_build_ufunc,
+           ("GUFuncBuilder", "build_ufunc"))
 
 
 def install(directory: str | None = None, redis: str | None = None, *,
@@ -492,45 +631,50 @@ def install(directory: str | None = None, redis: str | None = None, *,
         old, _state = _state, new
         _patch_numba()
     if old is not None:
-        old.cache.close(abandon=True)
+        old.close()
     if export:
         env = {
-            "CLOSURE_CACHE_NUMBA_DIR": options["directory"], "CLOSURE_CACHE_NUMBA_REDIS": redis,
-            "CLOSURE_CACHE_NUMBA_REDIS_PREFIX": redis_prefix,
-            "CLOSURE_CACHE_NUMBA_MAX_BYTES": None if max_bytes is None else str(max_bytes),
-            "CLOSURE_CACHE_NUMBA_SIGNING_KEY_FILE": signing_key_file,
-            "CLOSURE_CACHE_NUMBA_TRUSTED_KEY_FILES": ":".join(trusted_key_files) or None,
-            "CLOSURE_CACHE_NUMBA_TRUST_UNSIGNED": "1" if trust_unsigned else None,
-            "CLOSURE_CACHE_NUMBA_ALLOW_UNTESTED": "1" if allow_untested else None,
+            "DIR": options["directory"], "REDIS": redis, "REDIS_PREFIX": redis_prefix,
+            "MAX_BYTES": None if max_bytes is None else str(max_bytes),
+            "LOCK_WAIT_MS": None if lock_wait_ms is None else str(lock_wait_ms),
+            "SIGNING_KEY_FILE": signing_key_file,
+            "TRUSTED_KEY_FILES": ":".join(trusted_key_files) or None,
+            "TRUST_UNSIGNED": "1" if trust_unsigned else None,
+            "ALLOW_UNTESTED": "1" if allow_untested else None,
         }
         for k, v in env.items():
-            os.environ.pop("CCACHE_NUMBA_" + k[len("CLOSURE_CACHE_NUMBA_"):], None)  # old name
+            os.environ.pop(_OLD_PREFIX + k, None)
             if v:
-                os.environ[k] = v
+                os.environ[_PREFIX + k] = v
             else:
-                os.environ.pop(k, None)
+                os.environ.pop(_PREFIX + k, None)
     return new.cache
 
 
+_PREFIX = "CLOSURE_CACHE_NUMBA_"
+_OLD_PREFIX = "CCACHE_NUMBA_"  # deprecated aliases, read when the new name is unset
+
+
 def _env(name: str) -> str | None:
-    """CLOSURE_CACHE_NUMBA_<name>, or the name it had before,
-    CCACHE_NUMBA_<name> (still read; the new name wins)."""
-    return (os.environ.get("CLOSURE_CACHE_NUMBA_" + name)
-            or os.environ.get("CCACHE_NUMBA_" + name) or None)
+    """CLOSURE_CACHE_NUMBA_<name>, else its deprecated alias CCACHE_NUMBA_<name>."""
+    e = os.environ
+    v = e.get(_PREFIX + name)
+    return v if v is not None else e.get(_OLD_PREFIX + name)
 
 
 def install_from_env() -> ccache.Cache | None:
-    """install() from the CLOSURE_CACHE_NUMBA_* variables (or their old
-    CCACHE_NUMBA_* names); None when neither CLOSURE_CACHE_NUMBA_DIR nor
-    CLOSURE_CACHE_NUMBA_REDIS is set."""
+    """install() from the CLOSURE_CACHE_NUMBA_* variables (or their
+    deprecated CCACHE_NUMBA_* aliases); None when neither
+    CLOSURE_CACHE_NUMBA_DIR nor CLOSURE_CACHE_NUMBA_REDIS is set."""
     if not _env("DIR") and not _env("REDIS"):
         return None
-    mb = _env("MAX_BYTES")
+    mb, wait = _env("MAX_BYTES"), _env("LOCK_WAIT_MS")
     files = [f for f in (_env("TRUSTED_KEY_FILES") or "").split(":") if f]
-    return install(_env("DIR"), _env("REDIS"),
-                   redis_prefix=_env("REDIS_PREFIX"),
+    return install(_env("DIR") or None, _env("REDIS") or None,
+                   redis_prefix=_env("REDIS_PREFIX") or None,
                    max_bytes=int(mb) if mb else None,
-                   signing_key_file=_env("SIGNING_KEY_FILE"),
+                   lock_wait_ms=int(wait) if wait else None,
+                   signing_key_file=_env("SIGNING_KEY_FILE") or None,
                    trusted_key_files=files,
                    trust_unsigned=_env("TRUST_UNSIGNED") == "1",
                    allow_untested=_env("ALLOW_UNTESTED") == "1", export=False)
@@ -543,16 +687,32 @@ def uninstall() -> None:
     from numba.np.ufunc import ufuncbuilder, wrappers
 
     owners = {"Dispatcher": dispatcher.Dispatcher, "CFunc": ccallback.CFunc,
-              "UFuncDispatcher": ufuncbuilder.UFuncDispatcher, "wrappers": wrappers}
+              "UFuncDispatcher": ufuncbuilder.UFuncDispatcher, "wrappers": wrappers,
+              "_GufuncWrapper": wrappers._GufuncWrapper,
+              "GUFuncBuilder": ufuncbuilder.GUFuncBuilder}
     with _state_lock:
         for (owner, name), v in _orig.items():
             setattr(owners[owner], name, v)
         _orig.clear()
         old, _state = _state, None
     if old is not None:
-        old.cache.close(abandon=True)
+        old.close()
 
 
 def installed() -> ccache.Cache | None:
-    """The Cache numba compiles go through, or None."""
+    """The Cache top-level numba compiles go through, or None.  (Nested
+    compiles, made while numba holds its lock, go through a second Cache on
+    the same tiers whose lock waits are 0; stats() counts both.)"""
     return _state.get() if _state else None
+
+
+def stats() -> dict | None:
+    """The counters of every compile ccache.numba made in this process: the
+    fields of ccache.Stats summed over installed() and the cache of nested
+    compiles (the *_max fields: their maximum).  None when not installed."""
+    if _state is None:
+        return None
+    caches = [_state.get()] + ([_state._nested] if _state._nested is not None else [])
+    all_stats = [c.stats() for c in caches]
+    return {f: (max if f.endswith("_max") else sum)(getattr(st, f) for st in all_stats)
+            for f in ccache.Stats.__match_args__}

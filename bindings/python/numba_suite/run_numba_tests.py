@@ -9,16 +9,17 @@ fresh temporary directory); install() exports CLOSURE_CACHE_NUMBA_DIR, so the
 subprocesses and multiprocessing workers the test starts install the same
 cache through the package's .pth hook.
 
-Two helpers of numba's tests count numba's own files: check_pycache (the
-index and data files in __pycache__) and check_later_mtimes (their
-modification times).  ccache.numba writes none of them, so by default they
+Helpers of numba's tests count numba's own files: check_pycache (the
+index and data files in __pycache__), check_later_mtimes (their
+modification times) and, for the ufunc tests, check_cache_saved /
+check_cache_loaded (numba's file-cache debug lines).  ccache.numba writes none of them, so by default they
 are replaced by no-ops here, and the behavioural assertions of the same tests
 (results, hit and miss counts, warnings, subprocesses, pools) decide; with
 --file-checks they stay (README.md lists what fails then, and why).
 
 usage: python3 run_numba_tests.py [--write] [--file-checks] [--verbose] [MODULE ...]
   default modules: numba.tests.test_caching numba.tests.test_parfors_caching
-                   numba.tests.test_threadsafety
+                   numba.tests.test_threadsafety numba.tests.npyufunc.test_caching
   --write    rewrite the expected list from this run instead of comparing
 """
 import os
@@ -32,7 +33,7 @@ EXPECTED = os.path.join(HERE, "expected.txt")
 if "--file-checks" in sys.argv:
     EXPECTED = os.path.join(HERE, "expected-file-checks.txt")
 MODULES = ["numba.tests.test_caching", "numba.tests.test_parfors_caching",
-           "numba.tests.test_threadsafety"]
+           "numba.tests.test_threadsafety", "numba.tests.npyufunc.test_caching"]
 
 
 class Result(unittest.TextTestResult):
@@ -102,6 +103,15 @@ def main():
 
         test_caching.BaseCacheTest.check_pycache = no_file_count
         test_caching.TestCacheWithCpuSetting.check_later_mtimes = no_mtimes
+        # The ufunc cache tests count numba's "[cache] data saved/loaded"
+        # debug lines (NUMBA_DEBUG_CACHE, printed by numba's file cache).
+        from numba.tests.npyufunc import test_caching as ufunc_caching
+
+        def no_log_count(self, cachelog, count):
+            pass
+
+        ufunc_caching.UfuncCacheTest.check_cache_saved = no_log_count
+        ufunc_caching.UfuncCacheTest.check_cache_loaded = no_log_count
     suite = unittest.defaultTestLoader.loadTestsFromNames(modules)
     t0 = time.monotonic()
     runner = unittest.TextTestRunner(resultclass=Result, verbosity=2 if "--verbose" in sys.argv else 1,

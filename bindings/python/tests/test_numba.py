@@ -20,9 +20,9 @@ def run(tmp_path, code, cache_dir=None, env_extra=None, wait=True):
     mods = tmp_path / "mods"
     mods.mkdir(exist_ok=True)
     env = dict(os.environ)
-    for k in [k for k in env if k.startswith(("CLOSURE_CACHE_NUMBA_", "CCACHE_NUMBA_"))]:
-        env.pop(k)
-    env.pop("NUMBA_CACHE_DIR", None)
+    for k in ("CLOSURE_CACHE_NUMBA_DIR", "CLOSURE_CACHE_NUMBA_REDIS", "CCACHE_NUMBA_DIR",
+              "CCACHE_NUMBA_REDIS", "NUMBA_CACHE_DIR"):
+        env.pop(k, None)
     env["PYTHONPATH"] = str(mods)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if cache_dir:
@@ -67,9 +67,9 @@ def test_cold_then_warm_process(tmp_path):
     code = STATS + """
 import json, k, ccache.numba
 r = k.twice(20)
-s = ccache.numba.installed().stats()
-print(json.dumps({"r": r, "stats": stats(k.twice, k.add1), "compiles": s.program_compiles,
-                  "tier_hits": s.tier_hits, "path": k.twice.stats.cache_path}))
+s = ccache.numba.stats()  # add1 is compiled nested (while twice is typed): both caches
+print(json.dumps({"r": r, "stats": stats(k.twice, k.add1), "compiles": s["program_compiles"],
+                  "tier_hits": s["tier_hits"], "path": k.twice.stats.cache_path}))
 """
     cold = run(tmp_path, code, tmp_path / "c")
     assert cold["r"] == 42 and cold["stats"] == {"twice": [0, 1], "add1": [0, 1]}
@@ -312,20 +312,37 @@ print(json.dumps({"mod": dispatcher.Dispatcher.enable_caching.__module__,
     assert run(tmp_path, code, tmp_path / "c") == {"mod": "ccache.numba", "ccache_imported": True}
 
 
-def test_old_variable_names_still_install(tmp_path):
-    """CCACHE_NUMBA_DIR (the name before CLOSURE_CACHE_NUMBA_DIR) still
-    installs through the hook; the new name wins when both are set."""
+def test_variables_and_their_deprecated_aliases(tmp_path):
+    """CLOSURE_CACHE_NUMBA_* are read, CCACHE_NUMBA_* too when the new name is
+    unset (the new one wins); install() exports the new names only."""
     code = """
-import json, os, numba
+import json, os, numba, ccache.numba
 from numba.core import dispatcher
-import ccache.numba as cn
+c = ccache.numba.installed()
 print(json.dumps({"mod": dispatcher.Dispatcher.enable_caching.__module__,
-                  "dir": cn._state.options["directory"] if cn._state else None}))
+                  "where": ccache.numba._state.where if c else None,
+                  "wait": ccache.numba._state.options["lock_wait_ms"] if c else None,
+                  "env": sorted(k for k in os.environ if "NUMBA_" in k and "CACHE" in k)}))
 """
-    old = run(tmp_path, code, env_extra={"CCACHE_NUMBA_DIR": str(tmp_path / "old")})
-    assert old == {"mod": "ccache.numba", "dir": str(tmp_path / "old")}
-    both = run(tmp_path, code, tmp_path / "new", {"CCACHE_NUMBA_DIR": str(tmp_path / "old")})
-    assert both == {"mod": "ccache.numba", "dir": str(tmp_path / "new")}
+    new = run(tmp_path, code, env_extra={"CLOSURE_CACHE_NUMBA_DIR": str(tmp_path / "new"),
+                                         "CLOSURE_CACHE_NUMBA_LOCK_WAIT_MS": "1234"})
+    assert new == {"mod": "ccache.numba", "where": str(tmp_path / "new"), "wait": 1234,
+                   "env": ["CLOSURE_CACHE_NUMBA_DIR", "CLOSURE_CACHE_NUMBA_LOCK_WAIT_MS"]}
+    old = run(tmp_path, code, env_extra={"CCACHE_NUMBA_DIR": str(tmp_path / "old"),
+                                         "CCACHE_NUMBA_LOCK_WAIT_MS": "99"})
+    assert old == {"mod": "ccache.numba", "where": str(tmp_path / "old"), "wait": 99,
+                   "env": ["CCACHE_NUMBA_DIR", "CCACHE_NUMBA_LOCK_WAIT_MS"]}
+    both = run(tmp_path, code, env_extra={"CCACHE_NUMBA_DIR": str(tmp_path / "old"),
+                                          "CLOSURE_CACHE_NUMBA_DIR": str(tmp_path / "new")})
+    assert both["where"] == str(tmp_path / "new")
+    # install() exports the new names (for subprocesses) and drops the old ones.
+    exported = run(tmp_path, """
+import json, os, ccache.numba
+ccache.numba.install(os.environ["WHERE"], lock_wait_ms=500)
+print(json.dumps(sorted((k, v) for k, v in os.environ.items() if "CACHE_NUMBA_" in k)))
+""", env_extra={"WHERE": str(tmp_path / "x"), "CCACHE_NUMBA_REDIS_PREFIX": "stale"})
+    assert exported == [["CLOSURE_CACHE_NUMBA_DIR", str(tmp_path / "x")],
+                        ["CLOSURE_CACHE_NUMBA_LOCK_WAIT_MS", "500"]]
 
 
 def test_cfunc_racing_processes_compile_once(tmp_path):
@@ -343,3 +360,124 @@ print(json.dumps({"r": cf.triple.ctypes(5), "hits": cf.triple.cache_hits}))
     outs = [finish(p) for p in procs]
     assert [o["r"] for o in outs] == [15, 15, 15]
     assert sorted(o["hits"] for o in outs) == [0, 1, 1]  # one process compiled
+
+
+UFUNC_MOD = """
+    from numba import vectorize, guvectorize
+    @vectorize(["float64(float64)"], cache=True)
+    def vf(x):
+        return x + 0.5
+    @guvectorize(["void(float64[:], float64[:])"], "(n)->(n)", cache=True)
+    def gf(a, out):
+        for i in range(a.shape[0]):
+            out[i] = a[i] * 3.0
+    """
+
+# Counts numba's compiles of a ufunc kernel (compile_extra) and of a gufunc
+# wrapper (_build_wrapper) in this process, each made slow (1 s) so that
+# racing processes overlap; a file barrier starts the imports together.
+COUNT_AND_BARRIER = """
+import json, os, time
+from numba.core import compiler
+from numba.np.ufunc import wrappers
+counts = {"kernel": 0, "wrapper": 0}
+_ce, _bw = compiler.compile_extra, wrappers._GufuncWrapper._build_wrapper
+def compile_extra(*a, **k):
+    counts["kernel"] += 1
+    time.sleep(1)
+    return _ce(*a, **k)
+def build_wrapper(self, *a, **k):
+    counts["wrapper"] += 1
+    time.sleep(1)
+    return _bw(self, *a, **k)
+compiler.compile_extra = compile_extra
+wrappers._GufuncWrapper._build_wrapper = build_wrapper
+flags, n = os.environ["FLAGS"], int(os.environ["N"])
+open(os.path.join(flags, "ready-%d" % os.getpid()), "w").close()
+deadline = time.monotonic() + 240
+while (sum(f.startswith("ready-") for f in os.listdir(flags)) < n
+       and time.monotonic() < deadline):
+    time.sleep(0.01)
+"""
+
+
+def test_vectorize_guvectorize_racing_processes_compile_once(tmp_path):
+    write(tmp_path, "u.py", UFUNC_MOD)
+    (tmp_path / "flags").mkdir()
+    env = {"FLAGS": str(tmp_path / "flags"), "N": "3"}
+    code = COUNT_AND_BARRIER + """
+import numpy as np, u
+a = np.arange(3.0)
+print(json.dumps({"r": [list(u.vf(a)), list(u.gf(a))], "counts": counts}))
+"""
+    procs = [run(tmp_path, code, tmp_path / "c", env, wait=False) for _ in range(3)]
+    outs = [finish(p) for p in procs]
+    assert all(o["r"] == [[0.5, 1.5, 2.5], [0.0, 3.0, 6.0]] for o in outs), outs
+    # One compile per machine: vf's kernel and gf's kernel once, gf's wrapper once.
+    total = {k: sum(o["counts"][k] for o in outs) for k in ("kernel", "wrapper")}
+    assert total == {"kernel": 2, "wrapper": 1}, outs
+    # A warm process compiles nothing.
+    (tmp_path / "flags" / "warm").mkdir()
+    warm = run(tmp_path, code, tmp_path / "c", {"FLAGS": str(tmp_path / "flags" / "warm"),
+                                               "N": "1"})
+    assert warm["counts"] == {"kernel": 0, "wrapper": 0}
+
+
+def test_nested_callee_does_not_wait_for_another_process(tmp_path):
+    write(tmp_path, "nest.py", """
+        from numba import njit
+        @njit(cache=True)
+        def g(x):
+            return x + 7
+        @njit(cache=True)
+        def f(x):
+            return g(x) * 2
+        @njit
+        def warm(x):
+            return x
+        """)
+    flags = {"FLAGS": str(tmp_path)}
+    # The first process compiles g() at top level and holds it (numba's
+    # lock and the directory tier's compile lock for g) for up to 90 s,
+    # until the file "release" appears.
+    first = run(tmp_path, """
+import json, os, time, nest
+from numba.core import event as ev
+flags = os.environ["FLAGS"]
+class Hold(ev.Listener):
+    def on_start(self, event):
+        open(os.path.join(flags, "compiling"), "w").close()
+        deadline = time.monotonic() + 90
+        while not os.path.exists(os.path.join(flags, "release")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    def on_end(self, event):
+        pass
+ev.register("numba:compile", Hold())
+print(json.dumps({"r": nest.g(1), "g": [sum(nest.g.stats.cache_hits.values()),
+                                        sum(nest.g.stats.cache_misses.values())]}))
+""", tmp_path / "c", flags, wait=False)
+    deadline = time.monotonic() + TIMEOUT
+    while not (tmp_path / "compiling").exists():
+        if time.monotonic() > deadline or first.poll() is not None:
+            pytest.fail("the first process never started compiling")
+        time.sleep(0.05)
+    # The second process compiles f(), whose typing compiles g() (nested,
+    # numba's lock held).  It must not wait for the first process's g():
+    # it compiles g() itself.  (Its tier waits up to 200 s, so a wait would
+    # last until the first process lets go.)
+    second = run(tmp_path, """
+import json, os, time, ccache.numba, nest
+ccache.numba.install(os.environ["CLOSURE_CACHE_NUMBA_DIR"], lock_wait_ms=200000)
+nest.warm(1)  # numba's first compile of the process (its set-up) is done here
+t0 = time.monotonic()
+r = nest.f(1)
+took = time.monotonic() - t0
+open(os.path.join(os.environ["FLAGS"], "release"), "w").close()
+st = lambda fn: [sum(fn.stats.cache_hits.values()), sum(fn.stats.cache_misses.values())]
+print(json.dumps({"r": r, "took": took, "f": st(nest.f), "g": st(nest.g)}))
+""", tmp_path / "c", flags, wait=False)
+    s = finish(second)
+    f = finish(first)
+    assert f == {"r": 8, "g": [0, 1]}
+    assert (s["r"], s["f"], s["g"]) == (16, [0, 1], [0, 1]), s
+    assert s["took"] < 60, s
