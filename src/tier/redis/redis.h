@@ -150,14 +150,19 @@ typedef struct ccache__rpool {
   pid_t pid; /* the creating process: a fork child never uses the connections */
 
   _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes,
-      idle_closed, watch_events, watch_asks;
+      idle_closed, watch_events, watch_asks, idle_expired;
   ccache__rwatch *watch; /* Sentinel mode: the watcher (redis_watch.c), NULL otherwise */
   uint64_t reask_ms;     /* the watcher's re-ask period while subscribed
                             (CCACHE__REDIS_REASK_MS; tests set it before the first command) */
-/* A lookup that misses on a key's first live server reads the servers after
- * it only if this process saw that server fail within this window (ms):
- * only then may an entry have been written past it (tier_redis.c). */
-#define CCACHE__REDIS_FALLBACK_WINDOW_MS 600000u
+
+  /* Closing unused connections (redis_idle.c). */
+  uint64_t idle_close_ms; /* CCACHE_UNBOUNDED: never */
+  bool reaper_made;       /* reap_mu and reaper were initialised */
+  ccache__mutex reap_mu;
+  ccache__worker reaper;    /* under reap_mu: the closing thread */
+  bool reap_woken;          /* under reap_mu: a connection came back meanwhile */
+  _Atomic bool reap_parked; /* the thread sleeps with no deadline (or never ran):
+                                 a connection given back must wake it */
 
   ccache__mutex err_mu;
   char last_error[256]; /* under err_mu: the most recent failure, one line */
