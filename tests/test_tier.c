@@ -1324,8 +1324,9 @@ static void tier_health_reports_each_tier(void **state) {
   h.size = CCACHE_TIER_HEALTH_SIZE_V1 - 1;
   assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_EINVAL);
   /* 0.2.0's layout, the first (every field up to failovers), is the
-   * smallest accepted, and its fields are all written. */
-  assert_int_equal(CCACHE_TIER_HEALTH_SIZE_V1, sizeof h);
+   * smallest accepted, and its fields are all written; leases_retaken is
+   * appended right after it. */
+  assert_int_equal(CCACHE_TIER_HEALTH_SIZE_V1, offsetof(ccache_tier_health, leases_retaken));
   memset(&h, 0xAB, sizeof h);
   h.size = CCACHE_TIER_HEALTH_SIZE_V1;
   assert_int_equal(ccache_tier_health_get(r.c, 0, 0, &h), CCACHE_OK);

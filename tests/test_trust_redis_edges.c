@@ -25,7 +25,8 @@
 
 #include "redis_tier_support.h"
 #include "tier/tier.h"
-#include "tier/tier_trust.h" /* CCACHE__LEASE_TOKEN */
+#include "tier/redis/tier_redis.h" /* ccache__redis: saw_first_fail */
+#include "tier/tier_trust.h"       /* CCACHE__LEASE_TOKEN */
 #include "trust_support.h"
 
 #define TAG     "edges-redis-tag"
@@ -74,6 +75,7 @@ typedef struct rcache {
   ccache *c;
   t_codec tc;
   t_ctx ctx;
+  ccache__redis *r; /* the tier's state, for saw_first_fail */
 } rcache;
 
 /* A cache over a Redis tier on servers (prefix; tag; t: trust, NULL for
@@ -93,6 +95,7 @@ static void open_as(rcache *rc, const char *servers, const char *prefix, const c
   o.reconnect_max_ms = 20;
   ccache_tier *tier = NULL;
   assert_int_equal(ccache_tier_redis(&o, &tier), CCACHE_OK);
+  rc->r = tier->state;
   ccache_codec k = t_codec_make(&rc->tc, PAYLOAD); /* copied by the open */
   ccache_config cfg;
   t_config(&cfg, &rc->ctx);
@@ -109,6 +112,17 @@ static void open_as(rcache *rc, const char *servers, const char *prefix, const c
 
 static void open_c(rcache *rc, const char *servers, ccache_trust *t) {
   open_as(rc, servers, "ccache", TAG, t, 10000, 3000);
+}
+
+/* As if this cache had just seen the first server of the list fail: a
+ * lookup that misses there reads on (the fallback rule: only a process that
+ * saw a key's first server fail may find a copy past it), which is how an
+ * entry on the second server is found while the first is up. */
+static void saw_first_fail(rcache *rc) {
+  ccache__rserver *s = &rc->r->pool.servers[0];
+  ccache__lock(&s->server_mu);
+  s->down_seen_ms = ccache__rmono_ms();
+  ccache__unlock(&s->server_mu);
 }
 
 static ccache_trust *writer_trust(void) { return tr_trust(keys, "signer", NULL); }
@@ -195,6 +209,7 @@ static void fallback_forged_entry_not_copied(void **state) {
   long long before = set_calls(&s[0]);
   rcache w;
   open_c(&w, list, writer_trust());
+  saw_first_fail(&w);
   t_compiler comp = {0};
   int id = t_goc(w.c, PK(k), &comp, CCACHE_OK);
   ccache_stats st = t_stats(w.c);
@@ -232,6 +247,7 @@ static void fallback_corrupt_entry_not_copied(void **state) {
   long long before = set_calls(&s[0]);
   rcache u;
   open_c(&u, list, NULL);
+  saw_first_fail(&u);
   t_compiler comp = {0};
   int id = t_goc(u.c, PK(k), &comp, CCACHE_OK);
   ccache_stats st = t_stats(u.c);
@@ -260,6 +276,7 @@ static void fallback_reader_copies_nothing(void **state) {
   long long before = set_calls(&s[0]);
   rcache rd;
   open_c(&rd, list, reader_trust());
+  saw_first_fail(&rd);
   t_compiler comp = {0};
   int id = t_goc(rd.c, PK(k), &comp, CCACHE_OK);
   long long sets = set_calls(&s[0]) - before;
@@ -292,6 +309,7 @@ static void fallback_verified_hit_copied_once(void **state) {
   for (int round = 0; round < 2; round++) {
     rcache w;
     open_c(&w, list, writer_trust());
+    saw_first_fail(&w);
     t_compiler comp = {0};
     assert_int_equal(t_goc(w.c, PK(k), &comp, CCACHE_OK), (int)k);
     assert_int_equal(comp.calls, 0);
