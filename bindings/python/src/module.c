@@ -380,7 +380,8 @@ PyTypeObject pyc_FingerprintType = {
 #define PYC_FIELD(name) {#name, NULL},
 static PyStructSequence_Field stats_fields[] = {PYC_STATS_FIELDS(PYC_FIELD){NULL, NULL}};
 static PyStructSequence_Desc stats_desc = {
-    "ccache.Stats", "A statistics snapshot (ccache_stats; each field: docs/api/cache.md, Statistics).",
+    "ccache.Stats",
+    "A statistics snapshot (ccache_stats; each field: docs/api/cache.md, Statistics).",
     stats_fields, (int)(sizeof stats_fields / sizeof stats_fields[0]) - 1};
 
 static PyStructSequence_Field event_fields[] = {

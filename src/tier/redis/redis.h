@@ -39,18 +39,18 @@
 struct redisContext;
 struct redisReply;
 
-#define CCACHE__REDIS_MAX_SERVERS    64  /* entries in one server list */
-#define CCACHE__REDIS_IDLE_MAX       8   /* idle connections kept per server */
-#define CCACHE__REDIS_MAX_PREFIX     256 /* bytes of key prefix (and of namespace) */
+#define CCACHE__REDIS_MAX_SERVERS        64  /* entries in one server list */
+#define CCACHE__REDIS_IDLE_MAX           8   /* idle connections kept per server */
+#define CCACHE__REDIS_MAX_PREFIX         256 /* bytes of key prefix (and of namespace) */
 /* Bytes of an entry the lookup's first round trip reads (with its STRLEN):
  * entries up to this size cost one round trip, longer ones two. */
-#define CCACHE__REDIS_PREFIX_READ    ((uint64_t)128 << 10)
+#define CCACHE__REDIS_PREFIX_READ        ((uint64_t)128 << 10)
 /* Sentinel mode: the watcher re-asks the Sentinels this often (ms) while
  * subscribed to +switch-master, whatever the subscription says, and at
  * most _UNSUB_MS apart while no Sentinel takes the subscription
  * (redis_watch.c). */
-#define CCACHE__REDIS_REASK_MS       60000
-#define CCACHE__REDIS_REASK_UNSUB_MS 5000
+#define CCACHE__REDIS_REASK_MS           60000
+#define CCACHE__REDIS_REASK_UNSUB_MS     5000
 /* A lookup that misses on a key's first live server reads the servers after
  * it only if this process saw that server fail within this window (ms):
  * only then may an entry have been written past it (tier_redis.c). */
