@@ -385,11 +385,11 @@ defmodule CCacheTest do
     Supervisor.stop(sup)
   end
 
-  # ---- issue 38
+  # ---- native programs shared by processes, references, flights, options
 
   # Issue 38 item 1: the README's 30-layer recipe, each layer in its own
   # process (the compiler gets its program term, the others a reference).
-  test "issue 38: 30 layers compiled in 30 processes give 30 native sites sharing one program" do
+  test "30 layers compiled in 30 processes give 30 native sites sharing one program" do
     c = start(:t_layers30)
     before = Native.destroyed()
     structural = {:decoder_layer, {1, 512}, :f32}
@@ -421,7 +421,7 @@ defmodule CCacheTest do
     assert {Native.destroyed() - before, stats(c).natives_destroyed} == {1, 1}
   end
 
-  test "issue 38: a reference put under another key is that value, never a silent copy" do
+  test "a reference put under another key is that value, never a silent copy" do
     c = start(:t_ref_put)
     :ok = CCache.put(:a, %{w: [1, 2, 3]}, cache: c)
     {:ok, r} = CCache.fetch(:a, cache: c, as: :ref)
@@ -445,7 +445,7 @@ defmodule CCacheTest do
 
   # Issue 38 item 4: the entry a compile just put can be evicted before the
   # fetch that followed the put (main: ~5% of the calls missed).
-  test "issue 38: get_or_compile as: :ref never answers a miss for what it just compiled" do
+  test "get_or_compile as: :ref never answers a miss for what it just compiled" do
     c = start(:t_goc_evict, max_items: 1)
     w = CCache.key(:writer)
     writers = for _ <- 1..2, do: spawn(fn -> write_forever(c, w) end)
@@ -465,7 +465,7 @@ defmodule CCacheTest do
   end
 
   # Issue 38 item 3: the smaller surprises.
-  test "issue 38: set_limits accepts what limits returns (a map) and a keyword list" do
+  test "set_limits accepts what limits returns (a map) and a keyword list" do
     c = start(:t_limits_map, max_items: 10)
     l = CCache.limits(c)
     assert CCache.set_limits(c, l) == :ok
@@ -475,7 +475,7 @@ defmodule CCacheTest do
     assert_raise ArgumentError, fn -> CCache.set_limits(c, bogus: 1) end
   end
 
-  test "issue 38: ref_info answers for every value get_or_compile returns" do
+  test "ref_info answers for every value get_or_compile returns" do
     c = start(:t_ref_info_all)
     # the compiler, as: :copy: its own term, and its own program term
     {:ok, t} = CCache.get_or_compile(:t, fn -> {:ok, {:a, 1}} end, cache: c)
@@ -489,7 +489,7 @@ defmodule CCacheTest do
     assert {CCache.value(p), CCache.value(tr)} == {{:ok, p}, {:ok, {:a, 1}}}
   end
 
-  test "issue 38: the docs of each call say what it returns; value/1 shows {:ok, term}" do
+  test "the docs of each call say what it returns; value/1 shows {:ok, term}" do
     {:docs_v1, _, _, _, _, _, docs} = Code.fetch_docs(CCache)
     doc = fn f, a -> for({{:function, ^f, ^a}, _, _, %{"en" => d}, _} <- docs, do: d) |> Enum.join() end
     assert doc.(:value, 1) =~ "{:ok, term}"
@@ -500,7 +500,7 @@ defmodule CCacheTest do
     end
   end
 
-  test "issue 38: a stopped cache frees its name; 200 caches, one per test, reach no limit" do
+  test "a stopped cache frees its name; 200 caches, one per test, reach no limit" do
     # other tests' program terms die first (the destroy count is global)
     Enum.each(Process.list(), &:erlang.garbage_collect/1)
     Process.sleep(50)
@@ -535,7 +535,7 @@ defmodule CCacheTest do
     assert Native.destroyed() - before == 1
   end
 
-  test "issue 38: stopping a cache answers the processes waiting on its flights" do
+  test "stopping a cache answers the processes waiting on its flights" do
     {:ok, _} = CCache.start_link(name: :t_stop_flight)
     n = :counters.new(1, [])
     fun = gated(n, fn -> {:ok, :late} end)
@@ -549,7 +549,7 @@ defmodule CCacheTest do
     assert result_of(comp) == {:error, :no_cache}
   end
 
-  test "issue 38: options from the application environment (config :my_app, MyCache, ...)" do
+  test "options from the application environment (config :my_app, MyCache, ...)" do
     Application.put_env(:ccache_test_app, :t_env_cache, max_items: 7, ttl: 1000)
     start_supervised!({CCache, name: :t_env_cache, otp_app: :ccache_test_app, ttl: 2000})
     assert CCache.limits(:t_env_cache) == %{max_items: 7, ttl: 2000, inline_max: 8192}
@@ -559,7 +559,7 @@ defmodule CCacheTest do
   end
 
   # Issue 38 item 6: keys from terms that others choose.
-  test "issue 38: keys: :strong compares all 256 bits (BLAKE2b-256 keys); every call works on it" do
+  test "keys: :strong compares all 256 bits (BLAKE2b-256 keys); every call works on it" do
     c = start(:t_strong, keys: :strong)
     k = CCache.key({:tenant, 1, %{op: :matmul}}, cache: c)
     assert {byte_size(k), byte_size(CCache.key(:x)), CCache.key(:x, keys: :strong) == CCache.key(:x, cache: c)} == {32, 16, true}

@@ -99,7 +99,7 @@ defmodule CCacheLongScheduleTest do
     assert :fetch_copy in labels
   end
 
-  # ---- issue 38 item 5: 100,000 processes missing one key
+  # ---- 100,000 processes missing one key
 
   # Spawn n processes running f, run middle.() once they are all waiting,
   # then collect every answer (bounded) and the long_schedule reports over
@@ -138,7 +138,7 @@ defmodule CCacheLongScheduleTest do
 
   @crowd 100_000
   @tag timeout: 600_000
-  test "issue 38: 100,000 processes missing one key: joins O(1), the finish in slices (vs 100,000 plain waiters)" do
+  test "100,000 processes missing one key: joins O(1), the finish in slices (vs 100,000 plain waiters)" do
     start_supervised!({CCache, name: :ls_crowd})
     me = self()
 
