@@ -93,13 +93,21 @@ def test_redis_tier_is_refused_without_keys_safe_by_default(redis_server, codec)
 
 
 def test_redis_tier_with_trust_unsigned(redis_server, codec):
+    # Generous timeouts: a loaded CI machine may not schedule the server
+    # within the defaults (200 ms connect, 1 s command), and a timed-out
+    # write or read is a tier error that compiles again by design.
     def cache():
-        return ccache.Cache(tiers=[ccache.RedisTier(redis_server, prefix="t")], codec=codec,
-                            trust_unsigned=True, tier_min_compile_us=0)
+        tier = ccache.RedisTier(redis_server, prefix="t", connect_timeout_ms=10000,
+                                command_timeout_ms=10000)
+        return ccache.Cache(tiers=[tier], codec=codec, trust_unsigned=True,
+                            tier_min_compile_us=0)
     with cache() as a:
         a.program(ccache.key("r"), lambda: [1, 2, 3]).release()
+        sa = a.stats()
+        assert (sa.tier_writes, sa.tier_errors) == (1, 0)
     with cache() as b:
-        p = b.program(ccache.key("r"), lambda: pytest.fail("compiled again"))
+        p = b.program(ccache.key("r"),
+                      lambda: pytest.fail("compiled again: %r" % (b.stats(),)))
         assert p.native == [1, 2, 3]
         p.release()
         assert b.stats().tier_hits == 1
