@@ -463,7 +463,9 @@ static _Atomic int *xstop;
 static void *xwriter(void *p) {
   xarg *a = p;
   for (int i = 0; !atomic_load(xstop); i++) {
-    if (i == XOPS) atomic_store(xstop, 1);
+    /* Stop after XOPS once some cleaner has scanned while writes go on (a
+     * slow sanitizer run may start its cleaners late), or at 50 x XOPS. */
+    if (i >= XOPS && (atomic_load(xscans) > 0 || i >= 50 * XOPS)) atomic_store(xstop, 1);
     ccache_key k = XK(lcg(&a->seed) % XKEYS);
     if (lcg(&a->seed) % 10 < 8) {
       size_t len = 64 + lcg(&a->seed) % (XMAXLEN - 64);
