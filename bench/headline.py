@@ -23,7 +23,7 @@ ROWS = [
     ("sweep of 10 expired of 1k, another thread reading", "a sweep while another thread reads: membarrier / fenced"),
     ("P6 bytes per closure entry, 1M entries", "bytes per closure entry, 1M entries"),
     ("slowest of 1000 misses, 101000-entry directory", "directory tier at its cap: slowest miss / uncapped"),
-    ("Redis tier fetch", "Redis tier fetch / loopback GET of the same bytes"),
+    ("Redis tier fetch (GET + check, no load)", "Redis tier fetch / loopback GET of the same bytes"),
     ("kernel_jit disk tier fetch + load of a kernel vs its compile", "kernel_jit: compile / directory-tier fetch + load"),
     ("kernel_jit Redis tier (no disk tier) fetch + load", "kernel_jit: compile / Redis-tier fetch + load"),
     ("callgrind: instructions per Rust hit", "Rust hit / C hit, instructions"),
@@ -54,14 +54,15 @@ def main():
         for line in f:
             if line.startswith("- machine:"):
                 cpu = line.split(":", 1)[1].split(";")[0].strip()
-                print(f"Measured on {cpu} (bench/RESULTS.md names the run).\n")
+                print(f"Measured on {cpu}, by the run bench/RESULTS.md describes (its date and commit).\n")
                 break
     print("| figure | measured | ratio: median [min, max] (reps) | target | status |")
     print("|---|---|---|---|---|")
+    missing = []
     for prefix, label in ROWS:
         hits = [r for r in rows if r[0].lower().startswith(prefix.lower())]
         if not hits:
-            print(f"| {label} | not in this run | | | |")
+            missing.append(label)
             continue
         for r in hits:
             extra = ""
@@ -74,6 +75,8 @@ def main():
                 m = re.search(r"2 threads: ([0-9.]+)× ccache's hits/s", r[6] if len(r) > 6 else "")
                 ratio = (m.group(1) + "× ccache's hits/s") if m else ratio
             print(f"| {label}{extra} | {r[1]} | {ratio} | {r[4]} | {r[5]} |")
+    if missing:
+        print("\nNot measured by that run (its benchmark is newer): " + "; ".join(missing) + ".")
 
 
 if __name__ == "__main__":
