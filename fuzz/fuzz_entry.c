@@ -52,16 +52,20 @@ static void reseal(unsigned char *b, size_t len) {
   }
 }
 
+/* One namespace digest (zeros): what signatures bind here. */
+static const unsigned char NS[CCACHE__NS_DIGEST];
+
 static void check_blob(const uint8_t *data, size_t size) {
   for (int strong = 0; strong < 2; strong++) {
     const void *p = NULL;
     size_t n = 0;
     if (ccache__tier_verify_mode(data, size, &KEY, strong, TAG, &p, &n) == CCACHE__ENTRY_OK) {
       const char *why = NULL;
-      (void)ccache__trust_entry_ok(&trust, data, size, strong, &why);
+      uint32_t which = 0;
+      (void)ccache__trust_entry_ok(&trust, data, size, strong, &NS, 1, &which, &why);
     }
   }
-  (void)ccache__trust_lease_ok(&trust, KEY.key, data, size, 1000000, 10000);
+  (void)ccache__trust_lease_ok(&trust, KEY.key, NS, data, size, 1000000, 10000);
 }
 
 static void forge(const uint8_t *data, size_t size) {
@@ -74,19 +78,20 @@ static void forge(const uint8_t *data, size_t size) {
   size_t len = ccache__tier_entry_len_signed(plen, strong, true);
   unsigned char *b = malloc(len);
   if (!b) abort();
-  ccache__tier_frame_signed(b, &KEY, strong, TAG, 1700000000000ull, payload, plen, &trust);
+  ccache__tier_frame_signed(b, &KEY, strong, TAG, 1700000000000ull, payload, plen, &trust, NS);
   const void *p = NULL;
   size_t n = 0;
   const char *why = NULL;
+  uint32_t which = 0;
   if (ccache__tier_verify_mode(b, len, &KEY, strong, TAG, &p, &n) != CCACHE__ENTRY_OK ||
-      !ccache__trust_entry_ok(&trust, b, len, strong, &why)) {
+      !ccache__trust_entry_ok(&trust, b, len, strong, &NS, 1, &which, &why)) {
     fprintf(stderr, "fuzz_entry: a correctly signed entry did not verify (%s)\n", why);
     abort();
   }
   b[pos % (len - 16)] ^= mask; /* any byte before the trailer */
   reseal(b, len);
   if (ccache__tier_verify_mode(b, len, &KEY, strong, TAG, &p, &n) == CCACHE__ENTRY_OK &&
-      ccache__trust_entry_ok(&trust, b, len, strong, &why)) {
+      ccache__trust_entry_ok(&trust, b, len, strong, &NS, 1, &which, &why)) {
     fprintf(stderr, "fuzz_entry: a forged entry (byte %zu ^ 0x%02x) was accepted\n",
             pos % (len - 16), mask);
     abort();
