@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,17 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FUNCTIONS = 6  # rmsnorm, softmax, rope, silu_gate, matmul_tile, silu
+
+
+def answers_ping(sock):
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(1.0)
+            s.connect(sock)
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 def start_redis(tmp):
@@ -35,8 +47,8 @@ def start_redis(tmp):
                           "--save", "", "--appendonly", "no", "--dir", tmp],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
-    while not os.path.exists(sock):
-        if time.monotonic() > deadline:
+    while not answers_ping(sock):  # the file exists from bind(), before listen()
+        if time.monotonic() > deadline or p.poll() is not None:
             p.kill()
             return None, None
         time.sleep(0.02)

@@ -3,6 +3,7 @@ none, an error under CCACHE_TEST_REQUIRE_REDIS=1) and a pickle codec."""
 import os
 import pickle
 import shutil
+import socket
 import subprocess
 import time
 
@@ -24,6 +25,18 @@ class PickleCodec:
             raise ccache.CorruptEntry(str(e)) from e
 
 
+def _answers_ping(sock):
+    """True once the server at unix socket `sock` replies +PONG (1 s bound)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(1.0)
+            s.connect(sock)
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def codec():
     return PickleCodec()
@@ -41,8 +54,11 @@ def redis_server(tmp_path):
         [exe, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700", "--save", "",
          "--appendonly", "no", "--dir", str(tmp_path)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # The socket file appears at bind(), before listen(): a connect in that
+    # window is refused, and a tier that saw a refusal backs off (tier errors
+    # in the test). Ready means the server answered PING.
     deadline = time.monotonic() + 20
-    while not os.path.exists(sock):
+    while not _answers_ping(sock):
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
             pytest.fail("redis-server did not start")
