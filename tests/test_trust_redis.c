@@ -4,7 +4,9 @@
  * rejected before the codec and never deleted, a squatting client's
  * unsigned lease that delays no one (every wait bounded), and one signer
  * with three readers, whose readers wait for the signer's signed lease and
- * load its entry (exact compile counts).
+ * load its entry (exact compile counts), and a signed writer that finds a
+ * lease gone by the time it looks at it loads the entry its holder
+ * published.
  *
  * TRUST_ON_MAIN builds it against a library without trust (see
  * trust_support.h): the first two then fail, which is what they guard.
@@ -19,6 +21,7 @@
 #include "redis_support.h"
 #include "trust_support.h"
 #include "tier/tier.h"
+#include "tier/redis/redis.h" /* ccache__redis_set_hook */
 
 #define TAG     "trust-redis-tag"
 #define PAYLOAD 512
@@ -72,6 +75,7 @@ typedef struct rcache {
   ccache *c;
   t_codec tc;
   _Atomic int tier_misses; /* TIER_MISS events */
+  ccache__redis *r;        /* the tier's state, for a test hook */
 } rcache;
 
 static void on_event(void *ctx, const ccache_event *ev) {
@@ -89,6 +93,7 @@ static void open_redis(rcache *rc, t_ctx *ctx, ccache_trust *t, uint64_t wait_ms
   o.poll_max_ms = 20;
   ccache_tier *tier = NULL;
   assert_int_equal(ccache_tier_redis(&o, &tier), CCACHE_OK);
+  rc->r = tier->state;
   ccache_codec k = t_codec_make(&rc->tc, PAYLOAD);
   ccache_config cfg;
   t_config(&cfg, ctx);
@@ -264,6 +269,123 @@ static void one_signer_three_readers_redis(void **state) {
   t_close(w.c);
   /* The lease value was the signed token (after the backend's 32 digits). */
 }
+
+/* Two signed writers on one key, where the first lets go of its lease in
+ * the gap between the second finding it taken (SET NX refused) and the
+ * second looking at who holds it (GETRANGE, where a hook on the second's
+ * tier lets the first finish): the lease is gone by then, and the entry
+ * is published.  The second must load that entry, not take the empty
+ * lease for a squatter's and compile again (4 signed writers on one
+ * Redis once compiled 41 times for 40 kernels this way). */
+static rcache holder;
+static t_compiler holder_comp;
+static _Atomic int holder_compiling, holder_done, hook_fired;
+
+static void wait_flag(_Atomic int *flag) {
+  unsigned long long t0 = t_redis_now_ms();
+  while (!atomic_load(flag) && t_redis_now_ms() - t0 < 30000) /* bounded: the test then fails */
+    t_redis_poll_pause();
+}
+
+static void hold_until_peeked(t_compiler *tc, ccache *c, ccache_key k) {
+  (void)tc, (void)c, (void)k;
+  atomic_store(&holder_compiling, 1);
+  wait_flag(&hook_fired);
+}
+
+static _Atomic int peeks, peek_to_stall; /* GETRANGEs seen; the one that waits */
+
+static void finish_holder_before_peek(void *arg, size_t server, const char *cmd) {
+  (void)arg, (void)server;
+  if (strcmp(cmd, "GETRANGE") != 0 || atomic_fetch_add(&peeks, 1) + 1 != peek_to_stall) return;
+  atomic_store(&hook_fired, 1);
+  wait_flag(&holder_done); /* published and released: the lease is gone */
+}
+
+static void *holder_main(void *arg) {
+  (void)arg;
+  ccache_program *p = NULL;
+  int rc = ccache_program_get_or_compile(holder.c, PK(4), t_compile, &holder_comp, &p);
+  if (rc == CCACHE_OK) ccache_program_release(holder.c, p);
+  atomic_store(&holder_done, 1);
+  return (void *)(intptr_t)rc;
+}
+
+/* The holder compiles PK(4) and lets go just before the other cache's
+ * peek number `stall` (1: a writer's first, after its SET NX was refused;
+ * 2: a reader's second, after it saw the signer's lease and polled);
+ * returns the other cache's compiles, after checking the holder's. */
+static int race_the_holder(rcache *other, int stall, ccache_stats *st) {
+  t_compiler late_comp = {0};
+  atomic_store(&peeks, 0);
+  atomic_store(&peek_to_stall, stall);
+  ccache__redis_set_hook(other->r, finish_holder_before_peek, NULL);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, holder_main, NULL), 0);
+  wait_flag(&holder_compiling);
+  assert_int_equal(t_goc(other->c, PK(4), &late_comp, CCACHE_OK), 4);
+  void *ret = NULL;
+  pthread_join(th, &ret);
+  assert_int_equal((intptr_t)ret, CCACHE_OK);
+  *st = t_stats(other->c);
+  print_message("compiles: holder %d, other %d; other's tier_hits %llu\n",
+                atomic_load(&holder_comp.calls), atomic_load(&late_comp.calls),
+                (unsigned long long)st->tier_hits);
+  assert_int_equal(atomic_load(&hook_fired), 1);
+  assert_int_equal(holder_comp.calls, 1);
+  assert_int_equal(t_stats(holder.c).tier_writes, 1);
+  t_close(holder.c);
+  return late_comp.calls;
+}
+
+static void open_holder(t_ctx *ctx) {
+  atomic_store(&holder_compiling, 0);
+  atomic_store(&holder_done, 0);
+  atomic_store(&hook_fired, 0);
+  memset(&holder_comp, 0, sizeof holder_comp);
+  holder_comp.during = hold_until_peeked;
+  ccache_trust *wt = tr_trust(keys, "signer", NULL);
+  open_redis(&holder, ctx, wt, 10000);
+  ccache_trust_free(wt);
+}
+
+static void lease_released_between_busy_and_peek_loads(void **state) {
+  (void)state;
+  need_redis();
+  assert_int_equal(t_redis_start(&srv, NULL), 0);
+  t_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  open_holder(&ctx);
+  ccache_trust *wt = tr_trust(keys, "signer", NULL);
+  rcache late;
+  open_redis(&late, &ctx, wt, 10000);
+  ccache_trust_free(wt);
+  ccache_stats s;
+  assert_int_equal(race_the_holder(&late, 1, &s), 0);
+  assert_int_equal(s.tier_hits, 1);
+  assert_int_equal(s.tier_writes, 0);
+  t_close(late.c);
+}
+
+/* The same gap for a reader: between its poll that missed and its next
+ * look at the lease, the signer published and let go. */
+static void lease_released_between_poll_and_peek_reader_loads(void **state) {
+  (void)state;
+  need_redis();
+  assert_int_equal(t_redis_start(&srv, NULL), 0);
+  t_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  open_holder(&ctx);
+  ccache_trust *t = reader_trust();
+  rcache rd;
+  open_redis(&rd, &ctx, t, 10000);
+  ccache_trust_free(t);
+  ccache_stats s;
+  assert_int_equal(race_the_holder(&rd, 2, &s), 0);
+  assert_int_equal(s.tier_hits, 1);
+  assert_int_equal(s.tier_lock_waits, 1);
+  t_close(rd.c);
+}
 #endif
 
 int main(void) {
@@ -272,6 +394,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(squatter_lease_no_delay, setup, teardown),
 #ifndef TRUST_ON_MAIN
       cmocka_unit_test_setup_teardown(one_signer_three_readers_redis, setup, teardown),
+      cmocka_unit_test_setup_teardown(lease_released_between_busy_and_peek_loads, setup, teardown),
+      cmocka_unit_test_setup_teardown(lease_released_between_poll_and_peek_reader_loads, setup,
+                                      teardown),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -225,10 +225,18 @@ static void record_wait(struct ccache__tiers *ts, uint64_t waited_ns) {
 /* The outcome of taking one tier's lock. */
 enum { L_DONE, L_HIT, L_TIMEOUT };
 
-/* With keys: whether tier i's lease on key is held by a trusted signer
- * (a valid, recent token); false for no lease, an unsigned one, or a peek
- * that failed.  A squatter's lease is never waited for. */
-static bool signer_holds(struct ccache__tiers *ts, uint32_t i, ccache_key key) {
+/* How often a lease found gone is asked for again before it counts as
+ * not worth waiting for (a backend whose peek never sees its lock). */
+#define LEASE_GONE_RETRIES 3
+
+/* Who holds tier i's lease on key, as a cache with keys sees it. */
+enum { LEASE_NONE, LEASE_SIGNER, LEASE_OTHER };
+
+/* With keys: LEASE_SIGNER for a trusted signer's lease (a valid, recent
+ * token); LEASE_NONE when no lease is there; LEASE_OTHER for an unsigned
+ * or foreign one, or a peek that failed.  A squatter's lease is never
+ * waited for. */
+static int lease_holder(struct ccache__tiers *ts, uint32_t i, ccache_key key) {
   ccache_tier *t = ts->t[i];
   unsigned char v[CCACHE__LEASE_TOKEN];
   size_t vl = 0;
@@ -237,16 +245,16 @@ static bool signer_holds(struct ccache__tiers *ts, uint32_t i, ccache_key key) {
   CCACHE__IN_FRAME(ts, rc = t->ops.lease_peek(t->state, key, v, sizeof v, &vl));
   if (rc < 0) {
     ccache__tier_fail(ts, i, key, "lease", rc, errno, NULL);
-    return false;
+    return LEASE_OTHER;
   }
   ccache__tier_ok(ts, i);
-  if (rc != CCACHE_OK) return false;
+  if (rc != CCACHE_OK) return LEASE_NONE;
   bool ok = vl == sizeof v && ccache__trust_lease_ok(ts->trust, key, ts->ns[i], v, vl,
                                                      ccache__realtime_ms(), t->ops.lease_ms);
   if (!ok)
     note(ts, CCACHE_EVENT_TIER_REJECTED, i, key, "lease",
          "a lease not signed by a trusted key: not waited for");
-  return ok;
+  return ok ? LEASE_SIGNER : LEASE_OTHER;
 }
 
 /* Try tier i's lock once: with a signing key and a backend that shows
@@ -271,6 +279,7 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
   ccache_key key = sk->key;
   ccache_tier *t = ts->t[i];
   uint64_t start = 0, delay = t->ops.poll_ms, wait_ms = t->ops.wait_ms;
+  int gone = 0; /* leases found gone between a refused lock and the peek */
   for (;;) {
     void *lk = NULL;
     int rc;
@@ -296,7 +305,17 @@ static int lock_one(struct ccache__tiers *ts, uint32_t i, const ccache_strong_ke
       wait_ms = ccache__tier_wait_bound(ts, i, key); /* a keyless cache: a squatter's lease? */
     }
     /* With keys, only a trusted signer's lease is worth waiting for. */
-    if (ts->trust && t->ops.lease_peek && !signer_holds(ts, i, key)) {
+    int who = ts->trust && t->ops.lease_peek ? lease_holder(ts, i, key) : LEASE_SIGNER;
+    if (who == LEASE_NONE && gone++ < LEASE_GONE_RETRIES) {
+      /* Its holder let go after refusing us, most likely having just
+       * published: look, then ask for the lock again. */
+      if (poll_load(ts, i, sk, native, cost) == T_HIT) {
+        *waited_ns += ccache__mono_ns() - start;
+        return L_HIT;
+      }
+      continue;
+    }
+    if (who != LEASE_SIGNER) {
       *waited_ns += now - start;
       return L_TIMEOUT;
     }
@@ -333,7 +352,14 @@ static int reader_wait(struct ccache__tiers *ts, const ccache_strong_key *sk, vo
     if (!ts->usable[i] || !t->ops.lock || !t->ops.lease_peek) continue;
     uint64_t start = ccache__mono_ns(), delay = t->ops.poll_ms;
     bool here = false; /* a signer held it: this tier was waited on */
-    while (signer_holds(ts, i, sk->key)) {
+    for (;;) {
+      int who = lease_holder(ts, i, sk->key);
+      if (who != LEASE_SIGNER) {
+        /* The signer let go since the last poll: most likely it published
+         * just before (one more look; none when no signer was seen). */
+        if (here && who == LEASE_NONE && poll_load(ts, i, sk, native, cost) == T_HIT) found = T_HIT;
+        break;
+      }
       here = true;
       uint64_t elapsed_ms = (ccache__mono_ns() - start) / 1000000u;
       if (elapsed_ms >= t->ops.wait_ms) break;
