@@ -30,6 +30,7 @@ class Info:
         self.buf = b""
         self.sent = 0  # request bytes so far (the server counts them as input)
         self.received = 0  # reply bytes so far (the server counts them as output)
+        self.own = {}  # our own commands so far, by commandstats name (INFO excepted)
 
     def _line(self):
         while b"\r\n" not in self.buf:
@@ -69,6 +70,8 @@ class Info:
             out += b"$%d\r\n%s\r\n" % (len(a), a)
         self.sock.sendall(out)
         self.sent += len(out)
+        name = (args[0] if isinstance(args[0], str) else args[0].decode()).lower()
+        self.own[name] = self.own.get(name, 0) + 1
         before = self.received
         return self._reply(), before
 
@@ -87,7 +90,7 @@ class Info:
                 fields[k[8:]] = {a: b for a, b in (p.split("=", 1) for p in v.split(","))}
             else:
                 fields[k] = v
-        return fields, self.sent, before
+        return fields, self.sent, before, dict(self.own)
 
     def sizes(self):
         """{key: entry bytes} of every ccache entry (not leases)."""
@@ -133,8 +136,8 @@ class Server:
         raise RuntimeError("redis-server did not start")
 
     def snap(self, label):
-        f, req, rep = self.conn.info()
-        self.snaps.append((label, f, req, rep))
+        f, req, rep, own = self.conn.info()
+        self.snaps.append((label, f, req, rep, own))
         return f
 
     def kill(self):
@@ -155,11 +158,13 @@ def delta(server, a, b):
     labels = [s[0] for s in server.snaps]
     ia, ib = labels.index(a), labels.index(b)
     fa, fb = server.snaps[ia][1], server.snaps[ib][1]
+    # our own KEYS / STRLEN / DBSIZE between the two (the entries' sizes)
+    oa, ob = server.snaps[ia][4], server.snaps[ib][4]
     cmds = {}
     for name, st in fb.items():
         if isinstance(st, dict) and name != "info":
             before = fa.get(name, {"calls": "0"})
-            n = int(st["calls"]) - int(before["calls"])
+            n = int(st["calls"]) - int(before["calls"]) - (ob.get(name, 0) - oa.get(name, 0))
             if n:
                 cmds[name] = n
     # Our own traffic between the two INFOs, as the server counted it.
@@ -201,6 +206,12 @@ class WakeProbe(threading.Thread):
         self.stop.set()
         self.join()
         return sum(self.late) / len(self.late) if self.late else 0.0
+
+    def quantiles(self, n=200):
+        """n evenly spaced quantiles of the lateness, ms (the model draws a
+        wake's lateness from them)."""
+        v = sorted(self.late)
+        return [v[min(len(v) - 1, int((i + 0.5) * len(v) / n))] for i in range(n)] if v else []
 
 
 class PingProbe(threading.Thread):
@@ -264,14 +275,41 @@ def warm_walk(argv, env, kernels):
     return rep, [max(w, 0.01) for w in work]
 
 
+def signing_key(keys_tool, scratch):
+    """A new signing key in scratch (closure-cache-keys generate): the
+    secret file's path.  The signer trusts its own key (kernel_jit
+    --signing-key), so every process of the fleet signs and verifies with
+    it."""
+    secret = os.path.join(scratch, "fleet.key")
+    public = os.path.join(scratch, "fleet.pub")
+    subprocess.run([keys_tool, "generate", "fleet", secret, public], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return secret
+
+
+def keys_tool_of(kernel_jit):
+    """closure-cache-keys of kernel_jit's build (<build>/examples/kernel_jit/
+    kernel_jit -> <build>/closure-cache-keys), or None."""
+    build = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(kernel_jit))))
+    p = os.path.join(build, "closure-cache-keys")
+    return p if os.access(p, os.X_OK) else shutil.which("closure-cache-keys")
+
+
 def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None, kill_index=1,
-              sizes=True, warm_probe=False, rerun=0):
+              sizes=True, warm_probe=False, rerun=0, machines=None, signed=True, keys_tool=None):
     """Run the fleet once.  kill_at: None, or the kernel count after which
     every process holds (--hold-after) while server kill_index is SIGKILLed.
     Without kill_at every process holds after its last kernel, so the
     servers' connected_clients is read while every connection is open.
     rerun: after a kill, that many new processes started together walk
-    every kernel again (what the lost server's entries cost).
+    every kernel again (what the lost server's entries cost), as one new
+    machine (a directory of their own) when machines is set.
+    machines: None (each process has the Redis tier alone), or M: process
+    i gets --cache-dir <scratch>/m<i % M>, a directory tier above Redis
+    shared by the M machines' processes (the documented fleet setup).
+    signed: every process signs with one key made for the run
+    (closure-cache-keys generate; --signing-key), the documented setup;
+    False: --trust-unsigned.
     Returns a dict of the measurements (see fleet_model.py)."""
     scratch = tempfile.mkdtemp(prefix="ccache-fleet.")
     servers = []
@@ -285,16 +323,33 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
         pinged = Server(redis_server, scratch)  # the round-trip probe's own server
         extras.append(pinged)
         hold = kill_at if kill_at else kernels
-        argv = [kernel_jit, "--json", "--kernels", str(kernels), "--hold-after", str(hold),
-                "--redis", ",".join(s.addr for s in servers), "--trust-unsigned"]
+        if signed:
+            tool = keys_tool or keys_tool_of(kernel_jit)
+            if not tool:
+                raise RuntimeError("closure-cache-keys not found (for --signing-key)")
+            trust = ["--signing-key", signing_key(tool, scratch)]
+        else:
+            trust = ["--trust-unsigned"]
+        # Without --hold-after: the rerun's and the warm probe's processes.
+        base = [kernel_jit, "--json", "--kernels", str(kernels),
+                "--redis", ",".join(s.addr for s in servers)] + trust
+
+        def machine_dir(name):
+            """A machine's directory tier: [] without machines."""
+            if not machines:
+                return []
+            return ["--cache-dir", os.path.join(scratch, name)]
+
+        argv = base + ["--hold-after", str(hold)]
         env = dict(os.environ, TMPDIR=scratch)
         t0 = time.monotonic()
         probe = WakeProbe()
         probe.start()
         ping = PingProbe(pinged.port)
         ping.start()
-        for _ in range(procs):
-            children.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        for i in range(procs):
+            mine = argv + machine_dir("m%d" % (i % machines if machines else 0))
+            children.append(subprocess.Popen(mine, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, text=True, env=env))
         for c in children:  # every process at its hold point
             line = c.stderr.readline()
@@ -319,6 +374,7 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
             reports.append(json.loads(out))
         t_end = time.monotonic()
         wake_ms = probe.mean()
+        wake_q = probe.quantiles()
         rtt_cold_ms, rtt_ms = ping.means()
         pinged.stop()
         live = [s for i, s in enumerate(servers) if not (kill_at and i == kill_index)]
@@ -328,7 +384,7 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
             end_sizes[s.addr] = s.conn.sizes() if sizes else {}
         rerun_reports = []
         if kill_at and rerun:
-            rargv = argv[:4] + argv[6:]
+            rargv = base + machine_dir("rerun")  # a new machine: nothing on its disk
             late = [subprocess.Popen(rargv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=env) for _ in range(rerun)]
             for c in late:
@@ -339,13 +395,15 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
         warm = None
         warm_work = None
         if warm_probe:  # one more process, every kernel a hit: the load time alone
-            warm, warm_work = warm_walk(argv[:4] + argv[6:], env, kernels)
-        result = {"procs": procs, "servers": [s.addr for s in servers], "kernels": kernels,
+            # (a directory of its own: every kernel comes from Redis)
+            warm, warm_work = warm_walk(base + machine_dir("warm"), env, kernels)
+        result = {"procs": procs, "machines": machines, "signed": signed, "servers": [s.addr for s in servers], "kernels": kernels,
                   "kill_at": kill_at, "killed": servers[kill_index].addr if kill_at else None,
                   "seconds_to_hold": t_hold - t0, "seconds": t_end - t0,
                   "reports": reports, "held": {a: {k: v for k, v in h.items() if k != "sizes"}
                                                for a, h in held.items()},
-                  "per_server": {}, "warm": warm, "rerun": rerun_reports, "wake_late_ms": wake_ms, "rtt_ms": rtt_ms,
+                  "per_server": {}, "warm": warm, "rerun": rerun_reports, "wake_late_ms": wake_ms,
+                  "wake_late_quantiles": wake_q, "rtt_ms": rtt_ms,
                   "rtt_cold_ms": rtt_cold_ms,
                   "warm_load_ms": warm["acquire_ms"] / kernels if warm else None,
                   "warm_work_by_kernel": warm_work}

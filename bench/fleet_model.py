@@ -86,6 +86,7 @@ KEY_LEN = len("ccache:v1:") + 16 + 1 + 32  # <prefix>:v1:<tag hash>:<program key
 LEASE_KEY_LEN = KEY_LEN + len(":lease")
 TOKEN_LEN = 32
 RENEW_SCRIPT_LEN = 238  # redis_lease.c RENEW_SCRIPT
+RENEW_VALUE_SCRIPT_LEN = 251  # redis_lease.c RENEW_VALUE_SCRIPT (a signed lease's renewal)
 RELEASE_SCRIPT_LEN = 104  # redis_lease.c RELEASE_SCRIPT
 SIGNED_LEASE = 120  # tier_trust.h CCACHE__LEASE_TOKEN: the signed part of a lease value
 ENTRY_SIG = 80  # tier_trust.h CCACHE__TIER_SIG: a signed entry's signature block
@@ -135,9 +136,11 @@ def op_bytes(lease_ms, signed=False):
         "setnx_busy": (req(3, LEASE_KEY_LEN, val, 2, 2, px), NIL_REPLY),
         "store": (lambda e: req(3, KEY_LEN, e), lambda e: OK_REPLY),
         "release": (req(4, RELEASE_SCRIPT_LEN, 1, LEASE_KEY_LEN, TOKEN_LEN), INT_REPLY),
-        # the value re-taken after a switch: the token alone without keys
-        "renew": (req(4, RENEW_SCRIPT_LEN, 1, LEASE_KEY_LEN, val, px, val, 1),
-                  INT_REPLY),
+        # EVAL <script> 1 <k>:lease <token> <px> <value> <flag>: the value
+        # re-taken after a switch; a signed lease's renewal sets a fresh
+        # value (RENEW_VALUE_SCRIPT: GETRANGE, SET inside, not PEXPIRE)
+        "renew": (req(4, RENEW_VALUE_SCRIPT_LEN if signed else RENEW_SCRIPT_LEN, 1,
+                      LEASE_KEY_LEN, TOKEN_LEN, px, val, 1), INT_REPLY),
         "pttl": (req(4, LEASE_KEY_LEN), len(":%d\r\n" % lease_ms)),
     }
 
@@ -190,10 +193,27 @@ class Timing:
         self.work_by_kernel = None
         self.load_ms, self.work_ms, self.rtt_ms = load_ms, work_ms, rtt_ms
         self.start_spread_ms = start_spread_ms
+        # A sleep's lateness, drawn from these (the run's measured quantiles;
+        # None: wake_ms each time).
+        self.wake_quantiles = None
+        # How the working processes share the cores (simulate_wave rates()).
+        self.sched = "ps"
+
+
+# EEVDF's base slice on 2 CPUs (kernel/sched/fair.c sysctl_sched_base_slice,
+# 0.75 ms x (1 + log2 CPUs)): the CPU a woken task gets ahead of the others.
+SLICE_MS = 1.5
+
+
+class Disk:
+    """The directory tier's compile-lock options (ccache_disk_options
+    defaults, src/tier/disk/tier_disk.c): a waiter on the lock sleeps
+    lock_poll_ms doubling to lock_poll_max_ms and then looks on disk."""
+    poll_ms, poll_max_ms = 10, 100
 
 
 def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, live_after=None,
-                  costs=None):
+                  costs=None, machines=None):
     """One run of a fleet of `procs` single-threaded processes that each
     obtain kernels 0..kernels-1 in order, all starting together (a deploy
     wave), each program compiled by whoever first takes its lease.  live:
@@ -202,13 +222,26 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
     costs: each kernel's compile time, ms (the validation feeds the ones
     measured in the same run); None: drawn from a lognormal of
     timing.compile_ms, timing.compile_cv.
+    machines: None (no directory tier), or M: process p is on machine
+    p % M, whose directory tier sits above Redis (tier_stack.c
+    look_and_lock): the machine's first process to miss a kernel takes the
+    directory lock and alone goes to Redis; the others sleep on that lock
+    (Disk's schedule) and load the entry from disk once the holder put it
+    there (its Redis hit filled above, or its compile stored).
     Returns per-kernel counts (lists indexed by kernel):
       miss   lookups that missed (each one STRLEN + GETRANGE on the key's server)
       poll_miss  those of them that were a waiter's poll
       hit    lookups that hit (one GET, on the key's server)
-      setnx_ok, setnx_busy, compiles, releases, renewals."""
+      setnx_ok, setnx_busy, compiles, releases, renewals;
+      peek   signed lease peeks (a GETRANGE of the lease after a busy SET NX)
+      waits  obtains that waited (on the directory lock or the lease)
+      uses   per kernel, {process: time of its last command on the key's server}
+    and hold_ms: the time the fleet is at its hold point (the last process
+    in; without hold_at, the last process done)."""
     c = {k: [0] * kernels for k in ("miss", "poll_miss", "hit", "setnx_ok", "setnx_busy",
-                                     "compiles", "releases", "renewals", "waits", "polls")}
+                                     "compiles", "releases", "renewals", "waits", "polls",
+                                     "peek", "disk_hits", "disk_waits")}
+    c["uses"] = [dict() for _ in range(kernels)]
     if costs is None:
         sigma = math.sqrt(math.log(1 + timing.compile_cv ** 2))
         mu = math.log(timing.compile_ms) - sigma ** 2 / 2
@@ -217,30 +250,70 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
         cost = list(costs)
     pub = [math.inf] * kernels  # when each entry is readable
     free_at = [0.0] * kernels  # when its lease is free (inf while held)
+    dpub = [[math.inf] * kernels for _ in range(machines or 0)]  # on each machine's disk
+    dheld = [[False] * kernels for _ in range(machines or 0)]  # its directory lock taken
+    gone = {}  # (process, kernel) -> leases found gone at a peek (tier_stack.c lock_one)
+    waited = set()  # (process, kernel) that waited
     r = timing.rtt_ms
     q = []  # (time, seq, process, kernel, state, delay)
     seq = 0
+    end = [0.0]
+
+    def late():
+        """How late a sleep wakes: drawn from the run's measured lateness."""
+        lq = timing.wake_quantiles
+        return rng.choice(lq) if lq else timing.wake_ms
 
     def push(t, p, k, state, delay=0):
         nonlocal seq
         heapq.heappush(q, (t, seq, p, k, state, delay))
         seq += 1
 
+    def use(p, k, t):
+        c["uses"][k][p] = t
+
+    def wait(p, k, disk=False):
+        if (p, k) not in waited:
+            waited.add((p, k))
+            c["waits"][k] += 1
+            c["disk_waits"][k] += disk
+
     waiting_at_hold = []
     working = {}  # process -> [CPU ms of work left, kernel]
     clock = [0.0]  # when working's figures were last brought up to date
     version = [0]  # of the one pending "done" event (older ones are stale)
     c["work_ms"] = 0.0  # the simulated time every process spent working, summed
+    c["hold_ms"] = None
 
-    def rate():
-        return min(1.0, timing.cores / len(working)) if working else 1.0
+    def rates():
+        """Each working process's share of the CPUs.  "ps": processor
+        sharing (all equal).  "lcfs": the latest to start working runs
+        first (preemptive last-come-first-served: the scheduler's wakeup
+        preference, a task just woken from a sleep runs ahead of those
+        that have been running), one CPU each while cores last."""
+        if timing.sched == "ps":
+            rt = min(1.0, timing.cores / len(working)) if working else 1.0
+            return {p: rt for p in working}
+        out, left = {}, timing.cores
+        # "slice": only the first SLICE_MS of CPU after a wakeup runs
+        # first (EEVDF: a woken task's deadline is a slice away); the rest
+        # shares what is left equally
+        fresh = [p for p in working if timing.sched == "lcfs" or working[p][3] > 1e-9]
+        for p in sorted(fresh, key=lambda x: -working[x][2]):
+            out[p] = min(1.0, max(left, 0.0))
+            left -= 1.0
+        rest = [p for p in working if p not in out]
+        for p in rest:
+            out[p] = min(1.0, max(left, 0.0) / len(rest))
+        return out
 
     def advance(t):
         dt = t - clock[0]
         if dt > 0 and working:
-            rt = rate()
-            for w in working.values():
-                w[0] -= dt * rt
+            rt = rates()
+            for p, w in working.items():
+                w[0] -= dt * rt[p]
+                w[3] -= dt * rt[p]
             c["work_ms"] += dt * len(working)
         clock[0] = max(clock[0], t)
 
@@ -252,28 +325,41 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
         else:
             push(t, p, k, "work")
 
+    def done(t, p, k):
+        """p has kernel k at t (a Redis hit or its compile): on its
+        machine's disk from then on (fill above, or the store)."""
+        if machines:
+            dpub[p % machines][k] = min(dpub[p % machines][k], t)
+        work(t, p, k)
+
     def reschedule(t):
         version[0] += 1
         if working:
-            rt = rate()
-            p, w = min(working.items(), key=lambda x: x[1][0])
-            push(t + max(w[0], 0.0) / rt, p, w[1], "done", version[0])
+            rt = rates()
+            # the next change: a process done, or one's slice used up
+            def due(x):
+                w = x[1]
+                return min(w[0], w[3]) / rt[x[0]] if w[3] > 1e-9 else w[0] / rt[x[0]]
+            p, w = min(((p, w) for p, w in working.items() if rt[p] > 0), key=due)
+            push(t + max(due((p, w)), 0.0), p, w[1], "done", version[0])
     for p in range(procs):
-        push(rng.uniform(0, timing.start_spread_ms), p, 0, "lookup")
+        push(rng.uniform(0, timing.start_spread_ms), p, 0, "arrive")
 
     def nlive(k):
         return live_after if hold_at is not None and k >= hold_at else live
 
     def next_kernel(t, p, k):
         if k + 1 >= kernels:
+            end[0] = max(end[0], t)
             return
         if hold_at is not None and k + 1 == hold_at:
             waiting_at_hold.append(p)
             if len(waiting_at_hold) == procs:  # the last one in releases everyone
+                c["hold_ms"] = t
                 for pp in waiting_at_hold:
-                    push(t + rng.uniform(0, 1.0), pp, hold_at, "lookup")
+                    push(t + rng.uniform(0, 1.0), pp, hold_at, "arrive")
             return
-        push(t, p, k + 1, "lookup")
+        push(t, p, k + 1, "arrive")
 
     while q:
         t, _, p, k, state, delay = heapq.heappop(q)
@@ -281,26 +367,46 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
             advance(t)
             if state == "done":
                 if delay == version[0]:
+                    if working[p][0] > 1e-9:  # its slice is used up: it shares from now on
+                        working[p][3] = 0.0
+                        reschedule(t)
+                        continue
                     del working[p]
                     reschedule(t)
                     next_kernel(t, p, k)
                 continue
             if state == "work":
                 working[p] = [timing.work_ms if timing.work_by_kernel is None
-                               else timing.work_by_kernel[k], k]
+                               else timing.work_by_kernel[k], k, t, SLICE_MS]
                 reschedule(t)
                 continue
+        if state in ("arrive", "dpoll") and machines:
+            m = p % machines
+            if dpub[m][k] <= t:  # on the machine's disk: loaded from there
+                c["disk_hits"][k] += 1
+                work(t + timing.load_ms, p, k)
+                continue
+            if dheld[m][k]:  # another process of the machine holds the lock
+                wait(p, k, disk=True)
+                d = delay or Disk.poll_ms
+                push(t + d + late(), p, k, "dpoll", min(2 * d, Disk.poll_max_ms))
+                continue
+            dheld[m][k] = True  # the machine's holder: on to Redis
+            state = "lookup"
+        elif state == "arrive":
+            state = "lookup"
         s = nlive(k)
-        if state in ("lookup", "poll", "recheck"):
+        if state in ("lookup", "poll", "recheck", "gone"):
+            use(p, k, t)
             if pub[k] <= t:
                 c["hit"][k] += 1
                 if state == "recheck":  # took the lease after its holder published
                     c["releases"][k] += 1
                     free_at[k] = t + 2 * r
-                work(t + r + timing.load_ms, p, k)
+                done(t + r + timing.load_ms, p, k)
                 continue
             c["miss"][k] += 1
-            if state == "poll":
+            if state in ("poll", "gone"):
                 c["poll_miss"][k] += 1
             t += r  # a miss reads the key's first live server alone
             if state == "recheck":  # ours to compile
@@ -311,22 +417,37 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
                 c["renewals"][k] += settings.renewals(pub[k] - took)
                 c["releases"][k] += 1
                 free_at[k] = pub[k] + r
-                work(free_at[k], p, k)
+                use(p, k, free_at[k])
+                if machines:  # the store puts it on disk first (tier_store.c)
+                    dpub[p % machines][k] = t
+                done(free_at[k], p, k)
                 continue
-            push(t, p, k, "lock", delay or settings.poll_ms)
+            # a peek found the lease gone: ask again at once (no sleep)
+            push(t, p, k, "lock", delay if state == "gone" else (delay or settings.poll_ms))
         elif state == "lock":
+            use(p, k, t)
             if free_at[k] <= t:
                 c["setnx_ok"][k] += 1
                 free_at[k] = math.inf
                 push(t + r, p, k, "recheck")
-            else:
-                c["setnx_busy"][k] += 1
-                if delay == settings.poll_ms:
-                    c["waits"][k] += 1
-                c["polls"][k] += 1
-                push(t + r + delay + timing.wake_ms, p, k, "poll",
-                     min(2 * delay, settings.poll_max_ms))
+                continue
+            c["setnx_busy"][k] += 1
+            wait(p, k)
+            t += r
+            if settings.signed:  # a signer peeks at the lease (tier_stack.c lease_holder)
+                c["peek"][k] += 1
+                use(p, k, t)
+                g = gone.get((p, k), 0)
+                if free_at[k] <= t and g < 3:  # let go since: look once more, then ask again
+                    gone[(p, k)] = g + 1
+                    push(t + r, p, k, "gone", delay)
+                    continue
+                t += r
+            c["polls"][k] += 1
+            push(t + delay + late(), p, k, "poll", min(2 * delay, settings.poll_max_ms))
     c["cost"] = cost
+    if c["hold_ms"] is None:
+        c["hold_ms"] = end[0]
     return c
 
 
@@ -342,8 +463,9 @@ def per_server(counts, homes, sizes, live_sets, settings):
                                   "strlen": 0.0, "pexpire": 0.0, "pttl": 0.0, "net_in": 0.0,
                                   "net_out": 0.0})
 
-    # a keyless waiter's one PTTL per wait (tier_lease.c)
-    pttl_per_wait = 1 if settings.wait_ms > settings.lease_ms + 2000 else 0
+    # a keyless waiter's one PTTL per wait (tier_lease.c; with keys, none)
+    pttl_per_wait = (1 if settings.wait_ms > settings.lease_ms + 2000 and not settings.signed
+                     else 0)
 
     for k, h in enumerate(homes):
         e = sizes[k] + (ENTRY_SIG if settings.signed else 0)
@@ -363,15 +485,18 @@ def per_server(counts, homes, sizes, live_sets, settings):
         x["set"] += ok + busy + st
         x["eval"] += rel + ren
         x["del"] += rel
-        x["pexpire"] += ren
-        pt = counts.get("waits", [0] * len(homes))[k] * pttl_per_wait
+        x[("set" if settings.signed else "pexpire")] += ren  # inside the renew script
+        # a waiter on the directory lock never reaches Redis: only the lease's waits
+        pt = (counts["waits"][k] - counts["disk_waits"][k] if "disk_waits" in counts
+              else counts.get("waits", [0] * len(homes))[k]) * pttl_per_wait
         x["pttl"] += pt
         x["net_in"] += pt * ob["pttl"][0]
         x["net_out"] += pt * ob["pttl"][1]
         if settings.signed:  # a signer peeks at the lease after each busy SET NX
-            x["getrange"] += busy
-            x["net_in"] += busy * ob["peek"][0]
-            x["net_out"] += busy * ob["peek"][1]
+            pk = counts["peek"][k] if "peek" in counts else busy
+            x["getrange"] += pk
+            x["net_in"] += pk * ob["peek"][0]
+            x["net_out"] += pk * ob["peek"][1]
         x["net_in"] += (hits * ob["get_hit"][0](e) + ok * ob["setnx_ok"][0] +
                         busy * ob["setnx_busy"][0] + st * ob["store"][0](e) +
                         rel * ob["release"][0] + ren * ob["renew"][0])
@@ -381,22 +506,41 @@ def per_server(counts, homes, sizes, live_sets, settings):
     return out
 
 
+def held_connections(c, homes, settings, hold_at=None):
+    """Per server, the connections open at the hold point of a simulated
+    run c: a process connects to a server when it first sends it a command
+    (redis_conn.c) and closes the connection once unused for idle_close_ms
+    (redis_idle.c), so those of the processes whose last command there (on
+    a kernel before the hold) came within idle_close_ms of the hold."""
+    since = c["hold_ms"] - settings.idle_close_ms
+    last = {}
+    for k, uses in enumerate(c["uses"][:hold_at] if hold_at is not None else c["uses"]):
+        d = last.setdefault(homes[k], {})
+        for p, t in uses.items():
+            d[p] = max(d.get(p, t), t)
+    return {s: sum(1 for t in d.values() if t >= since) for s, d in last.items()}
+
+
 def predict_wave(procs, kernels, homes, sizes, live_sets, timing, settings, hold_at=None,
-                 reps=40, seed=1, costs=None):
-    """The mean over `reps` simulated runs: per-server figures, and fleet
-    totals (compiles, waits, polls)."""
+                 reps=40, seed=1, costs=None, machines=None):
+    """The mean over `reps` simulated runs: per-server figures (with
+    "conns", the connections open at the hold point), and fleet totals
+    (compiles, waits, polls)."""
     rng = random.Random(seed)
     live = len(live_sets[0])
     live_after = len(live_sets[-1])
     acc, tot = {}, {}
     for _ in range(reps):
         c = simulate_wave(procs, kernels, live, timing, settings, rng, hold_at, live_after,
-                          costs)
+                          costs, machines)
+        held = held_connections(c, homes, settings, hold_at)
         for s, fig in per_server(c, homes, sizes, live_sets, settings).items():
             a = acc.setdefault(s, {})
+            fig = dict(fig, conns=held.get(s, 0))
             for f, v in fig.items():
                 a[f] = a.get(f, 0.0) + v / reps
-        for f in ("compiles", "waits", "polls", "miss", "hit", "releases", "renewals"):
+        for f in ("compiles", "waits", "polls", "miss", "hit", "releases", "renewals",
+                  "disk_hits", "disk_waits"):
             tot[f] = tot.get(f, 0.0) + sum(c[f]) / reps
     return acc, tot
 
@@ -650,14 +794,17 @@ def validate(args):
         print("fleet_model: %s not found" % ("kernel_jit" if not kj else "redis-server"),
               file=sys.stderr)
         return 77
-    procs, n_srv, kernels = (8, 3, 20) if args.quick else (16, 3, KERNELS)
+    procs, n_srv, kernels, machines = (8, 3, 20, 2) if args.quick else (16, 3, KERNELS, 4)
     kernels = args.kernels or kernels
+    machines = None if args.machines == 0 else (args.machines or machines)
+    signed = not args.unsigned
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     out = {"started": started, "runs": []}
     rows, details, warm, warm_work = [], [], None, None
     for kill in (None, kernels // 2):
         run = fm.run_fleet(kj, rs, procs, n_srv, kernels, kill_at=kill, sizes=True,
-                           warm_probe=kill is None, rerun=RERUN if kill else 0)
+                           warm_probe=kill is None, rerun=RERUN if kill else 0,
+                           machines=machines, signed=signed)
         warm = run["warm_load_ms"] = run["warm_load_ms"] or warm  # measured in the first run
         if run["warm"]:
             warm_work = run["warm_work_by_kernel"]
@@ -670,11 +817,14 @@ def validate(args):
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)
     print("### fleet_model: the fleet model against a measured fleet\n")
-    print("`bench/fleet_model.py validate%s` at %s: %d kernel_jit processes x %d local "
-          "redis-server, %d kernels each, all started together; the model fed the run's own "
-          "compile, load and per-kernel times.  Predicted vs measured, summed over the servers "
-          "(per server below); within 10 %% is met.\n"
-          % (" --quick" if args.quick else "", started, procs, n_srv, kernels))
+    print("`bench/fleet_model.py validate%s` at %s: %d kernel_jit processes%s x %d local "
+          "redis-server, %d kernels each, %s, all started together; the model fed the run's "
+          "own compile, load and per-kernel times and sleep lateness.  Predicted vs measured, "
+          "summed over the servers (per server below); within 10 %% is met.\n"
+          % (" --quick" if args.quick else "", started, procs,
+             " as %d machines (a directory tier each, above Redis)" % machines if machines
+             else "", n_srv, kernels,
+             "signed (one signing key, --signing-key)" if signed else "unsigned"))
     print("| figure | measured (median) | baseline (median) | ratio: median [min, max] (reps) "
           "| target | status | notes |")
     print("|---|---|---|---|---|---|---|")
@@ -685,7 +835,7 @@ def validate(args):
     print("Per server, predicted / measured (commands from INFO commandstats, bytes from "
           "total_net_input_bytes / total_net_output_bytes, the INFO connection's own traffic "
           "taken out):\n")
-    print("    run | server | entries | GET | SET | EVAL | DEL | STRLEN | bytes in | bytes out "
+    print("    run | server | entries | GETRANGE | SET | EVAL | DEL | STRLEN | bytes in | bytes out "
           "| connections | within 10 % each")
     for d in details:
         print("    " + d.strip("| "))
@@ -693,7 +843,8 @@ def validate(args):
     return 0
 
 
-def calibrate_cores(procs, kernels, live_sets, timing, settings, hold_at, costs, target):
+def calibrate_cores(procs, kernels, live_sets, timing, settings, hold_at, costs, target,
+                    machines=None):
     """The CPUs the fleet's work shared (processor sharing), such that a
     process's simulated work per kernel is `target` ms (measured in the same
     run: wall less acquire time, per kernel), each kernel's work needing
@@ -706,7 +857,7 @@ def calibrate_cores(procs, kernels, live_sets, timing, settings, hold_at, costs,
         got = 0.0
         for _ in range(3):
             c = simulate_wave(procs, kernels, len(live_sets[0]), timing, settings, rng, hold_at,
-                              len(live_sets[-1]), costs)
+                              len(live_sets[-1]), costs, machines)
             got += c["work_ms"] / (3 * procs * kernels)
         if got > target:
             lo = mid  # too slow: more CPUs
@@ -754,7 +905,9 @@ def compare(run, args):
     load_ms = run.get("warm_load_ms") or 1.0
     timing = Timing(c_mean, load_ms=load_ms, work_ms=work, wake_ms=run["wake_late_ms"],
                     rtt_ms=run.get("rtt_ms") or 0.2)
-    st = Settings()
+    timing.wake_quantiles = run.get("wake_late_quantiles") or None
+    st = Settings(signed=bool(run.get("signed")))
+    machines = run.get("machines")
     servers = run["servers"]
     homes, sizes, live_sets, costs = placement(run)
     by_kernel = run.get("warm_work_by_kernel")
@@ -762,9 +915,10 @@ def compare(run, args):
     if alone and alone < work:  # the work shared the CPUs: find how many
         timing.work_ms = alone
         timing.work_by_kernel = by_kernel
-        timing.cores = calibrate_cores(procs, kernels, live_sets, timing, st, kill, costs, work)
+        timing.cores = calibrate_cores(procs, kernels, live_sets, timing, st, kill, costs, work,
+                                       machines)
     pred, tot = predict_wave(procs, kernels, homes, sizes, live_sets, timing, st, hold_at=kill,
-                             costs=costs)
+                             costs=costs, machines=machines)
     meas = {}
     for s in servers:
         m = meas.setdefault(s, {"getrange": 0, "set": 0, "eval": 0, "del": 0, "strlen": 0,
@@ -779,6 +933,8 @@ def compare(run, args):
             m["net_out"] += d["net_out"]
     label = ("all %d servers up" % len(servers) if kill is None else
              "one of %d servers SIGKILLed after %d kernels" % (len(servers), kill))
+    if machines:
+        label = "%d machines of %d, %s" % (machines, procs // machines, label)
     rows = []
 
     def row(fig, p, m, target="within 10 %", exact=False, note=""):
@@ -789,7 +945,8 @@ def compare(run, args):
 
     row("compiles (fleet)", float(kernels), sum(r["compiles"] for r in reports),
         target="exactly", exact=True, note="one per kernel: %d kernels" % kernels)
-    row("lookups that waited for another's lease (kernel_jit lock_waits)", tot["waits"],
+    row("obtains that waited, on the directory lock or a lease (kernel_jit lock_waits)",
+        tot["waits"],
         sum(r["lock_waits"] for r in reports), note="%d lookups in all" % (procs * kernels))
     for cmd in ("getrange", "set", "eval", "del", "strlen"):
         p = sum(pred[s].get(cmd, 0) for s in servers)
@@ -804,7 +961,14 @@ def compare(run, args):
         m = sum(meas[s][f] for s in servers)
         worst = max(abs(pct(pred[s][f], meas[s][f])) for s in meas if meas[s][f])
         row(name, p, m, note="worst server %.1f %%" % worst)
-    conn_p = sum(connections(procs, True) for s in servers)
+    conn_p = sum(pred[s]["conns"] for s in servers)
+    conn_lcfs = None
+    if machines:  # which process of a machine holds follows the CPU scheduler: the other bound
+        timing.sched = "lcfs"
+        lc, _ = predict_wave(procs, kernels, homes, sizes, live_sets, timing, st, hold_at=kill,
+                             reps=10, costs=costs, machines=machines)
+        timing.sched = "ps"
+        conn_lcfs = sum(lc[s]["conns"] for s in servers)
     conn_m = sum(run["held"][s]["connected_clients"] for s in servers)
     if run.get("rerun"):
         lost = run["per_server"][run["killed"]]["keys_hold"]
@@ -823,8 +987,7 @@ def compare(run, args):
     for s in servers:
         cells = []
         figs = [(f, pred.get(s, {}).get(f, 0.0), meas[s].get(f, 0)) for f in PER_SERVER]
-        figs.append(("conns", float(connections(procs, True)),
-                     run["held"][s]["connected_clients"]))
+        figs.append(("conns", pred[s]["conns"], run["held"][s]["connected_clients"]))
         for f, p, m in figs:
             e = pct(p, m)
             cells.append("%s / %s (%+.1f %%)" % (fmt(p), fmt(m), e))
@@ -845,7 +1008,11 @@ def compare(run, args):
                    "MISSED" if missed else "met",
                    "; ".join(missed) if missed else "each server's figures in the block below"))
     row("connections held (connected_clients, at the hold point)", conn_p, conn_m,
-        note="%d per server: one pooled per process, no renewal (compiles < lease_ms/3)" % procs)
+        note="a process's pooled connection to each server it sent a command within "
+        "idle_close_ms of the hold (no renewal: compiles < lease_ms/3)%s"
+        % ("; the CPUs shared equally keep a machine's holder; with the latest to start "
+           "working run first (each process of a machine holds in turn): %.1f" % conn_lcfs
+           if conn_lcfs is not None else ""))
     rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
                 "other work %.2f ms per kernel (%s), a sleep wakes %.2f ms late, "
                 "a command's round trip %.2f ms (one after a reply; after a sleep %.2f ms) | "
@@ -921,11 +1088,37 @@ def selftest():
     # Signed: each of the 4 busy SET NX is followed by a lease peek
     # (*4 $8 GETRANGE $65 <lease key> $1 0 $3 192: 4+14+72+7+9; reply $152
     # and 152 bytes: 6+152+2); the lease value is 32 + 120 bytes.
-    sg = per_server(c, ["s"], [1000], [["s"]], Settings(signed=True))["s"]
+    sgn = Settings(signed=True)
+    sc = simulate_wave(2, 1, 1, t, sgn, random.Random(1))
+    check("signed: lease peeks", sum(sc["peek"]), 4)
+    sg = per_server(sc, ["s"], [1000], [["s"]], sgn)["s"]
+    check("signed: no PTTL (only a cache without keys asks)", sg["pttl"], 0)
     check("signed: GETRANGE commands", sg["getrange"], 6 + 1 + 1 + 4)
     check("signed: a lease peek's bytes", op_bytes(10000, True)["peek"], (106, 160))
     check("signed: SET NX request bytes", op_bytes(10000, True)["setnx_ok"][0],
           op_bytes(10000)["setnx_ok"][0] + 120 + 1)
+    # Machines: the same wave of 8 processes as 2 machines of 4 (a
+    # directory tier each, above Redis).  Each machine's first process
+    # takes its directory lock and alone goes to Redis, so Redis sees the
+    # two-process wave above; the 6 others wait on the lock, load from disk.
+    mc = simulate_wave(8, 1, 1, t, st, random.Random(1), machines=2)
+    for f, want in (("compiles", 1), ("miss", 6), ("poll_miss", 3), ("setnx_busy", 4),
+                    ("hit", 1), ("disk_hits", 6), ("disk_waits", 6), ("waits", 7)):
+        check("2 machines of 4: %s" % f, sum(mc[f]), want)
+    check("2 machines of 4: processes that sent Redis a command", len(mc["uses"][0]), 2)
+    check("2 machines of 4: connections held", held_connections(mc, ["s"], st), {"s": 2})
+    # tests/test_tier_redis_fleet.c redis_machine_coalesces_on_the_directory_lock:
+    # 4 processes, one directory, 20 keys: per key the holder's lookup
+    # before and after its lease, one SET NX, one SET, one release.
+    one = simulate_wave(4, 20, 1, t, st, random.Random(1), machines=1)
+    of = per_server(one, ["s"] * 20, [1000] * 20, [["s"]] * 20, st)["s"]
+    check("one machine of 4, 20 keys: STRLEN GETRANGE SET EVAL",
+          [of["strlen"], of["getrange"], of["set"], of["eval"]], [40, 60, 40, 20])
+    # idle_close_ms: a process whose last command on a server came more
+    # than idle_close_ms before the hold holds no connection to it.
+    idle = {"uses": [{0: 0.0, 1: 15000.0}, {2: 500.0}], "hold_ms": 21000.0}
+    check("idle-closed connections at the hold", held_connections(idle, ["a", "b"], st),
+          {"a": 1, "b": 0})
     # The fleet table's wave: 1,000 processes, a 2 s compile, default polls:
     # 15 polls per wait (5+10+...+160 = 315 ms, then 200 ms each to 2115).
     check("wave polls per wait, 2 s compile", st.polls(2000), 15)
@@ -969,6 +1162,11 @@ def main():
     v.add_argument("--redis-server")
     v.add_argument("--json")
     v.add_argument("--kernels", type=int, help="kernels per process (default %d)" % KERNELS)
+    v.add_argument("--machines", type=int,
+                   help="machines the processes make (a directory tier each; default 4, "
+                   "--quick 2; 0: none, each process on Redis alone)")
+    v.add_argument("--unsigned", action="store_true",
+                   help="--trust-unsigned instead of one signing key")
     sub.add_parser("table")
     sub.add_parser("selftest")
     args = ap.parse_args()
