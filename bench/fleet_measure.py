@@ -251,6 +251,31 @@ class PingProbe(threading.Thread):
         return m(self.cold), m(self.hot)
 
 
+class Stamps(threading.Thread):
+    """A fleet process's stderr: when each --verbose "kernel" line came (s
+    after t0: the process is done with that kernel), the hold line (held
+    is set), anything else kept for an error message."""
+
+    def __init__(self, proc, t0):
+        super().__init__(daemon=True)
+        self.proc, self.t0 = proc, t0
+        self.stamps, self.other = [], []
+        self.held = threading.Event()
+        self.held_ok = False
+        self.start()
+
+    def run(self):
+        for line in self.proc.stderr:
+            if line.startswith("kernel "):
+                self.stamps.append(time.monotonic() - self.t0)
+            elif "holding after" in line:
+                self.held_ok = True
+                self.held.set()
+            else:
+                self.other.append(line)
+        self.held.set()  # EOF: no hold line
+
+
 def warm_walk(argv, env, kernels):
     """One process alone that loads every kernel (each a hit): its --json
     report, and each kernel's own work (running and checking it, which
@@ -347,14 +372,15 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
         probe.start()
         ping = PingProbe(pinged.port)
         ping.start()
+        readers = []
         for i in range(procs):
-            mine = argv + machine_dir("m%d" % (i % machines if machines else 0))
+            mine = argv + ["--verbose"] + machine_dir("m%d" % (i % machines if machines else 0))
             children.append(subprocess.Popen(mine, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                              stderr=subprocess.PIPE, text=True, env=env))
-        for c in children:  # every process at its hold point
-            line = c.stderr.readline()
-            if "holding after" not in line:
-                raise RuntimeError("kernel_jit did not hold: %r" % line)
+            readers.append(Stamps(children[-1], t0))
+        for r in readers:  # every process at its hold point
+            if not r.held.wait(600) or not r.held_ok:
+                raise RuntimeError("kernel_jit did not hold: %r" % "".join(r.other[-3:]))
         t_hold = time.monotonic()
         held = {}
         for s in servers:
@@ -366,11 +392,12 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
         for c in children:
             c.stdin.close()
         reports = []
-        for c in children:
-            out, err = c.stdout.read(), c.stderr.read()  # small: one line, a few messages
+        for c, r in zip(children, readers):
+            out = c.stdout.read()  # small: one line
             c.wait()
+            r.join()
             if c.returncode != 0:
-                raise RuntimeError("kernel_jit exited %d: %s" % (c.returncode, err))
+                raise RuntimeError("kernel_jit exited %d: %s" % (c.returncode, "".join(r.other)))
             reports.append(json.loads(out))
         t_end = time.monotonic()
         wake_ms = probe.mean()
@@ -405,6 +432,9 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
                   "per_server": {}, "warm": warm, "rerun": rerun_reports, "wake_late_ms": wake_ms,
                   "wake_late_quantiles": wake_q, "rtt_ms": rtt_ms,
                   "rtt_cold_ms": rtt_cold_ms,
+                  # per process, when it was done with each kernel, s from
+                  # the start (its --verbose lines), and when the hold began
+                  "done_s": [r.stamps for r in readers], "hold_s": t_hold - t0,
                   "warm_load_ms": warm["acquire_ms"] / kernels if warm else None,
                   "warm_work_by_kernel": warm_work}
         for i, s in enumerate(servers):

@@ -521,6 +521,40 @@ def held_connections(c, homes, settings, hold_at=None):
     return {s: sum(1 for t in d.values() if t >= since) for s, d in last.items()}
 
 
+def run_holders(run, machines):
+    """Per kernel before the hold, which process of each machine went to
+    Redis for it, as the run measured: the machine's first process to reach
+    the kernel (the first done with the one before, by its --verbose
+    lines; kernel 0: the first done with it), and when it was done with it
+    (s).  None without the stamps or machines."""
+    done = run.get("done_s")
+    if not done or not machines:
+        return None
+    upto = run["kill_at"] or run["kernels"]
+    out = []
+    for k in range(upto):
+        per = []
+        for m in range(machines):
+            ps = [p for p in range(run["procs"]) if p % machines == m]
+            h = min(ps, key=lambda p: done[p][max(k - 1, 0)] if k else done[p][0])
+            per.append((h, done[h][k]))
+        out.append(per)
+    return out
+
+
+def held_by_rule(holders, homes, hold_s, settings):
+    """Per server, the connections the tier's rule leaves open at the hold
+    (held_connections) for these holders: each machine's holder of a kernel
+    sent the kernel's server its commands, the last when done with it."""
+    since = hold_s - settings.idle_close_ms / 1000.0
+    last = {}
+    for k, per in enumerate(holders):
+        d = last.setdefault(homes[k], {})
+        for p, t in per:
+            d[p] = max(d.get(p, t), t)
+    return {s: sum(1 for t in d.values() if t >= since) for s, d in last.items()}
+
+
 def predict_wave(procs, kernels, homes, sizes, live_sets, timing, settings, hold_at=None,
                  reps=40, seed=1, costs=None, machines=None):
     """The mean over `reps` simulated runs: per-server figures (with
@@ -961,14 +995,26 @@ def compare(run, args):
         m = sum(meas[s][f] for s in servers)
         worst = max(abs(pct(pred[s][f], meas[s][f])) for s in meas if meas[s][f])
         row(name, p, m, note="worst server %.1f %%" % worst)
-    conn_p = sum(pred[s]["conns"] for s in servers)
+    conn_sim = sum(pred[s]["conns"] for s in servers)
     conn_lcfs = None
-    if machines:  # which process of a machine holds follows the CPU scheduler: the other bound
+    holders = run_holders(run, machines)
+    if holders is not None:
+        # Which process of a machine reaches a kernel first is decided by a
+        # few ms of CPU scheduling the simulation does not have (its CPUs
+        # shared equally keep each machine's first process first): the
+        # connection rule is applied to the run's own first processes, and
+        # the simulation's figure, and the other bound (the latest to start
+        # working runs first: each process of a machine first in turn), are
+        # reported beside it.
+        by_rule = held_by_rule(holders, homes, run["hold_s"], st)
+        for s in servers:
+            pred[s]["conns"] = float(by_rule.get(s, 0))
         timing.sched = "lcfs"
         lc, _ = predict_wave(procs, kernels, homes, sizes, live_sets, timing, st, hold_at=kill,
                              reps=10, costs=costs, machines=machines)
         timing.sched = "ps"
         conn_lcfs = sum(lc[s]["conns"] for s in servers)
+    conn_p = sum(pred[s]["conns"] for s in servers)
     conn_m = sum(run["held"][s]["connected_clients"] for s in servers)
     if run.get("rerun"):
         lost = run["per_server"][run["killed"]]["keys_hold"]
@@ -1010,8 +1056,10 @@ def compare(run, args):
     row("connections held (connected_clients, at the hold point)", conn_p, conn_m,
         note="a process's pooled connection to each server it sent a command within "
         "idle_close_ms of the hold (no renewal: compiles < lease_ms/3)%s"
-        % ("; the CPUs shared equally keep a machine's holder; with the latest to start "
-           "working run first (each process of a machine holds in turn): %.1f" % conn_lcfs
+        % ("; the rule applied to the run's first process of each machine at each kernel "
+           "(its --verbose lines); simulated, which process is first decided by the model: "
+           "%.1f with the CPUs shared equally (a machine's first stays first), %.1f with the "
+           "latest to start working run first" % (conn_sim, conn_lcfs)
            if conn_lcfs is not None else ""))
     rows.append("| fleet model, %s: inputs | compile %.1f ms mean (%d compiles), hit load %.2f ms, "
                 "other work %.2f ms per kernel (%s), a sleep wakes %.2f ms late, "
