@@ -4,19 +4,25 @@ fleet of F processes needs: a model of what ccache's Redis tier sends,
 checked against a measured fleet on this machine (issue 24).
 
   fleet_model.py validate [--quick] [--kernels N] [--kernel-jit PATH] [--redis-server PATH]
-                          [--json FILE]
-      16 kernel_jit processes x 3 local redis-server instances, 120 kernels
+                          [--json FILE] [--machines N] [--unsigned]
+      16 kernel_jit processes as 4 machines of 4 (a --cache-dir each, above
+      Redis; --machines 0: none), signed with one key made for the run
+      (closure-cache-keys generate, --signing-key; --unsigned:
+      --trust-unsigned) x 3 local redis-server instances, 120 kernels
       each, once with every server up and once with one killed mid-run;
       each server measured with INFO (commandstats, total_net_input_bytes/
       total_net_output_bytes, connected_clients), the model fed from the
       same run: each program's compile time and home server, each kernel's
       work, the CPUs the work shares, the load time, sleep lateness and a
-      command's round trip; then, after the kill, 4 new processes walk every
-      kernel again (the loss's cost); prints bench/run rows (predicted vs
-      measured, for the fleet and per server, each figure within 10 %).
-      --quick: 8 processes, 20 kernels.
+      command's round trip, and for connections each machine's first process
+      at each kernel (their --verbose lines); then, after the kill, 4 new
+      processes (a new machine) walk every kernel again (the loss's cost);
+      prints bench/run rows (predicted vs measured, for the fleet and per
+      server, each figure within 10 %).
+      --quick: 8 processes as 2 machines, 20 kernels.
       Exit 0 (a figure off by more than 10 % is MISSED in the table, not an
-      error), 1 on a failed run, 77 if redis-server or kernel_jit is missing.
+      error), 1 on a failed run, 77 if redis-server, kernel_jit or (signed)
+      closure-cache-keys is missing.
   fleet_model.py table
       the fleet tables of docs/fleet.md (1,000 processes x 10 servers, 100,000 x
       64; each as single processes and as machines of 16), markdown.
@@ -200,11 +206,6 @@ class Timing:
         self.sched = "ps"
 
 
-# EEVDF's base slice on 2 CPUs (kernel/sched/fair.c sysctl_sched_base_slice,
-# 0.75 ms x (1 + log2 CPUs)): the CPU a woken task gets ahead of the others.
-SLICE_MS = 1.5
-
-
 class Disk:
     """The directory tier's compile-lock options (ccache_disk_options
     defaults, src/tier/disk/tier_disk.c): a waiter on the lock sleeps
@@ -295,16 +296,9 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
             rt = min(1.0, timing.cores / len(working)) if working else 1.0
             return {p: rt for p in working}
         out, left = {}, timing.cores
-        # "slice": only the first SLICE_MS of CPU after a wakeup runs
-        # first (EEVDF: a woken task's deadline is a slice away); the rest
-        # shares what is left equally
-        fresh = [p for p in working if timing.sched == "lcfs" or working[p][3] > 1e-9]
-        for p in sorted(fresh, key=lambda x: -working[x][2]):
+        for p in sorted(working, key=lambda x: -working[x][2]):
             out[p] = min(1.0, max(left, 0.0))
             left -= 1.0
-        rest = [p for p in working if p not in out]
-        for p in rest:
-            out[p] = min(1.0, max(left, 0.0) / len(rest))
         return out
 
     def advance(t):
@@ -313,7 +307,6 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
             rt = rates()
             for p, w in working.items():
                 w[0] -= dt * rt[p]
-                w[3] -= dt * rt[p]
             c["work_ms"] += dt * len(working)
         clock[0] = max(clock[0], t)
 
@@ -336,12 +329,9 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
         version[0] += 1
         if working:
             rt = rates()
-            # the next change: a process done, or one's slice used up
-            def due(x):
-                w = x[1]
-                return min(w[0], w[3]) / rt[x[0]] if w[3] > 1e-9 else w[0] / rt[x[0]]
-            p, w = min(((p, w) for p, w in working.items() if rt[p] > 0), key=due)
-            push(t + max(due((p, w)), 0.0), p, w[1], "done", version[0])
+            p, w = min(((p, w) for p, w in working.items() if rt[p] > 0),
+                       key=lambda x: x[1][0] / rt[x[0]])
+            push(t + max(w[0], 0.0) / rt[p], p, w[1], "done", version[0])
     for p in range(procs):
         push(rng.uniform(0, timing.start_spread_ms), p, 0, "arrive")
 
@@ -367,17 +357,13 @@ def simulate_wave(procs, kernels, live, timing, settings, rng, hold_at=None, liv
             advance(t)
             if state == "done":
                 if delay == version[0]:
-                    if working[p][0] > 1e-9:  # its slice is used up: it shares from now on
-                        working[p][3] = 0.0
-                        reschedule(t)
-                        continue
                     del working[p]
                     reschedule(t)
                     next_kernel(t, p, k)
                 continue
             if state == "work":
                 working[p] = [timing.work_ms if timing.work_by_kernel is None
-                               else timing.work_by_kernel[k], k, t, SLICE_MS]
+                               else timing.work_by_kernel[k], k, t]
                 reschedule(t)
                 continue
         if state in ("arrive", "dpoll") and machines:
@@ -521,12 +507,14 @@ def held_connections(c, homes, settings, hold_at=None):
     return {s: sum(1 for t in d.values() if t >= since) for s, d in last.items()}
 
 
-def run_holders(run, machines):
+def run_holders(run, machines, work_ms=0.0):
     """Per kernel before the hold, which process of each machine went to
     Redis for it, as the run measured: the machine's first process to reach
     the kernel (the first done with the one before, by its --verbose
-    lines; kernel 0: the first done with it), and when it was done with it
-    (s).  None without the stamps or machines."""
+    lines; kernel 0: the first done with it), and when it sent its last
+    command for it (s): when it was done with it less work_ms, the run's
+    mean work per kernel after its fetch (running and checking it).  None
+    without the stamps or machines."""
     done = run.get("done_s")
     if not done or not machines:
         return None
@@ -537,7 +525,7 @@ def run_holders(run, machines):
         for m in range(machines):
             ps = [p for p in range(run["procs"]) if p % machines == m]
             h = min(ps, key=lambda p: done[p][max(k - 1, 0)] if k else done[p][0])
-            per.append((h, done[h][k]))
+            per.append((h, done[h][k] - work_ms / 1000.0))
         out.append(per)
     return out
 
@@ -828,6 +816,10 @@ def validate(args):
         print("fleet_model: %s not found" % ("kernel_jit" if not kj else "redis-server"),
               file=sys.stderr)
         return 77
+    if not args.unsigned and not fm.keys_tool_of(kj):
+        print("fleet_model: closure-cache-keys not found beside kernel_jit's build (for "
+              "--signing-key; or --unsigned)", file=sys.stderr)
+        return 77
     procs, n_srv, kernels, machines = (8, 3, 20, 2) if args.quick else (16, 3, KERNELS, 4)
     kernels = args.kernels or kernels
     machines = None if args.machines == 0 else (args.machines or machines)
@@ -997,7 +989,7 @@ def compare(run, args):
         row(name, p, m, note="worst server %.1f %%" % worst)
     conn_sim = sum(pred[s]["conns"] for s in servers)
     conn_lcfs = None
-    holders = run_holders(run, machines)
+    holders = run_holders(run, machines, work)
     if holders is not None:
         # Which process of a machine reaches a kernel first is decided by a
         # few ms of CPU scheduling the simulation does not have (its CPUs
@@ -1167,6 +1159,16 @@ def selftest():
     idle = {"uses": [{0: 0.0, 1: 15000.0}, {2: 500.0}], "hold_ms": 21000.0}
     check("idle-closed connections at the hold", held_connections(idle, ["a", "b"], st),
           {"a": 1, "b": 0})
+    # The run's holders: the machine's first process done with the kernel
+    # before (kernel 0: with kernel 0), its last command a kernel's work
+    # (100 ms) before it was done; on servers "a" (kernel 0), "b" (kernel 1).
+    hr = {"done_s": [[1.0, 2.0], [0.5, 2.5]], "kill_at": None, "kernels": 2, "procs": 2}
+    check("the run's holders, one machine of 2", run_holders(hr, 1, 100.0),
+          [[(1, 0.4)], [(1, 2.4)]])
+    check("their connections at a hold at 20.35 s",
+          held_by_rule(run_holders(hr, 1, 100.0), ["a", "b"], 20.35, st), {"a": 1, "b": 1})
+    check("their connections at a hold at 20.5 s",
+          held_by_rule(run_holders(hr, 1, 100.0), ["a", "b"], 20.5, st), {"a": 0, "b": 1})
     # The fleet table's wave: 1,000 processes, a 2 s compile, default polls:
     # 15 polls per wait (5+10+...+160 = 315 ms, then 200 ms each to 2115).
     check("wave polls per wait, 2 s compile", st.polls(2000), 15)
