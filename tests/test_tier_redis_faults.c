@@ -11,6 +11,7 @@
  * `realtime` (ctest tier_redis_faults_realtime, label realtime).  SIGPIPE
  * stays at its default action for the whole run (set in main).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -616,13 +617,31 @@ static void redis_tier_health_reports_each_server(void **state) {
 
 /* A fake server for the timeout tests: accepts one connection on
  * 127.0.0.1, reads the request, then answers a bulk string one byte every
- * trickle_ms, until told to stop. */
+ * trickle_ms, until told to stop.  flood > 0: instead, STRLEN's answer is
+ * flood, and GETRANGE's a bulk string of a billion bytes sent as fast as
+ * the client takes them. */
 typedef struct trickler {
-  int lfd, port, trickle_ms;
+  int lfd, port, trickle_ms, flood;
+  _Atomic long long flooded; /* bytes of the flood sent */
   _Atomic int stop;
   _Atomic int sent;
   pthread_t t;
 } trickler;
+
+static void flood(trickler *tr, int fd) {
+  char head[64];
+  int hl = snprintf(head, sizeof head, ":%d\r\n$1000000000\r\n", tr->flood);
+  if (send(fd, head, (size_t)hl, MSG_NOSIGNAL) != hl) return;
+  static char chunk[16384];
+  memset(chunk, 'x', sizeof chunk);
+  while (!atomic_load(&tr->stop)) {
+    struct pollfd pf = {fd, POLLOUT, 0};
+    if (poll(&pf, 1, 10) != 1) continue;
+    ssize_t n = send(fd, chunk, sizeof chunk, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN) break; /* the client closed */
+    if (n > 0) atomic_fetch_add(&tr->flooded, n);
+  }
+}
 
 static void *trickle_main(void *arg) {
   trickler *tr = arg;
@@ -634,7 +653,9 @@ static void *trickle_main(void *arg) {
   if (fd < 0) return NULL;
   char req[4096];
   struct pollfd pf = {fd, POLLIN, 0};
-  if (poll(&pf, 1, (int)T_WAIT_MS) == 1 && read(fd, req, sizeof req) > 0) {
+  if (tr->flood && poll(&pf, 1, (int)T_WAIT_MS) == 1 && read(fd, req, sizeof req) > 0) {
+    flood(tr, fd);
+  } else if (poll(&pf, 1, (int)T_WAIT_MS) == 1 && read(fd, req, sizeof req) > 0) {
     const char head[] = "$1000\r\n";
     if (write(fd, head, sizeof head - 1) == (ssize_t)sizeof head - 1) {
       while (!atomic_load(&tr->stop) && atomic_load(&tr->sent) < 1000) {
@@ -649,9 +670,10 @@ static void *trickle_main(void *arg) {
   return NULL;
 }
 
-static void trickler_start(trickler *tr, int trickle_ms) {
+static void trickler_start(trickler *tr, int trickle_ms, int flood) {
   memset(tr, 0, sizeof *tr);
   tr->trickle_ms = trickle_ms;
+  tr->flood = flood;
   tr->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   assert_true(tr->lfd >= 0);
   struct sockaddr_in a;
@@ -702,7 +724,7 @@ static void *timed_fetch_main(void *arg) {
 static void redis_command_timeout_bounds_the_whole_command(void **state) {
   (void)state;
   trickler tr;
-  trickler_start(&tr, TRICKLE_STEP_MS);
+  trickler_start(&tr, TRICKLE_STEP_MS, 0);
   char addr[32];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", tr.port);
   ccache_redis_options o;
@@ -733,6 +755,56 @@ static void redis_command_timeout_bounds_the_whole_command(void **state) {
   assert_int_equal(st.program_compiles, 1);
   assert_true(st.tier_errors >= 1);
   t_close(c);
+}
+
+/* A server answering more than was asked for (STRLEN says `strlen` bytes,
+ * the range read of 128 KiB + 1 comes back as a billion, sent as fast as
+ * they are taken): the fetch stops reading at the size it asked for, well
+ * before command_timeout_ms, drops the connection and compiles. */
+static void reply_longer_than_asked(int strlen_says) {
+  trickler tr;
+  trickler_start(&tr, 0, strlen_says);
+  char addr[32];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", tr.port);
+  ccache_redis_options o;
+  t_opts(&o, addr);
+  o.command_timeout_ms = 10000;
+  o.reconnect_min_ms = o.reconnect_max_ms = 3600000; /* no second connect */
+  t_ctx ctx = {0};
+  atomic_store(&t_e2e_compiles, 0);
+  ccache *c = t_e2e_open(&ctx, &o, T_E2E_TAG);
+  timed_fetch f;
+  memset(&f, 0, sizeof f);
+  f.c = c;
+  f.n = 4;
+  pthread_mutex_init(&f.sync.mu, NULL);
+  pthread_cond_init(&f.sync.cv, NULL);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, timed_fetch_main, &f), 0);
+  int finished = t_async_wait(&f.sync, 20000);
+  trickler_stop(&tr); /* ends a fetch the bound did not */
+  pthread_join(t, NULL);
+  long long sent = atomic_load(&tr.flooded);
+  ccache_tier_health h;
+  memset(&h, 0, sizeof h);
+  h.size = sizeof h;
+  assert_int_equal(ccache_tier_health_get(c, 0, 0, &h), CCACHE_OK);
+  print_message(
+      "STRLEN %d: fetch took %llu ms (command_timeout_ms 10000); %lld bytes flooded; "
+      "last error: %s\n",
+      strlen_says, f.took_ms, sent, h.last_error);
+  assert_true(finished);
+  assert_int_equal(f.id, 4); /* compiled: the tier failed, the fetch did not */
+  assert_true(f.took_ms < 2000);
+  assert_non_null(strstr(h.last_error, "a reply longer than the 131073 bytes asked for"));
+  assert_int_equal(t_stats(c).program_compiles, 1);
+  t_close(c);
+}
+
+static void redis_reply_longer_than_asked_is_cut_off(void **state) {
+  (void)state;
+  reply_longer_than_asked(200000); /* a long entry: read_long */
+  reply_longer_than_asked(100);    /* a short one */
 }
 
 /* Item 7: a stopped server whose listen backlog is open accepts every
@@ -926,6 +998,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_e2e_entry_published_between_read_and_remove_survives,
                                 t_stop_all),
       cmocka_unit_test_teardown(redis_tier_health_reports_each_server, t_stop_all),
+      cmocka_unit_test_teardown(redis_reply_longer_than_asked_is_cut_off, t_stop_all),
   };
   /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
    * `test_tier_redis_faults realtime` runs them (CTest label realtime: plain
