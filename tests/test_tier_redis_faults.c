@@ -716,6 +716,27 @@ static void *timed_fetch_main(void *arg) {
   return NULL;
 }
 
+/* A cache over the fake server tr (command_timeout_ms timeout, no second
+ * connect), fetching key n on a new thread *t into *f. */
+static ccache *fetch_from_fake(trickler *tr, uint64_t timeout_ms, uint64_t n, t_ctx *ctx,
+                               timed_fetch *f, pthread_t *t) {
+  char addr[32];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", tr->port);
+  ccache_redis_options o;
+  t_opts(&o, addr);
+  o.command_timeout_ms = timeout_ms;
+  o.reconnect_min_ms = o.reconnect_max_ms = 3600000; /* no second connect */
+  atomic_store(&t_e2e_compiles, 0);
+  ccache *c = t_e2e_open(ctx, &o, T_E2E_TAG);
+  memset(f, 0, sizeof *f);
+  f->c = c;
+  f->n = n;
+  pthread_mutex_init(&f->sync.mu, NULL);
+  pthread_cond_init(&f->sync.cv, NULL);
+  assert_int_equal(pthread_create(t, NULL, timed_fetch_main, f), 0);
+  return c;
+}
+
 #define TRICKLE_TIMEOUT_MS 300
 #define TRICKLE_STEP_MS    200 /* a byte well inside each read's timeout */
 
@@ -725,23 +746,10 @@ static void redis_command_timeout_bounds_the_whole_command(void **state) {
   (void)state;
   trickler tr;
   trickler_start(&tr, TRICKLE_STEP_MS, 0);
-  char addr[32];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", tr.port);
-  ccache_redis_options o;
-  t_opts(&o, addr);
-  o.command_timeout_ms = TRICKLE_TIMEOUT_MS;
-  o.reconnect_min_ms = o.reconnect_max_ms = 3600000; /* no second connect */
   t_ctx ctx = {0};
-  atomic_store(&t_e2e_compiles, 0);
-  ccache *c = t_e2e_open(&ctx, &o, T_E2E_TAG);
   timed_fetch f;
-  memset(&f, 0, sizeof f);
-  f.c = c;
-  f.n = 3;
-  pthread_mutex_init(&f.sync.mu, NULL);
-  pthread_cond_init(&f.sync.cv, NULL);
   pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, timed_fetch_main, &f), 0);
+  ccache *c = fetch_from_fake(&tr, TRICKLE_TIMEOUT_MS, 3, &ctx, &f, &t);
   int finished = t_async_wait(&f.sync, 5 * TRICKLE_TIMEOUT_MS + 2000);
   int sent = atomic_load(&tr.sent);
   trickler_stop(&tr); /* ends a fetch the timeout did not */
@@ -764,23 +772,10 @@ static void redis_command_timeout_bounds_the_whole_command(void **state) {
 static void reply_longer_than_asked(int strlen_says) {
   trickler tr;
   trickler_start(&tr, 0, strlen_says);
-  char addr[32];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", tr.port);
-  ccache_redis_options o;
-  t_opts(&o, addr);
-  o.command_timeout_ms = 10000;
-  o.reconnect_min_ms = o.reconnect_max_ms = 3600000; /* no second connect */
   t_ctx ctx = {0};
-  atomic_store(&t_e2e_compiles, 0);
-  ccache *c = t_e2e_open(&ctx, &o, T_E2E_TAG);
   timed_fetch f;
-  memset(&f, 0, sizeof f);
-  f.c = c;
-  f.n = 4;
-  pthread_mutex_init(&f.sync.mu, NULL);
-  pthread_cond_init(&f.sync.cv, NULL);
   pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, timed_fetch_main, &f), 0);
+  ccache *c = fetch_from_fake(&tr, 10000, 4, &ctx, &f, &t);
   int finished = t_async_wait(&f.sync, 20000);
   trickler_stop(&tr); /* ends a fetch the bound did not */
   pthread_join(t, NULL);

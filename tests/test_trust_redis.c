@@ -349,17 +349,21 @@ static void open_holder(t_ctx *ctx) {
   ccache_trust_free(wt);
 }
 
-static void lease_released_between_busy_and_peek_loads(void **state) {
-  (void)state;
+/* A server, the holder, and the other cache (t: its trust, freed here). */
+static void open_pair(t_ctx *ctx, rcache *other, ccache_trust *t) {
   need_redis();
   assert_int_equal(t_redis_start(&srv, NULL), 0);
+  memset(ctx, 0, sizeof *ctx);
+  open_holder(ctx);
+  open_redis(other, ctx, t, 10000);
+  ccache_trust_free(t);
+}
+
+static void lease_released_between_busy_and_peek_loads(void **state) {
+  (void)state;
   t_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  open_holder(&ctx);
-  ccache_trust *wt = tr_trust(keys, "signer", NULL);
   rcache late;
-  open_redis(&late, &ctx, wt, 10000);
-  ccache_trust_free(wt);
+  open_pair(&ctx, &late, tr_trust(keys, "signer", NULL));
   ccache_stats s;
   assert_int_equal(race_the_holder(&late, 1, &s), 0);
   assert_int_equal(s.tier_hits, 1);
@@ -371,15 +375,9 @@ static void lease_released_between_busy_and_peek_loads(void **state) {
  * look at the lease, the signer published and let go. */
 static void lease_released_between_poll_and_peek_reader_loads(void **state) {
   (void)state;
-  need_redis();
-  assert_int_equal(t_redis_start(&srv, NULL), 0);
   t_ctx ctx;
-  memset(&ctx, 0, sizeof ctx);
-  open_holder(&ctx);
-  ccache_trust *t = reader_trust();
   rcache rd;
-  open_redis(&rd, &ctx, t, 10000);
-  ccache_trust_free(t);
+  open_pair(&ctx, &rd, reader_trust());
   ccache_stats s;
   assert_int_equal(race_the_holder(&rd, 2, &s), 0);
   assert_int_equal(s.tier_hits, 1);
