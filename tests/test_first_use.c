@@ -388,7 +388,14 @@ static void tiers_without_codec_are_refused(void **state) {
   assert_null(c);
   assert_non_null(strstr(ccache_error_detail(), "1 tier(s) but no codec"));
   assert_int_equal(ccache_default_init(&cfg), CCACHE_EINVAL); /* the same check */
-  ccache_tier_free(tier);                                     /* still the caller's */
+  /* A NULL argument says so, not what the failure before it said. */
+  assert_int_equal(ccache_open(NULL, &c), CCACHE_EINVAL);
+  assert_string_equal(ccache_error_detail(), "ccache_open: cfg is NULL");
+  assert_int_equal(ccache_open(&cfg, NULL), CCACHE_EINVAL);
+  assert_string_equal(ccache_error_detail(), "ccache_open: out is NULL");
+  assert_int_equal(ccache_default_init(NULL), CCACHE_EINVAL);
+  assert_string_equal(ccache_error_detail(), "ccache_default_init: cfg is NULL");
+  ccache_tier_free(tier); /* still the caller's */
   t_rmrf(dir);
   free(dir);
 }

@@ -852,6 +852,20 @@ static void renewal_thread_renews_leases(void **state) {
   assert_int_equal(t_threads_named_gone(CCACHE__RENEW_THREAD_NAME), 0); /* joined at close */
 }
 
+/* Waits (bounded, as wait_for_renewals) until lost_tier's lease has had
+ * its first renewal, then for renewals_wanted more of comp->arg's. */
+static mem_tier *lost_tier;
+static void wait_for_loss_then_renewals(t_compiler *comp, ccache *c, ccache_key pkey) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 30;
+  pthread_mutex_lock(&lost_tier->rmu);
+  while (atomic_load(&lost_tier->renews) < 1)
+    if (pthread_cond_timedwait(&lost_tier->rcv, &lost_tier->rmu, &until) != 0) break;
+  pthread_mutex_unlock(&lost_tier->rmu);
+  wait_for_renewals(comp, c, pkey);
+}
+
 static void lost_lease_is_counted_and_the_compile_goes_on(void **state) {
   (void)state;
   rig r;
@@ -860,9 +874,12 @@ static void lost_lease_is_counted_and_the_compile_goes_on(void **state) {
   /* Tier 0's lease is lost at its first renewal: "no longer yours" (a
    * renewal that got no answer would be retried while the lease holds). */
   r.m[0]->renew_rc = CCACHE_EBUSY;
-  /* The compile runs until tier 1's healthy lease was renewed 5 times: time
-   * for tier 0's to be renewed about as often, were a lost lease renewed. */
-  r.comp.during = wait_for_renewals;
+  /* The compile runs until tier 0's lease was lost (its first renewal: on
+   * a loaded machine that can come after tier 1's fifth), then until tier
+   * 1's healthy lease was renewed 5 more times: time for tier 0's to be
+   * renewed as often, were a lost lease renewed. */
+  lost_tier = r.m[0];
+  r.comp.during = wait_for_loss_then_renewals;
   r.comp.arg = r.m[1];
   renewals_wanted = 5;
   assert_int_equal(t_goc(r.c, PK(1), &r.comp, CCACHE_OK), 1);

@@ -93,7 +93,11 @@ static void destroy_sync(ccache *c) {
 }
 
 int ccache_open(const ccache_config *cfg, ccache **out) {
-  if (!cfg || !out || !ccache__config_valid(cfg)) return CCACHE_EINVAL;
+  if (!cfg || !out) { /* a detail of its own: never an earlier failure's */
+    ccache__detail("ccache_open: %s is NULL", !cfg ? "cfg" : "out");
+    return CCACHE_EINVAL;
+  }
+  if (!ccache__config_valid(cfg)) return CCACHE_EINVAL;
   ccache__fork_register();
   ccache__mem mem = {cfg->alloc, cfg->free, cfg->alloc_ctx};
   /* The allocator promises only malloc's alignment; place the cache on a

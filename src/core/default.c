@@ -92,7 +92,11 @@ static int keep_config(const ccache_config *cfg) {
 }
 
 int ccache_default_init(const ccache_config *cfg) {
-  if (!cfg || !ccache__config_valid(cfg)) return CCACHE_EINVAL;
+  if (!cfg) {
+    ccache__detail("ccache_default_init: cfg is NULL");
+    return CCACHE_EINVAL;
+  }
+  if (!ccache__config_valid(cfg)) return CCACHE_EINVAL;
   int rc = CCACHE_OK;
   ccache__lock(&default_mu);
   if (atomic_load(&default_cache))

@@ -99,7 +99,9 @@ defmodule CCache do
       # the supervision tree
       children = [{CCache, name: MyApp.Cache, otp_app: :my_app}]
 
-  Options given in the child spec win over the environment's.  Without
+  Options given in the child spec win over the environment's.  An unknown
+  option or an invalid value fails the start with an `ArgumentError` naming
+  it (a misspelled `:max_items` would otherwise leave the cache unbounded).  Without
   `:otp_app`, `config :ccache, <name>, ...` is read the same way (so the
   default instance takes `config :ccache, CCache, max_items: 1024`).
   """
@@ -140,9 +142,39 @@ defmodule CCache do
     Keyword.merge(env, opts)
   end
 
+  @options [:name, :max_items, :ttl, :inline_max, :manual_clock, :keys, :otp_app]
+
+  # A misspelled or ill-typed option fails the start, naming it: a cache left
+  # unbounded by a typo in config/runtime.exs would not say so otherwise.
+  defp validate!(opts) do
+    case Keyword.keys(opts) -- @options do
+      [] ->
+        Enum.each(opts, &check_option!/1)
+
+      unknown ->
+        raise ArgumentError,
+              "CCache #{inspect(Keyword.get(opts, :name, @default))}: unknown option(s) " <>
+                "#{inspect(unknown)}; the options are #{inspect(@options)}"
+    end
+  end
+
+  defp check_option!({k, v}) when k in [:max_items, :ttl, :inline_max] do
+    unless v == :infinity or (is_integer(v) and v > 0) do
+      raise ArgumentError, "CCache option #{inspect(k)}: #{inspect(v)} is not a positive integer or :infinity"
+    end
+  end
+
+  defp check_option!({:manual_clock, v}) when is_boolean(v), do: :ok
+  defp check_option!({:keys, v}) when v in [:fast, :strong], do: :ok
+  defp check_option!({k, _}) when k in [:name, :otp_app], do: :ok
+
+  defp check_option!({k, v}),
+    do: raise(ArgumentError, "CCache option #{inspect(k)}: #{inspect(v)} is not valid (see CCache.child_spec/1)")
+
   @impl true
   def init(opts) do
     opts = options(opts)
+    validate!(opts)
     name = Keyword.get(opts, :name, @default)
     mi = Keyword.get(opts, :max_items, :infinity)
     ttl = Keyword.get(opts, :ttl, :infinity)

@@ -549,6 +549,19 @@ defmodule CCacheTest do
     assert result_of(comp) == {:error, :no_cache}
   end
 
+  test "a misspelled or invalid option fails the start, naming it" do
+    Application.put_env(:ccache_test_app, :t_typo_cache, max_itmes: 10)
+    {:error, {{%ArgumentError{message: m}, _}, _}} =
+      start_supervised({CCache, name: :t_typo_cache, otp_app: :ccache_test_app})
+    assert m =~ "unknown option(s) [:max_itmes]"
+    {:error, {{%ArgumentError{message: m}, _}, _}} = start_supervised({CCache, name: :t_bad_ttl, ttl: "30m"})
+    assert m =~ ~s(option :ttl: "30m" is not a positive integer or :infinity)
+    {:error, {{%ArgumentError{message: m}, _}, _}} = start_supervised({CCache, name: :t_bad_max, max_items: -5})
+    assert m =~ "option :max_items: -5"
+    {:error, {{%ArgumentError{message: m}, _}, _}} = start_supervised({CCache, name: :t_bad_keys, keys: :weak})
+    assert m =~ "option :keys: :weak is not valid"
+  end
+
   test "options from the application environment (config :my_app, MyCache, ...)" do
     Application.put_env(:ccache_test_app, :t_env_cache, max_items: 7, ttl: 1000)
     start_supervised!({CCache, name: :t_env_cache, otp_app: :ccache_test_app, ttl: 2000})

@@ -662,22 +662,47 @@ def _env(name: str) -> str | None:
     return v if v is not None else e.get(_OLD_PREFIX + name)
 
 
+def _env_int(name: str) -> int | None:
+    """An integer variable, or None when unset; a ValueError naming it."""
+    v = _env(name)
+    if not v:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"{_PREFIX}{name}={v!r}: not a whole number "
+                         "(bytes, or milliseconds for LOCK_WAIT_MS)") from None
+
+
+# install()'s argument names as the variables that set them, for its errors.
+_AS_VARIABLES = (("trusted_keys / trusted_key_files", _PREFIX + "TRUSTED_KEY_FILES"),
+                 ("signing_key_file", _PREFIX + "SIGNING_KEY_FILE"),
+                 ("pass trust_unsigned=True", "set " + _PREFIX + "TRUST_UNSIGNED=1"),
+                 ("allow_untested=True", _PREFIX + "ALLOW_UNTESTED=1"))
+
+
 def install_from_env() -> ccache.Cache | None:
     """install() from the CLOSURE_CACHE_NUMBA_* variables (or their
     deprecated CCACHE_NUMBA_* aliases); None when neither
-    CLOSURE_CACHE_NUMBA_DIR nor CLOSURE_CACHE_NUMBA_REDIS is set."""
+    CLOSURE_CACHE_NUMBA_DIR nor CLOSURE_CACHE_NUMBA_REDIS is set.  Its
+    errors name the variables, not install()'s arguments."""
     if not _env("DIR") and not _env("REDIS"):
         return None
-    mb, wait = _env("MAX_BYTES"), _env("LOCK_WAIT_MS")
     files = [f for f in (_env("TRUSTED_KEY_FILES") or "").split(":") if f]
-    return install(_env("DIR") or None, _env("REDIS") or None,
-                   redis_prefix=_env("REDIS_PREFIX") or None,
-                   max_bytes=int(mb) if mb else None,
-                   lock_wait_ms=int(wait) if wait else None,
-                   signing_key_file=_env("SIGNING_KEY_FILE") or None,
-                   trusted_key_files=files,
-                   trust_unsigned=_env("TRUST_UNSIGNED") == "1",
-                   allow_untested=_env("ALLOW_UNTESTED") == "1", export=False)
+    try:
+        return install(_env("DIR") or None, _env("REDIS") or None,
+                       redis_prefix=_env("REDIS_PREFIX") or None,
+                       max_bytes=_env_int("MAX_BYTES"),
+                       lock_wait_ms=_env_int("LOCK_WAIT_MS"),
+                       signing_key_file=_env("SIGNING_KEY_FILE") or None,
+                       trusted_key_files=files,
+                       trust_unsigned=_env("TRUST_UNSIGNED") == "1",
+                       allow_untested=_env("ALLOW_UNTESTED") == "1", export=False)
+    except (ValueError, RuntimeError) as e:
+        msg = str(e)
+        for arg, var in _AS_VARIABLES:
+            msg = msg.replace(arg, var)
+        raise type(e)(f"ccache.numba from the {_PREFIX}* variables: {msg}") from e
 
 
 def uninstall() -> None:

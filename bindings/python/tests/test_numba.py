@@ -481,3 +481,26 @@ print(json.dumps({"r": r, "took": took, "f": st(nest.f), "g": st(nest.g)}))
     assert f == {"r": 8, "g": [0, 1]}
     assert (s["r"], s["f"], s["g"]) == (16, [0, 1], [0, 1]), s
     assert s["took"] < 60, s
+
+
+def test_environment_mistakes_name_the_variable(tmp_path, monkeypatch):
+    # install_from_env's errors speak of the variables a user set, not of
+    # install()'s keyword arguments.
+    import ccache.numba as cn
+    for k in ("DIR", "REDIS", "MAX_BYTES", "TRUSTED_KEY_FILES", "SIGNING_KEY_FILE",
+              "TRUST_UNSIGNED"):
+        monkeypatch.delenv("CLOSURE_CACHE_NUMBA_" + k, raising=False)
+        monkeypatch.delenv("CCACHE_NUMBA_" + k, raising=False)
+    monkeypatch.setenv("CLOSURE_CACHE_NUMBA_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("CLOSURE_CACHE_NUMBA_MAX_BYTES", "10MB")
+    with pytest.raises(ValueError, match=r"CLOSURE_CACHE_NUMBA_MAX_BYTES='10MB': not a whole"):
+        cn.install_from_env()
+    monkeypatch.delenv("CLOSURE_CACHE_NUMBA_MAX_BYTES")
+    monkeypatch.delenv("CLOSURE_CACHE_NUMBA_DIR")
+    monkeypatch.setenv("CLOSURE_CACHE_NUMBA_REDIS", "unix:" + str(tmp_path / "none.sock"))
+    with pytest.raises(ValueError) as e:
+        cn.install_from_env()
+    assert "CLOSURE_CACHE_NUMBA_TRUSTED_KEY_FILES" in str(e.value)
+    assert "CLOSURE_CACHE_NUMBA_TRUST_UNSIGNED=1" in str(e.value)
+    assert "trust_unsigned=True" not in str(e.value)
+    assert cn.installed() is None

@@ -255,7 +255,8 @@ static int open_private_dir(const char *dir) {
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
     ccache__detail(
         "ccache disk tier: refusing directory %s: writable by group or others "
-        "(mode %04o); chmod 700 it",
+        "(mode %04o); give the tier a directory of its own, e.g. a new one (it is "
+        "created 0700), or remove group and other write from this one if only you use it",
         dir, (unsigned)(st.st_mode & 07777));
     close(fd);
     return CCACHE_EPERM;
