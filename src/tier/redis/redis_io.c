@@ -9,10 +9,10 @@
  * poll() bounded by connect_timeout_ms, then handed to redisConnectFd().
  * The context's REDIS_BLOCK flag is cleared (as hiredis' own non-blocking
  * connects do), and commands are driven here: redisAppendCommandArgv, then
- * redisBufferWrite / redisBufferRead, each after a poll() bounded by what
+ * redisBufferWrite, and reads fed to the hiredis reader, each after a poll() bounded by what
  * is left of one deadline, now + command_timeout_ms (a long entry's reply
  * is read again at once while bytes are there, polling only when the
- * socket is empty: read_long).  So the timeout bounds
+ * socket is empty: read_reply).  So the timeout bounds
  * a whole command, however its bytes trickle in (SO_RCVTIMEO, the hiredis
  * blocking timeout, bounds each read alone: a server sending a byte just
  * inside it could hold a command forever).
@@ -164,7 +164,8 @@ static int dial_addr(const char *host, int port_no, const char *path, uint64_t d
   return fd;
 }
 
-/* A reply longer than this is read by read_long (redisBufferRead's size). */
+/* A reply longer than this is read without a poll before each read
+ * (read_reply), in reads of this size (redisBufferRead's). */
 #define SMALL_READ    (16u * 1024u)
 /* A bulk reply's bytes besides its value ("$<20 digits>\r\n", "\r\n"),
  * with room for a STRLEN reply still buffered before it. */
@@ -206,27 +207,7 @@ static bool too_long(redisContext *c, uint64_t value_max, char *why, size_t why_
   return true;
 }
 
-/* Read one reply by deadline_ms, of a value of at most value_max bytes
- * (more buffered: CCACHE__RX_BROKEN, why says so). */
-static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t value_max, redisReply **reply,
-                      char *why, size_t why_len) {
-  for (;;) {
-    void *r = NULL;
-    if (redisGetReplyFromReader(c, &r) != REDIS_OK) break;
-    if (r) {
-      *reply = r;
-      return CCACHE__RX_REPLY;
-    }
-    if (too_long(c, value_max, why, why_len)) return CCACHE__RX_BROKEN;
-    int w = wait_fd(c->fd, POLLIN, deadline_ms);
-    if (w <= 0) return wait_failed(w, why, why_len);
-    if (redisBufferRead(c) != REDIS_OK) break;
-  }
-  snprintf(why, why_len, "%s", c->errstr[0] ? c->errstr : "connection error");
-  return CCACHE__RX_BROKEN;
-}
-
-/* One read of what the socket holds (up to sizeof buf), fed to c's reader:
+/* One read of what the socket holds (up to cap bytes), fed to c's reader:
  * 1 bytes fed, 0 none yet (EAGAIN), -1 the connection failed (why set). */
 static int feed_once(redisContext *c, char *buf, size_t cap, char *why, size_t why_len) {
   ssize_t n;
@@ -242,14 +223,16 @@ static int feed_once(redisContext *c, char *buf, size_t cap, char *why, size_t w
   return -1;
 }
 
-/* As read_reply, for a reply known to be long (an entry over SMALL_READ):
- * read again at once while the socket has bytes, and poll only when it is
- * empty.  read_reply polls before each 16 KiB read (redisBufferRead's
- * size): for a 1 MiB entry that is 64 wake-ups, which cost this fetch as
- * much as the copies (bench_redis: 1 MiB fetched in ~1.0 ms, ~0.5 ms so). */
-static int read_long(redisContext *c, uint64_t deadline_ms, uint64_t value_max, redisReply **reply,
-                     char *why, size_t why_len) {
-  char buf[SMALL_READ]; /* what redisBufferRead puts on the stack too */
+/* Read one reply, of a value of at most value_max bytes (more buffered:
+ * CCACHE__RX_BROKEN, why says so), by deadline_ms.  A short reply is
+ * waited for before each read: it is not there yet when the command has
+ * just left.  A long one (long: an entry over SMALL_READ) is read again at
+ * once while the socket has bytes, polling only when it is empty: a poll
+ * before each 16 KiB read is 64 wake-ups for a 1 MiB entry, which cost the
+ * fetch as much as its copies (bench_redis: ~1.0 ms against ~0.5 ms). */
+static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t value_max, bool long_reply,
+                      redisReply **reply, char *why, size_t why_len) {
+  char buf[SMALL_READ]; /* what hiredis's redisBufferRead puts on the stack too */
   for (;;) {
     /* Bytes may keep coming: the deadline and the size asked for bound the
      * loop even when no poll is needed (a hostile server's endless reply). */
@@ -264,12 +247,14 @@ static int read_long(redisContext *c, uint64_t deadline_ms, uint64_t value_max, 
       *reply = r;
       return CCACHE__RX_REPLY;
     }
-    int f = feed_once(c, buf, sizeof buf, why, why_len);
-    if (f < 0) return CCACHE__RX_BROKEN;
+    int f = 0;
+    if (long_reply) f = feed_once(c, buf, sizeof buf, why, why_len);
     if (f == 0) {
       int w = wait_fd(c->fd, POLLIN, deadline_ms);
       if (w <= 0) return wait_failed(w, why, why_len);
+      f = feed_once(c, buf, sizeof buf, why, why_len);
     }
+    if (f < 0) return CCACHE__RX_BROKEN;
   }
 }
 
@@ -277,7 +262,8 @@ int ccache__rexec(redisContext *c, int argc, const char **argv, const size_t *ar
                   uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
   if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return CCACHE__RX_NOMEM;
   int x = send_all(c, deadline_ms, why, why_len);
-  return x != CCACHE__RX_REPLY ? x : read_reply(c, deadline_ms, REPLY_MAX, reply, why, why_len);
+  return x != CCACHE__RX_REPLY ? x
+                               : read_reply(c, deadline_ms, REPLY_MAX, false, reply, why, why_len);
 }
 
 /* Append GETRANGE key 0 end. */
@@ -290,15 +276,14 @@ static int append_range(redisContext *c, const char *key, size_t klen, uint64_t 
 
 /* Read STRLEN's reply, then GETRANGE's of at most head bytes: the pair's
  * outcome; *first and *second are set (the caller frees them) on
- * CCACHE__RX_REPLY.  A long value's range is read by read_long. */
+ * CCACHE__RX_REPLY. */
 static int read_pair(redisContext *c, uint64_t deadline_ms, uint64_t head, redisReply **first,
                      redisReply **second, char *why, size_t why_len) {
   /* GETRANGE 0 head answers head + 1 bytes at most. */
-  int x = read_reply(c, deadline_ms, head + 1, first, why, why_len);
+  int x = read_reply(c, deadline_ms, head + 1, false, first, why, why_len);
   if (x != CCACHE__RX_REPLY) return x;
   long long n = (*first)->type == REDIS_REPLY_INTEGER ? (*first)->integer : 0;
-  x = n > SMALL_READ ? read_long(c, deadline_ms, head + 1, second, why, why_len)
-                     : read_reply(c, deadline_ms, head + 1, second, why, why_len);
+  x = read_reply(c, deadline_ms, head + 1, n > SMALL_READ, second, why, why_len);
   if (x != CCACHE__RX_REPLY) freeReplyObject(*first);
   return x;
 }
@@ -348,7 +333,7 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
   if (append_range(c, key, klen, max)) return CCACHE__RX_NOMEM;
   x = send_all(c, deadline_ms, why, why_len);
   if (x == CCACHE__RX_UNSENT) x = CCACHE__RX_BROKEN; /* the first round was sent */
-  if (x == CCACHE__RX_REPLY) x = read_long(c, deadline_ms, max + 1, &g, why, why_len);
+  if (x == CCACHE__RX_REPLY) x = read_reply(c, deadline_ms, max + 1, true, &g, why, why_len);
   if (x != CCACHE__RX_REPLY) return x;
   if (g->type == REDIS_REPLY_STRING && g->len > max) {
     freeReplyObject(g);
