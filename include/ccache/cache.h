@@ -259,8 +259,8 @@ CCACHE_API void ccache_config_init(ccache_config *cfg);
  *        the pointers it keeps).
  * @param out receives the cache, the caller's until ccache_close() returns
  *        CCACHE_OK.  Untouched on error.
- * @return CCACHE_OK; CCACHE_EINVAL with a detail (size or magic first, then
- *         a bound of 0, one allocator hook, a bad tier array, a codec with a
+ * @return CCACHE_OK; CCACHE_EINVAL with a detail (a NULL cfg or out; size
+ *         or magic, then a bound of 0, one allocator hook, a bad tier array, a codec with a
  *         NULL callback or tiers without one, a trust object with no key,
  *         a tier others can write with neither ccache_config::trust nor
  *         CCACHE_TRUST_UNSIGNED: the detail names the tier and both ways);
