@@ -34,7 +34,9 @@ What the model counts comes from the tier's code (src/tier/tier_stack.c,
 src/tier/redis/tier_redis.c, redis_conn.c, src/tier/tier_renew.c):
   lookup    STRLEN <k> and GETRANGE <k> 0 131072, pipelined (one round
             trip; an entry over 128 KiB and within the bound: a second
-            GETRANGE <k> 0 <max bytes>) on the key's first live server only
+            GETRANGE <k> 0 <max bytes>, after which the process asks for
+            that entry's length at once: one round trip from then on, as
+            modelled; each process's first such hit is not) on the key's first live server only
             (a miss reads on past it only after this process saw that server
             fail: not modelled, tier_redis.c get_from, redis_io.c
             ccache__rexec_get_bounded);
@@ -98,7 +100,6 @@ SIGNED_LEASE = 120  # tier_trust.h CCACHE__LEASE_TOKEN: the signed part of a lea
 ENTRY_SIG = 80  # tier_trust.h CCACHE__TIER_SIG: a signed entry's signature block
 PEEK_END = 192  # redis_lease.c: the lease peek's GETRANGE end
 PREFIX_READ = 128 << 10  # redis.h CCACHE__REDIS_PREFIX_READ: the lookup's first GETRANGE end
-MAX_ARG_LEN = len(str(64 << 20))  # the second GETRANGE's end: tier_max_entry_bytes (64 MiB)
 OK_REPLY = len("+OK\r\n")
 NIL_REPLY = len("$-1\r\n")  # RESP2 (hiredis 0.14)
 INT_REPLY = len(":1\r\n")
@@ -113,20 +114,27 @@ def bulk(n):
     return len("$%d\r\n" % n) + n + 2
 
 
-def lookup_req():
-    return req(6, KEY_LEN) + req(8, KEY_LEN, 1, len(str(PREFIX_READ)))
+def prefix(e=0):
+    """The first GETRANGE's end in a process that has read e-byte entries:
+    the tier raises it to the longest entry over PREFIX_READ it read
+    (redis_io.c prefix_seen)."""
+    return max(PREFIX_READ, e)
+
+
+def lookup_req(e=0):
+    return req(6, KEY_LEN) + req(8, KEY_LEN, 1, len(str(prefix(e))))
 
 
 def lookup_reply(e):
-    """Reply bytes of a lookup of an e-byte entry (0: none): STRLEN's
-    integer, the first GETRANGE (at most PREFIX_READ + 1 bytes), and the
-    whole entry again when it is longer."""
-    first = len(":%d\r\n" % e) + bulk(min(e, PREFIX_READ + 1))
-    return first + (bulk(e) if e > PREFIX_READ else 0)
+    """Reply bytes of a lookup of an e-byte entry (0: none) in the steady
+    state: STRLEN's integer and the GETRANGE of at most prefix(e) + 1 bytes,
+    the whole entry.  (A process's first hit over PREFIX_READ reads the
+    first PREFIX_READ + 1 bytes, then the entry again: once per process.)"""
+    return len(":%d\r\n" % e) + bulk(min(e, prefix(e) + 1))
 
 
 def lookup_req_bytes(e):
-    return lookup_req() + (req(8, KEY_LEN, 1, MAX_ARG_LEN) if e > PREFIX_READ else 0)
+    return lookup_req(e)
 
 
 def op_bytes(lease_ms, signed=False):
@@ -465,8 +473,9 @@ def per_server(counts, homes, sizes, live_sets, settings):
         x["net_out"] += n * ob["get_miss"][1]
         hits, ok, busy = counts["hit"][k], counts["setnx_ok"][k], counts["setnx_busy"][k]
         rel, ren, st = counts["releases"][k], counts["renewals"][k], counts["compiles"][k]
-        # the scripts' own GETRANGE; a hit over PREFIX_READ reads twice
-        x["getrange"] += hits * (2 if e > PREFIX_READ else 1) + rel + ren
+        # the scripts' own GETRANGE; a hit reads once (over PREFIX_READ
+        # too, past each process's first: lookup_reply)
+        x["getrange"] += hits + rel + ren
         x["strlen"] += hits
         x["set"] += ok + busy + st
         x["eval"] += rel + ren
@@ -1095,6 +1104,10 @@ def selftest():
     check("renewals(3334 ms)", st.renewals(3334), 1)
     # *2 $6 STRLEN $59 <key>: 4+12+66; *4 $8 GETRANGE $59 <key> $1 0 $6 131072: 4+14+66+7+12
     check("request bytes of a lookup of a 59-byte key", lookup_req(), 82 + 103)
+    # a 1 MiB entry, steady state: STRLEN's ":1048576\r\n", then the entry
+    # whole from GETRANGE <k> 0 1048576 (7 digits of end)
+    check("reply bytes of a 1 MiB hit", lookup_reply(1 << 20), 10 + 10 + (1 << 20) + 2)
+    check("request bytes of a 1 MiB hit", lookup_req_bytes(1 << 20), 82 + 104)
     # :0 and an empty bulk for no key; a hit of 1000 bytes: :1000 and the entry
     check("reply bytes of a missing lookup", lookup_reply(0), 4 + 6)
     check("reply bytes of a 1000-byte hit", lookup_reply(1000), 7 + 1009)

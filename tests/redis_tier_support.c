@@ -144,6 +144,17 @@ char *t_reply_str(t_redis_server *s, const char *fmt, const char *arg) {
   return out;
 }
 
+long long t_cmd_calls(t_redis_server *s, const char *name) {
+  char *info = t_reply_str(s, "INFO %s", "commandstats");
+  assert_non_null(info);
+  char tag[64];
+  snprintf(tag, sizeof tag, "cmdstat_%s:calls=", name);
+  const char *p = strstr(info, tag);
+  long long n = p ? strtoll(p + strlen(tag), NULL, 10) : 0;
+  free(info);
+  return n;
+}
+
 void *t_async_get_main(void *arg) {
   t_async_get *g = arg;
   int rc = t_get_check(g->b, g->n, g->len);

@@ -70,6 +70,9 @@ int t_get_until_reachable(t_be *b, uint64_t n, size_t len);
 void t_entry_key(char *buf, size_t len, const char *prefix, const char *ns, uint64_t n);
 /* A string reply of an admin command (caller frees; NULL otherwise). */
 char *t_reply_str(t_redis_server *s, const char *fmt, const char *arg);
+/* How many times the server has run command name (lower case: "getrange")
+ * since it started or since CONFIG RESETSTAT, from INFO commandstats. */
+long long t_cmd_calls(t_redis_server *s, const char *name);
 
 /* t_get_check on another thread. */
 typedef struct t_async_get {

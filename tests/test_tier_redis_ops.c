@@ -24,6 +24,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redis_tier_support.h"
+#include "tier/redis/tier_redis.h"
 #include "tier/tier.h"
 
 /* Sleep ms milliseconds. */
@@ -256,6 +257,46 @@ static void redis_oversize_entry_costs_a_prefix(void **state) {
   t_redis_stop(s);
 }
 
+/* An entry longer than the first round's prefix (128 KiB) is read in two
+ * round trips the first time; from then on the prefix is that long and
+ * the same lookup takes one.  Each read comes back whole and exact (the
+ * long reply is read straight into hiredis's buffer), and an entry over
+ * the bound still costs at most the prefix. */
+static void redis_long_entry_takes_one_round_trip_once_seen(void **state) {
+  (void)state;
+  t_need_redis();
+  t_redis_server *s = &t_servers[0];
+  t_must_start(s, NULL);
+  t_be b;
+  t_be_open_simple(&b, s->addr);
+  const size_t len = (300u << 10) + 7u;
+  assert_int_equal(t_put_n(&b, 13, len), CCACHE_OK);
+  long long calls[4];
+  calls[0] = t_cmd_calls(s, "getrange");
+  for (int i = 1; i < 4; i++) {
+    assert_int_equal(t_get_check(&b, 13, len), CCACHE_OK);
+    calls[i] = t_cmd_calls(s, "getrange");
+  }
+  print_message("GETRANGEs for three lookups of a %zu-byte entry: %lld, %lld, %lld\n", len,
+                calls[1] - calls[0], calls[2] - calls[1], calls[3] - calls[2]);
+  assert_int_equal(calls[1] - calls[0], 2);
+  assert_int_equal(calls[2] - calls[1], 1);
+  assert_int_equal(calls[3] - calls[2], 1);
+  char key[256];
+  assert_true(ccache__redis_key(b.r, PK(14), 0, key, sizeof key) > 0);
+  assert_int_equal(t_redis_int(s, "SETRANGE %s %d x", key, (32 << 20) - 1), 32 << 20);
+  void *blob = NULL;
+  size_t got = 0;
+  long long before = t_net_out(s);
+  int rc = ccache__redis_get_bounded(b.r, PK(14), 16 << 20, &blob, &got);
+  long long sent = t_net_out(s) - before;
+  print_message("then a 32 MiB entry, bound 16 MiB: rc %d, %lld bytes sent\n", rc, sent);
+  assert_int_equal(rc, CCACHE__TIER_OVERSIZE);
+  assert_true(sent > (long long)len && sent < (long long)len + 16384);
+  t_be_close(&b);
+  t_redis_stop(s);
+}
+
 /* ------------------------------------ items 4 and 5: Sentinels and ROLE */
 #ifndef CCACHE_TIER_DEGRADED
 #define CCACHE_TIER_DEGRADED 3u /* (main has no such status: the test fails there) */
@@ -427,6 +468,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(redis_renew_after_unknown_outcome_keeps_the_lease, t_stop_all),
       cmocka_unit_test_teardown(redis_lease_peek_reads_a_bounded_prefix, t_stop_all),
       cmocka_unit_test_teardown(redis_oversize_entry_costs_a_prefix, t_stop_all),
+      cmocka_unit_test_teardown(redis_long_entry_takes_one_round_trip_once_seen, t_stop_all),
       cmocka_unit_test_teardown(redis_stale_sentinel_is_passed_over, t_stop_all),
       cmocka_unit_test_teardown(redis_refused_writes_report_degraded, t_stop_all),
   };

@@ -42,8 +42,9 @@ struct redisReply;
 #define CCACHE__REDIS_MAX_SERVERS        64  /* entries in one server list */
 #define CCACHE__REDIS_IDLE_MAX           8   /* idle connections kept per server */
 #define CCACHE__REDIS_MAX_PREFIX         256 /* bytes of key prefix (and of namespace) */
-/* Bytes of an entry the lookup's first round trip reads (with its STRLEN):
- * entries up to this size cost one round trip, longer ones two. */
+/* Bytes of an entry the lookup's first round trip reads (with its STRLEN)
+ * before the pool has read a longer one (ccache__rpool.prefix_read):
+ * entries up to the prefix cost one round trip, longer ones two. */
 #define CCACHE__REDIS_PREFIX_READ        ((uint64_t)128 << 10)
 /* Sentinel mode: the watcher re-asks the Sentinels this often (ms) while
  * subscribed to +switch-master, whatever the subscription says, and at
@@ -151,6 +152,10 @@ typedef struct ccache__rpool {
 
   _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes,
       idle_closed, watch_events, watch_asks, idle_expired;
+  /* The bounded lookup's first-round prefix: 0 (CCACHE__REDIS_PREFIX_READ)
+   * until a value longer than that and within the bound was read, then the
+   * longest such value (ccache__rexec_get_bounded); it never shrinks. */
+  _Atomic uint64_t prefix_read;
   ccache__rwatch *watch; /* Sentinel mode: the watcher (redis_watch.c), NULL otherwise */
   uint64_t reask_ms;     /* the watcher's re-ask period while subscribed
                             (CCACHE__REDIS_REASK_MS; tests set it before the first command) */
@@ -214,15 +219,17 @@ enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM, CCACHE__RX_UNSENT,
 int ccache__rexec(struct redisContext *c, int argc, const char **argv, const size_t *argvlen,
                   uint64_t deadline_ms, struct redisReply **reply, char *why, size_t why_len);
 /* The bounded lookup: STRLEN key and GETRANGE key 0 P (P = the smaller of
- * max and CCACHE__REDIS_PREFIX_READ), pipelined; a value longer than P and
- * not over max is then read whole with GETRANGE key 0 max (a second round
- * trip).  CCACHE__RX_OVER if STRLEN says more than max bytes (the server
- * built at most P + 1 of them) or the value grew over max in between; else
- * as ccache__rexec, the reply being the value (a nil reply for no key), or
+ * max and the prefix: CCACHE__REDIS_PREFIX_READ, or *prefix_read when that
+ * is larger), pipelined; a value longer than P and not over max is then
+ * read whole with GETRANGE key 0 max (a second round trip), and
+ * *prefix_read raised to its length, so the next one takes one round trip.
+ * CCACHE__RX_OVER if STRLEN says more than max bytes (the server built at
+ * most P + 1 of them) or the value grew over max in between; else as
+ * ccache__rexec, the reply being the value (a nil reply for no key), or
  * STRLEN's error reply. */
 int ccache__rexec_get_bounded(struct redisContext *c, const char *key, size_t klen, uint64_t max,
-                              uint64_t deadline_ms, struct redisReply **reply, char *why,
-                              size_t why_len);
+                              _Atomic uint64_t *prefix_read, uint64_t deadline_ms,
+                              struct redisReply **reply, char *why, size_t why_len);
 /* The command's name for the hook and error lines: argv[0], or for a
  * script that opens with a comment "-- NAME ...", that NAME. */
 const char *ccache__rcmd_label(int argc, const char **argv, const size_t *argvlen, char *buf,

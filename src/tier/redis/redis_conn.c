@@ -260,8 +260,8 @@ static int run(ccache__rpool *p, size_t server, redisContext *c, uint64_t gen, i
   redisReply *r = NULL;
   char why[160];
   uint64_t deadline = ccache__rmono_ms() + p->command_timeout_ms;
-  int x = bound ? ccache__rexec_get_bounded(c, argv[1], argvlen[1], bound, deadline, &r, why,
-                                            sizeof why)
+  int x = bound ? ccache__rexec_get_bounded(c, argv[1], argvlen[1], bound, &p->prefix_read,
+                                            deadline, &r, why, sizeof why)
                 : ccache__rexec(c, argc, argv, argvlen, deadline, &r, why, sizeof why);
   if (x == CCACHE__RX_UNSENT && reused) return UNSENT;
   if (x == CCACHE__RX_OVER) { /* every reply was read: the connection is reusable */
