@@ -12,7 +12,8 @@
  * redisBufferWrite, and reads fed to the hiredis reader, each after a poll() bounded by what
  * is left of one deadline, now + command_timeout_ms (a long entry's reply
  * is read again at once while bytes are there, polling only when the
- * socket is empty: read_reply).  So the timeout bounds
+ * socket is empty, and straight into the reader's buffer: read_reply,
+ * feed_direct).  So the timeout bounds
  * a whole command, however its bytes trickle in (SO_RCVTIMEO, the hiredis
  * blocking timeout, bounds each read alone: a server sending a byte just
  * inside it could hold a command forever).
@@ -42,6 +43,7 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
 
 #include "tier/redis/redis.h"
 
@@ -224,16 +226,69 @@ static int feed_once(redisContext *c, char *buf, size_t cap, char *why, size_t w
   return -1;
 }
 
+#if HIREDIS_MAJOR == 0 && HIREDIS_MINOR >= 14
+#define DIRECT_READ_MAX ((size_t)1 << 30)
+/* One read of what the socket holds, up to the rest of a reply expected to
+ * carry a value of expect bytes (at least SMALL_READ), straight into the
+ * end of c's reader buffer; as feed_once otherwise.  This is what
+ * redisReaderFeed does less one copy: a 1 MiB entry read through a stack
+ * buffer crosses memory once more and takes 64 reads instead of a few
+ * (bench_redis, 1 MiB: ~300 us a fetch against 450 to 850 us, this VM
+ * swinging between the two from run to run).  It relies on hiredis 0.14's
+ * reader layout (read.h: buf is an sds of len bytes, sds.h's public
+ * sdsMakeRoomFor / sdsIncrLen), hence the version check around it. */
+static int feed_direct(redisContext *c, uint64_t expect, char *why, size_t why_len) {
+  redisReader *rd = c->reader;
+  uint64_t held = rd->len - rd->pos, whole = expect + REPLY_FRAMING;
+  size_t want = whole > held + SMALL_READ ? (size_t)(whole - held) : SMALL_READ;
+  if (want > DIRECT_READ_MAX) want = DIRECT_READ_MAX; /* sdsIncrLen takes an int */
+  sds b = rd->err ? NULL : sdsMakeRoomFor(rd->buf, want);
+  if (!b) {
+    snprintf(why, why_len, "%s", rd->err ? rd->errstr : "out of memory");
+    return -1;
+  }
+  rd->buf = b;
+  ssize_t n;
+  do n = read(c->fd, b + sdslen(b), want);
+  while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    sdsIncrLen(b, (int)n);
+    rd->len = sdslen(b);
+    return 1;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  snprintf(why, why_len, "%s", n == 0 ? "server closed the connection" : strerror(errno));
+  return -1;
+}
+
+/* Straight into the reader only for a value of DIRECT_MIN bytes or more.
+ * Below, the stack buffer costs less: the reader's buffer, made at twice
+ * the value's size in one step (sdsMakeRoomFor) and let go by hiredis at
+ * the next command, had glibc grow and trim its heap around every fetch of
+ * a 64 KiB or 129 KiB entry (bench_redis: 65 us became 340 us, 129 KiB
+ * 27x a round trip; 2 brk calls a fetch), where growing it a read at a
+ * time does not.  From 256 KiB (buffers from 512 KiB) no such churn was
+ * seen (260 KiB to 3 MiB measured). */
+#define DIRECT_MIN (2 * CCACHE__REDIS_PREFIX_READ)
+#define FEED_LONG(c, expect, buf, why, why_len)                  \
+  ((expect) >= DIRECT_MIN ? feed_direct(c, expect, why, why_len) \
+                          : feed_once(c, buf, SMALL_READ, why, why_len))
+#else
+#define FEED_LONG(c, expect, buf, why, why_len) feed_once(c, buf, SMALL_READ, why, why_len)
+#endif
+
 /* Read one reply, of a value of at most value_max bytes (more buffered:
  * CCACHE__RX_BROKEN, why says so), by deadline_ms.  A short reply is
  * waited for before each read: it is not there yet when the command has
- * just left.  A long one (long: an entry over SMALL_READ) is read again at
- * once while the socket has bytes, polling only when it is empty: a poll
- * before each 16 KiB read is 64 wake-ups for a 1 MiB entry, which cost the
- * fetch as much as its copies (bench_redis: ~1.0 ms against ~0.5 ms). */
-static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t value_max, bool long_reply,
+ * just left.  A long one (expect: its value's length when over SMALL_READ,
+ * else 0) is read again at once while the socket has bytes, polling only
+ * when it is empty: a poll before each 16 KiB read is 64 wake-ups for a
+ * 1 MiB entry, which cost the fetch as much as its copies (bench_redis:
+ * ~1.0 ms against ~0.5 ms). */
+static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t value_max, uint64_t expect,
                       redisReply **reply, char *why, size_t why_len) {
   char buf[SMALL_READ]; /* what hiredis's redisBufferRead puts on the stack too */
+  bool long_reply = expect > SMALL_READ;
   for (;;) {
     /* Bytes may keep coming: the deadline and the size asked for bound the
      * loop even when no poll is needed (a hostile server's endless reply). */
@@ -249,11 +304,12 @@ static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t value_max,
       return CCACHE__RX_REPLY;
     }
     int f = 0;
-    if (long_reply) f = feed_once(c, buf, sizeof buf, why, why_len);
+    if (long_reply) f = FEED_LONG(c, expect, buf, why, why_len);
     if (f == 0) {
       int w = wait_fd(c->fd, POLLIN, deadline_ms);
       if (w <= 0) return wait_failed(w, why, why_len);
-      f = feed_once(c, buf, sizeof buf, why, why_len);
+      f = long_reply ? FEED_LONG(c, expect, buf, why, why_len)
+                     : feed_once(c, buf, sizeof buf, why, why_len);
     }
     if (f < 0) return CCACHE__RX_BROKEN;
   }
@@ -263,8 +319,7 @@ int ccache__rexec(redisContext *c, int argc, const char **argv, const size_t *ar
                   uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
   if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return CCACHE__RX_NOMEM;
   int x = send_all(c, deadline_ms, why, why_len);
-  return x != CCACHE__RX_REPLY ? x
-                               : read_reply(c, deadline_ms, REPLY_MAX, false, reply, why, why_len);
+  return x != CCACHE__RX_REPLY ? x : read_reply(c, deadline_ms, REPLY_MAX, 0, reply, why, why_len);
 }
 
 /* Append GETRANGE key 0 end. */
@@ -281,10 +336,11 @@ static int append_range(redisContext *c, const char *key, size_t klen, uint64_t 
 static int read_pair(redisContext *c, uint64_t deadline_ms, uint64_t head, redisReply **first,
                      redisReply **second, char *why, size_t why_len) {
   /* GETRANGE 0 head answers head + 1 bytes at most. */
-  int x = read_reply(c, deadline_ms, head + 1, false, first, why, why_len);
+  int x = read_reply(c, deadline_ms, head + 1, 0, first, why, why_len);
   if (x != CCACHE__RX_REPLY) return x;
   long long n = (*first)->type == REDIS_REPLY_INTEGER ? (*first)->integer : 0;
-  x = read_reply(c, deadline_ms, head + 1, n > SMALL_READ, second, why, why_len);
+  uint64_t expect = n <= 0 ? 0 : (uint64_t)n < head ? (uint64_t)n : head;
+  x = read_reply(c, deadline_ms, head + 1, expect, second, why, why_len);
   if (x != CCACHE__RX_REPLY) freeReplyObject(*first);
   return x;
 }
@@ -298,11 +354,10 @@ static uint64_t prefix_for(_Atomic uint64_t *prefix_read, uint64_t max) {
 }
 
 /* A value of len bytes (within the bound) took a second round: later
- * lookups ask for that many at once (bench_redis, 1 MiB: the fetch 4.2x a
- * round trip instead of 6.0x; the first round's 128 KiB, read and thrown
- * away, was a fifth of it).  An entry over the bound then makes the server
- * build at most the prefix: no more than a value within the bound, which
- * is read whole anyway, costs it. */
+ * lookups ask for that many at once (the first round's 128 KiB, read and
+ * thrown away, and a round trip were a fifth of a 1 MiB fetch).  An entry
+ * over the bound then makes the server build at most the prefix: no more
+ * than a value within the bound, which is read whole anyway, costs it. */
 static void prefix_seen(_Atomic uint64_t *prefix_read, uint64_t len) {
   uint64_t seen = atomic_load_explicit(prefix_read, memory_order_relaxed);
   while (seen < len && !atomic_compare_exchange_weak_explicit(
@@ -357,7 +412,7 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
   if (append_range(c, key, klen, max)) return CCACHE__RX_NOMEM;
   x = send_all(c, deadline_ms, why, why_len);
   if (x == CCACHE__RX_UNSENT) x = CCACHE__RX_BROKEN; /* the first round was sent */
-  if (x == CCACHE__RX_REPLY) x = read_reply(c, deadline_ms, max + 1, true, &g, why, why_len);
+  if (x == CCACHE__RX_REPLY) x = read_reply(c, deadline_ms, max + 1, len, &g, why, why_len);
   if (x != CCACHE__RX_REPLY) return x;
   if (g->type == REDIS_REPLY_STRING && g->len > max) {
     freeReplyObject(g);
