@@ -253,13 +253,15 @@ class PingProbe(threading.Thread):
 
 class Stamps(threading.Thread):
     """A fleet process's stderr: when each --verbose "kernel" line came (s
-    after t0: the process is done with that kernel), the hold line (held
-    is set), anything else kept for an error message."""
+    after t0: the process is done with that kernel), when that kernel's get
+    last heard from Redis (the line's "(redis at T)", T on the same
+    CLOCK_MONOTONIC as time.monotonic(); None: it did not go to Redis), the
+    hold line (held is set), anything else kept for an error message."""
 
     def __init__(self, proc, t0):
         super().__init__(daemon=True)
         self.proc, self.t0 = proc, t0
-        self.stamps, self.other = [], []
+        self.stamps, self.redis, self.other = [], [], []
         self.held = threading.Event()
         self.held_ok = False
         self.start()
@@ -268,6 +270,9 @@ class Stamps(threading.Thread):
         for line in self.proc.stderr:
             if line.startswith("kernel "):
                 self.stamps.append(time.monotonic() - self.t0)
+                at = line.rfind("(redis at ")
+                self.redis.append(float(line[at + 10:].rstrip().rstrip(")")) - self.t0
+                                  if at >= 0 else None)
             elif "holding after" in line:
                 self.held_ok = True
                 self.held.set()
@@ -435,6 +440,9 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
                   # per process, when it was done with each kernel, s from
                   # the start (its --verbose lines), and when the hold began
                   "done_s": [r.stamps for r in readers], "hold_s": t_hold - t0,
+                  # and when its get of each kernel last heard from Redis
+                  # (None: that get did not go to Redis)
+                  "redis_s": [r.redis for r in readers],
                   "warm_load_ms": warm["acquire_ms"] / kernels if warm else None,
                   "warm_work_by_kernel": warm_work}
         for i, s in enumerate(servers):

@@ -14,8 +14,9 @@ checked against a measured fleet on this machine (issue 24).
       total_net_output_bytes, connected_clients), the model fed from the
       same run: each program's compile time and home server, each kernel's
       work, the CPUs the work shares, the load time, sleep lateness and a
-      command's round trip, and for connections each machine's first process
-      at each kernel (their --verbose lines); then, after the kill, 4 new
+      command's round trip, and for connections the processes that went to
+      Redis for each kernel and when (their --verbose lines: each get's last
+      Redis event); then, after the kill, 4 new
       processes (a new machine) walk every kernel again (the loss's cost);
       prints bench/run rows (predicted vs measured, for the fleet and per
       server, each figure within 10 %).
@@ -517,17 +518,22 @@ def held_connections(c, homes, settings, hold_at=None):
 
 
 def run_holders(run, machines, work_ms=0.0):
-    """Per kernel before the hold, which process of each machine went to
-    Redis for it, as the run measured: the machine's first process to reach
-    the kernel (the first done with the one before, by its --verbose
-    lines; kernel 0: the first done with it), and when it sent its last
-    command for it (s): when it was done with it less work_ms, the run's
-    mean work per kernel after its fetch (running and checking it).  None
-    without the stamps or machines."""
+    """Per kernel before the hold, which processes went to Redis for it and
+    when each last heard from it (s), as the run measured: from each get's
+    own Redis events where kernel_jit reported them (redis_s: its --verbose
+    "(redis at T)"), exact; else, by the stamps, each machine's first
+    process to reach the kernel (the first done with the one before; kernel
+    0: the first done with it), its last command when it was done with the
+    kernel less work_ms, the run's mean work per kernel after its fetch
+    (running and checking it).  None without the stamps or machines."""
     done = run.get("done_s")
     if not done or not machines:
         return None
     upto = run["kill_at"] or run["kernels"]
+    seen = run.get("redis_s")
+    if seen and all(len(r) >= upto for r in seen):
+        return [[(p, seen[p][k]) for p in range(run["procs"]) if seen[p][k] is not None]
+                for k in range(upto)]
     out = []
     for k in range(upto):
         per = []
@@ -1003,7 +1009,8 @@ def compare(run, args):
         # Which process of a machine reaches a kernel first is decided by a
         # few ms of CPU scheduling the simulation does not have (its CPUs
         # shared equally keep each machine's first process first): the
-        # connection rule is applied to the run's own first processes, and
+        # connection rule is applied to the processes the run saw go to
+        # Redis (run_holders), and
         # the simulation's figure, and the other bound (the latest to start
         # working runs first: each process of a machine first in turn), are
         # reported beside it.
@@ -1057,8 +1064,9 @@ def compare(run, args):
     row("connections held (connected_clients, at the hold point)", conn_p, conn_m,
         note="a process's pooled connection to each server it sent a command within "
         "idle_close_ms of the hold (no renewal: compiles < lease_ms/3)%s"
-        % ("; the rule applied to the run's first process of each machine at each kernel "
-           "(its --verbose lines); simulated, which process is first decided by the model: "
+        % ("; the rule applied to the processes that went to Redis for each kernel, when "
+           "they last heard from it (their --verbose lines); simulated, which process is "
+           "first decided by the model: "
            "%.1f with the CPUs shared equally (a machine's first stays first), %.1f with the "
            "latest to start working run first" % (conn_sim, conn_lcfs)
            if conn_lcfs is not None else ""))
@@ -1182,6 +1190,13 @@ def selftest():
           held_by_rule(run_holders(hr, 1, 100.0), ["a", "b"], 20.35, st), {"a": 1, "b": 1})
     check("their connections at a hold at 20.5 s",
           held_by_rule(run_holders(hr, 1, 100.0), ["a", "b"], 20.5, st), {"a": 0, "b": 1})
+    # With each get's own Redis time (kernel_jit --verbose): exactly the
+    # processes that went to Redis, both of them at kernel 1.
+    hr["redis_s"] = [[None, 1.9], [0.45, 2.3]]
+    check("the run's Redis users, measured", run_holders(hr, 1, 100.0),
+          [[(1, 0.45)], [(0, 1.9), (1, 2.3)]])
+    check("their connections at a hold at 21.0 s",
+          held_by_rule(run_holders(hr, 1, 100.0), ["a", "b"], 21.0, st), {"a": 0, "b": 2})
     # The fleet table's wave: 1,000 processes, a 2 s compile, default polls:
     # 15 polls per wait (5+10+...+160 = 315 ms, then 200 ms each to 2115).
     check("wave polls per wait, 2 s compile", st.polls(2000), 15)

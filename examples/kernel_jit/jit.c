@@ -15,6 +15,22 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --verbose: when the current get last heard from the Redis tier, so a
+ * fleet measurement knows which process of a machine went to Redis for a
+ * kernel (bench/fleet_measure.py), not only when it was done with it. */
+static void note_redis(void *ctx, const ccache_event *ev) {
+  kj_jit *j = ctx;
+  if (ev->kind >= CCACHE_EVENT_TIER_HIT && ev->kind <= CCACHE_EVENT_TIER_REJECTED &&
+      ev->tier_name && strcmp(ev->tier_name, "redis") == 0)
+    atomic_store(&j->redis_ns, now_ns());
+}
+
 static void destroy_native(void *native, void *ctx) {
   (void)ctx;
   kj_unload(native);
@@ -137,6 +153,10 @@ static int open_cache(kj_jit *j, const kj_jit_options *o, char *err, size_t errl
   /* Safe by default: without keys, a Redis tier opens only when the user
    * said --trust-unsigned (the library refuses it otherwise). */
   if (o->trust_unsigned) cfg.trust_flags = CCACHE_TRUST_UNSIGNED;
+  if (o->note_redis && o->redis) {
+    cfg.on_event = note_redis;
+    cfg.event_ctx = j;
+  }
   rc = ccache_open(&cfg, &j->cache);
   ccache_trust_free(trust); /* the cache keeps its own copy */
   if (rc == CCACHE_OK) return 0;
@@ -194,6 +214,7 @@ static uint64_t tier_hits(ccache *c) {
 int kj_jit_get(kj_jit *j, kj_spec s, ccache_program **out) {
   uint64_t hits_before = tier_hits(j->cache);
   j->n_gets++;
+  atomic_store(&j->redis_ns, 0);
   double t0 = now_ms();
   ccache_key pkey;
   int rc = kj_program_key(s, &j->cc, &pkey);

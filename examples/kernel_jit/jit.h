@@ -3,6 +3,7 @@
 #define KJ_JIT_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <ccache.h>
@@ -21,6 +22,7 @@ typedef struct kj_jit_options {
   const char *const *trusted_keys; /* --trusted-key FILEs */
   uint32_t n_trusted;
   int trust_unsigned; /* --trust-unsigned: load unsigned kernels from Redis */
+  int note_redis;     /* --verbose: note when each get last used Redis (kj_jit.redis_ns) */
 } kj_jit_options;
 
 /* What kj_jit_open returns besides 0: a run-time failure (exit 1), or a
@@ -43,7 +45,12 @@ typedef struct kj_jit {
   double *tier_us; /* each get whose program came from a tier: fetch + check + load */
   size_t n_tier_loads;
   double acquire_ms; /* summed time of every kj_jit_get */
-  char err[512];     /* the last compile or load failure */
+  /* With note_redis: CLOCK_MONOTONIC ns of the last Redis tier event (hit,
+   * miss, write, error, refusal) of the latest kj_jit_get, 0 if it did not
+   * go to Redis.  Set from the event hook (atomic: events may come from a
+   * library thread). */
+  _Atomic uint64_t redis_ns;
+  char err[512]; /* the last compile or load failure */
 } kj_jit;
 
 /* The cache with its tiers (disk above Redis, each when asked for).
