@@ -6,6 +6,8 @@
  *   redis_servers.c  the server list: parsing, rendezvous hashing
  *   redis_io.c       one connection: close-on-exec sockets, connect + AUTH,
  *                    whole-command timeouts, the SIGPIPE guard
+ *   redis_reader.c   feeding hiredis's reader (a long value read straight
+ *                    into its buffer, hiredis 0.14)
  *   redis_sentinel.c Sentinel mode: asking the Sentinels for a primary
  *   redis_watch.c    Sentinel mode: the watcher thread (+switch-master,
  *                    periodic re-asks) and following a new address
@@ -311,6 +313,21 @@ int ccache__rpool_command(ccache__rpool *p, size_t server, int renew, int argc, 
 int ccache__rpool_get_bounded(ccache__rpool *p, size_t server, const char *key, size_t klen,
                               uint64_t max, struct redisReply **reply);
 void ccache__rreply_free(struct redisReply *r);
+
+/* Reads of a reply (redis_reader.c).  A reply over this is long: read
+ * again at once while the socket has bytes (redis_io.c read_reply). */
+#define CCACHE__REDIS_SMALL_READ    (16u * 1024u)
+/* A bulk reply's bytes besides its value ("$<20 digits>\r\n", "\r\n"),
+ * with room for a STRLEN reply still buffered before it. */
+#define CCACHE__REDIS_REPLY_FRAMING 64u
+/* One read of what c's socket holds (up to cap bytes, through buf), fed to
+ * its reader: 1 bytes fed, 0 none yet (EAGAIN), -1 the connection failed
+ * (why set). */
+int ccache__rfeed(struct redisContext *c, char *buf, size_t cap, char *why, size_t why_len);
+/* The same for a reply expected to carry a value of expect bytes: from
+ * 256 KiB, with hiredis 0.14, read straight into the reader's buffer. */
+int ccache__rfeed_long(struct redisContext *c, uint64_t expect, char *buf, size_t cap, char *why,
+                       size_t why_len);
 void ccache__rpool_counters(ccache__rpool *p, ccache__rcounters *out);
 /* Copies the last error line into buf (NUL-terminated; "" if none). */
 void ccache__rpool_last_error(ccache__rpool *p, char *buf, size_t len);

@@ -383,10 +383,6 @@ int ccache__rpool_get_bounded(ccache__rpool *p, size_t server, const char *key, 
   return command(p, server, 0, max ? max : 1, 2, argv, lens, reply);
 }
 
-void ccache__rreply_free(redisReply *r) {
-  if (r) freeReplyObject(r);
-}
-
 void ccache__rpool_note_write_ok(ccache__rpool *p, size_t server) {
   ccache__rserver *s = &p->servers[server];
   ccache__lock(&s->server_mu);

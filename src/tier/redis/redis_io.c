@@ -13,7 +13,7 @@
  * is left of one deadline, now + command_timeout_ms (a long entry's reply
  * is read again at once while bytes are there, polling only when the
  * socket is empty, and straight into the reader's buffer: read_reply,
- * feed_direct).  So the timeout bounds
+ * redis_reader.c).  So the timeout bounds
  * a whole command, however its bytes trickle in (SO_RCVTIMEO, the hiredis
  * blocking timeout, bounds each read alone: a server sending a byte just
  * inside it could hold a command forever).
@@ -43,7 +43,6 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
-#include <hiredis/sds.h>
 
 #include "tier/redis/redis.h"
 
@@ -167,15 +166,9 @@ static int dial_addr(const char *host, int port_no, const char *path, uint64_t d
   return fd;
 }
 
-/* A reply longer than this is read without a poll before each read
- * (read_reply), in reads of this size (redisBufferRead's). */
-#define SMALL_READ    (16u * 1024u)
-/* A bulk reply's bytes besides its value ("$<20 digits>\r\n", "\r\n"),
- * with room for a STRLEN reply still buffered before it. */
-#define REPLY_FRAMING 64u
 /* The longest reply of any other command (a status, an integer, a lease
  * value, an address, ROLE's array): more is a server not speaking to us. */
-#define REPLY_MAX     (64u * 1024u)
+#define REPLY_MAX (64u * 1024u)
 
 static int wait_failed(int w, char *why, size_t why_len) {
   snprintf(why, why_len, "%s", w == 0 ? "timed out (command_timeout_ms)" : strerror(errno));
@@ -204,91 +197,25 @@ static int send_all(redisContext *c, uint64_t deadline_ms, char *why, size_t why
  * value_max bytes can take (why set): the server sends what was not asked
  * for, and the connection is dropped before it costs more memory. */
 static bool too_long(redisContext *c, uint64_t value_max, char *why, size_t why_len) {
-  if (c->reader->len - c->reader->pos <= value_max + REPLY_FRAMING) return false;
+  if (c->reader->len - c->reader->pos <= value_max + CCACHE__REDIS_REPLY_FRAMING) return false;
   snprintf(why, why_len, "a reply longer than the %llu bytes asked for",
            (unsigned long long)value_max);
   return true;
 }
 
-/* One read of what the socket holds (up to cap bytes), fed to c's reader:
- * 1 bytes fed, 0 none yet (EAGAIN), -1 the connection failed (why set). */
-static int feed_once(redisContext *c, char *buf, size_t cap, char *why, size_t why_len) {
-  ssize_t n;
-  do n = read(c->fd, buf, cap);
-  while (n < 0 && errno == EINTR);
-  if (n > 0) {
-    if (redisReaderFeed(c->reader, buf, (size_t)n) == REDIS_OK) return 1;
-    snprintf(why, why_len, "out of memory");
-    return -1;
-  }
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  snprintf(why, why_len, "%s", n == 0 ? "server closed the connection" : strerror(errno));
-  return -1;
-}
-
-#if HIREDIS_MAJOR == 0 && HIREDIS_MINOR >= 14
-#define DIRECT_READ_MAX ((size_t)1 << 30)
-/* One read of what the socket holds, up to the rest of a reply expected to
- * carry a value of expect bytes (at least SMALL_READ), straight into the
- * end of c's reader buffer; as feed_once otherwise.  This is what
- * redisReaderFeed does less one copy: a 1 MiB entry read through a stack
- * buffer crosses memory once more and takes 64 reads instead of a few
- * (bench_redis, 1 MiB: ~300 us a fetch against 450 to 850 us, this VM
- * swinging between the two from run to run).  It relies on hiredis 0.14's
- * reader layout (read.h: buf is an sds of len bytes, sds.h's public
- * sdsMakeRoomFor / sdsIncrLen), hence the version check around it. */
-static int feed_direct(redisContext *c, uint64_t expect, char *why, size_t why_len) {
-  redisReader *rd = c->reader;
-  uint64_t held = rd->len - rd->pos, whole = expect + REPLY_FRAMING;
-  size_t want = whole > held + SMALL_READ ? (size_t)(whole - held) : SMALL_READ;
-  if (want > DIRECT_READ_MAX) want = DIRECT_READ_MAX; /* sdsIncrLen takes an int */
-  sds b = rd->err ? NULL : sdsMakeRoomFor(rd->buf, want);
-  if (!b) {
-    snprintf(why, why_len, "%s", rd->err ? rd->errstr : "out of memory");
-    return -1;
-  }
-  rd->buf = b;
-  ssize_t n;
-  do n = read(c->fd, b + sdslen(b), want);
-  while (n < 0 && errno == EINTR);
-  if (n > 0) {
-    sdsIncrLen(b, (int)n);
-    rd->len = sdslen(b);
-    return 1;
-  }
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  snprintf(why, why_len, "%s", n == 0 ? "server closed the connection" : strerror(errno));
-  return -1;
-}
-
-/* Straight into the reader only for a value of DIRECT_MIN bytes or more.
- * Below, the stack buffer costs less: the reader's buffer, made at twice
- * the value's size in one step (sdsMakeRoomFor) and let go by hiredis at
- * the next command, had glibc grow and trim its heap around every fetch of
- * a 64 KiB or 129 KiB entry (bench_redis: 65 us became 340 us, 129 KiB
- * 27x a round trip; 2 brk calls a fetch), where growing it a read at a
- * time does not.  From 256 KiB (buffers from 512 KiB) no such churn was
- * seen (260 KiB to 3 MiB measured). */
-#define DIRECT_MIN (2 * CCACHE__REDIS_PREFIX_READ)
-#define FEED_LONG(c, expect, buf, why, why_len)                  \
-  ((expect) >= DIRECT_MIN ? feed_direct(c, expect, why, why_len) \
-                          : feed_once(c, buf, SMALL_READ, why, why_len))
-#else
-#define FEED_LONG(c, expect, buf, why, why_len) feed_once(c, buf, SMALL_READ, why, why_len)
-#endif
-
 /* Read one reply, of a value of at most value_max bytes (more buffered:
  * CCACHE__RX_BROKEN, why says so), by deadline_ms.  A short reply is
  * waited for before each read: it is not there yet when the command has
- * just left.  A long one (expect: its value's length when over SMALL_READ,
- * else 0) is read again at once while the socket has bytes, polling only
- * when it is empty: a poll before each 16 KiB read is 64 wake-ups for a
- * 1 MiB entry, which cost the fetch as much as its copies (bench_redis:
- * ~1.0 ms against ~0.5 ms). */
+ * just left.  A long one (expect: its value's length when over
+ * CCACHE__REDIS_SMALL_READ, else 0) is read again at once while the socket
+ * has bytes, polling only when it is empty: a poll before each 16 KiB read
+ * is 64 wake-ups for a 1 MiB entry, which cost the fetch as much as its
+ * copies (bench_redis: ~1.0 ms against ~0.5 ms); from 256 KiB it is read
+ * straight into the reader's buffer where hiredis allows (redis_reader.c). */
 static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t value_max, uint64_t expect,
                       redisReply **reply, char *why, size_t why_len) {
-  char buf[SMALL_READ]; /* what hiredis's redisBufferRead puts on the stack too */
-  bool long_reply = expect > SMALL_READ;
+  char buf[CCACHE__REDIS_SMALL_READ]; /* what hiredis's redisBufferRead puts on the stack too */
+  bool long_reply = expect > CCACHE__REDIS_SMALL_READ;
   for (;;) {
     /* Bytes may keep coming: the deadline and the size asked for bound the
      * loop even when no poll is needed (a hostile server's endless reply). */
@@ -304,12 +231,12 @@ static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t value_max,
       return CCACHE__RX_REPLY;
     }
     int f = 0;
-    if (long_reply) f = FEED_LONG(c, expect, buf, why, why_len);
+    if (long_reply) f = ccache__rfeed_long(c, expect, buf, sizeof buf, why, why_len);
     if (f == 0) {
       int w = wait_fd(c->fd, POLLIN, deadline_ms);
       if (w <= 0) return wait_failed(w, why, why_len);
-      f = long_reply ? FEED_LONG(c, expect, buf, why, why_len)
-                     : feed_once(c, buf, sizeof buf, why, why_len);
+      f = long_reply ? ccache__rfeed_long(c, expect, buf, sizeof buf, why, why_len)
+                     : ccache__rfeed(c, buf, sizeof buf, why, why_len);
     }
     if (f < 0) return CCACHE__RX_BROKEN;
   }
@@ -381,14 +308,14 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
   if (x == CCACHE__RX_REPLY) x = read_pair(c, deadline_ms, head, &n, &g, why, why_len);
   if (x != CCACHE__RX_REPLY) return x;
   if (n->type == REDIS_REPLY_ERROR || g->type != REDIS_REPLY_STRING) {
-    freeReplyObject(n->type == REDIS_REPLY_ERROR ? g : n); /* e.g. WRONGTYPE: the answer */
+    ccache__rreply_free(n->type == REDIS_REPLY_ERROR ? g : n); /* e.g. WRONGTYPE: the answer */
     *reply = n->type == REDIS_REPLY_ERROR ? n : g;
     return CCACHE__RX_REPLY;
   }
   unsigned long long len = n->type == REDIS_REPLY_INTEGER && n->integer > 0 ? n->integer : 0;
   freeReplyObject(n);
   if (len > max) {
-    freeReplyObject(g);
+    ccache__rreply_free(g);
     return CCACHE__RX_OVER;
   }
   if (g->len <= head) {            /* the whole value (GETRANGE stops at its end) */
@@ -399,7 +326,7 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
       g->type = REDIS_REPLY_NIL;
     }
     if (g->len > max) {
-      freeReplyObject(g);
+      ccache__rreply_free(g);
       return CCACHE__RX_OVER;
     }
     *reply = g;
@@ -407,7 +334,7 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
   }
   /* Round two, for a value longer than the prefix: all of it, at most
    * max + 1 bytes (it may have grown since). */
-  freeReplyObject(g);
+  ccache__rreply_free(g);
   prefix_seen(prefix_read, len);
   if (append_range(c, key, klen, max)) return CCACHE__RX_NOMEM;
   x = send_all(c, deadline_ms, why, why_len);
@@ -415,7 +342,7 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
   if (x == CCACHE__RX_REPLY) x = read_reply(c, deadline_ms, max + 1, len, &g, why, why_len);
   if (x != CCACHE__RX_REPLY) return x;
   if (g->type == REDIS_REPLY_STRING && g->len > max) {
-    freeReplyObject(g);
+    ccache__rreply_free(g);
     return CCACHE__RX_OVER;
   }
   *reply = g;
