@@ -111,7 +111,7 @@ int t_get_check(t_be *b, uint64_t n, size_t len) {
   free(want);
   /* What the core does with a blob it verified (a fallback hit is copied
    * to the key's first live server then). */
-  if (same) ccache__redis_accepted(b->r, PK(n), blob, got);
+  if (same) ccache__redis_accepted(b->r, PK(n), blob, got, 1);
   b->ops.free_blob(b->r, blob, got);
   assert_true(same);
   return CCACHE_OK;

@@ -622,6 +622,7 @@ static void redis_tier_health_reports_each_server(void **state) {
  * the client takes them. */
 typedef struct trickler {
   int lfd, port, trickle_ms, flood;
+  int junk;                  /* answer the lookup with a whole reply and 5 bytes more */
   _Atomic long long flooded; /* bytes of the flood sent */
   _Atomic int stop;
   _Atomic int sent;
@@ -655,6 +656,16 @@ static void *trickle_main(void *arg) {
   struct pollfd pf = {fd, POLLIN, 0};
   if (tr->flood && poll(&pf, 1, (int)T_WAIT_MS) == 1 && read(fd, req, sizeof req) > 0) {
     flood(tr, fd);
+  } else if (tr->junk && poll(&pf, 1, (int)T_WAIT_MS) == 1 && read(fd, req, sizeof req) > 0) {
+    /* STRLEN's and GETRANGE's replies, whole, then "+OK\r\n" nobody asked
+     * for, in one write; the connection stays open until the test ends. */
+    char out[160];
+    int n = snprintf(out, sizeof out, ":100\r\n$100\r\n%0100d\r\n+OK\r\n", 0);
+    if (send(fd, out, (size_t)n, MSG_NOSIGNAL) == n)
+      while (!atomic_load(&tr->stop)) {
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+      }
   } else if (poll(&pf, 1, (int)T_WAIT_MS) == 1 && read(fd, req, sizeof req) > 0) {
     const char head[] = "$1000\r\n";
     if (write(fd, head, sizeof head - 1) == (ssize_t)sizeof head - 1) {
@@ -670,10 +681,11 @@ static void *trickle_main(void *arg) {
   return NULL;
 }
 
-static void trickler_start(trickler *tr, int trickle_ms, int flood) {
+static void trickler_start_as(trickler *tr, int trickle_ms, int flood, int junk) {
   memset(tr, 0, sizeof *tr);
   tr->trickle_ms = trickle_ms;
   tr->flood = flood;
+  tr->junk = junk;
   tr->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   assert_true(tr->lfd >= 0);
   struct sockaddr_in a;
@@ -686,6 +698,10 @@ static void trickler_start(trickler *tr, int trickle_ms, int flood) {
   tr->port = ntohs(a.sin_port);
   assert_int_equal(listen(tr->lfd, 4), 0);
   assert_int_equal(pthread_create(&tr->t, NULL, trickle_main, tr), 0);
+}
+
+static void trickler_start(trickler *tr, int trickle_ms, int flood) {
+  trickler_start_as(tr, trickle_ms, flood, 0);
 }
 
 static void trickler_stop(trickler *tr) {
@@ -793,6 +809,37 @@ static void reply_longer_than_asked(int strlen_says) {
   assert_true(f.took_ms < 2000);
   assert_non_null(strstr(h.last_error, "a reply longer than the 131073 bytes asked for"));
   assert_int_equal(t_stats(c).program_compiles, 1);
+  t_close(c);
+}
+
+/* A server answering the lookup whole and then 5 bytes more, nobody
+ * having asked for them: the connection is dropped at once with a clear
+ * error (before, the bytes stayed in the reader and were taken for the
+ * next command's reply), and the fetch compiles. */
+static void redis_bytes_after_a_reply_drop_the_connection(void **state) {
+  (void)state;
+  trickler tr;
+  trickler_start_as(&tr, 0, 0, 1);
+  t_ctx ctx = {0};
+  timed_fetch f;
+  pthread_t t;
+  ccache *c = fetch_from_fake(&tr, 10000, 5, &ctx, &f, &t);
+  int finished = t_async_wait(&f.sync, 20000);
+  trickler_stop(&tr);
+  pthread_join(t, NULL);
+  ccache_tier_health h;
+  memset(&h, 0, sizeof h);
+  h.size = sizeof h;
+  assert_int_equal(ccache_tier_health_get(c, 0, 0, &h), CCACHE_OK);
+  ccache_stats st = t_stats(c);
+  print_message("fetch took %llu ms; tier_corrupt %llu, tier_errors %llu; last error: %s\n",
+                f.took_ms, (unsigned long long)st.tier_corrupt, (unsigned long long)st.tier_errors,
+                h.last_error);
+  assert_true(finished);
+  assert_int_equal(f.id, 5); /* compiled: the tier failed, the fetch did not */
+  assert_non_null(strstr(h.last_error, "5 bytes after the reply that were not asked for"));
+  assert_int_equal(st.tier_corrupt, 0); /* the 100 bytes never reached the core */
+  assert_int_equal(st.program_compiles, 1);
   t_close(c);
 }
 
@@ -994,6 +1041,7 @@ int main(int argc, char **argv) {
                                 t_stop_all),
       cmocka_unit_test_teardown(redis_tier_health_reports_each_server, t_stop_all),
       cmocka_unit_test_teardown(redis_reply_longer_than_asked_is_cut_off, t_stop_all),
+      cmocka_unit_test_teardown(redis_bytes_after_a_reply_drop_the_connection, t_stop_all),
   };
   /* Real-time fault tests (SIGSTOP, timeouts measured on the wall clock):
    * `test_tier_redis_faults realtime` runs them (CTest label realtime: plain

@@ -258,10 +258,12 @@ static void redis_oversize_entry_costs_a_prefix(void **state) {
 }
 
 /* An entry longer than the first round's prefix (128 KiB) is read in two
- * round trips the first time; from then on the prefix is that long and
- * the same lookup takes one.  Each read comes back whole and exact (the
- * long reply is read straight into hiredis's buffer), and an entry over
- * the bound still costs at most the prefix. */
+ * round trips the first time; once the core has verified it (accepted),
+ * the prefix is that long and the same lookup takes one.  Each read comes
+ * back whole and exact (the long reply is read straight into hiredis's
+ * buffer).  A longer value read but never verified (planted, or foreign)
+ * raises nothing: an entry over the bound then still costs the server at
+ * most the verified entry's length. */
 static void redis_long_entry_takes_one_round_trip_once_seen(void **state) {
   (void)state;
   t_need_redis();
@@ -283,14 +285,22 @@ static void redis_long_entry_takes_one_round_trip_once_seen(void **state) {
   assert_int_equal(calls[2] - calls[1], 1);
   assert_int_equal(calls[3] - calls[2], 1);
   char key[256];
-  assert_true(ccache__redis_key(b.r, PK(14), 0, key, sizeof key) > 0);
-  assert_int_equal(t_redis_int(s, "SETRANGE %s %d x", key, (32 << 20) - 1), 32 << 20);
   void *blob = NULL;
   size_t got = 0;
+  assert_true(ccache__redis_key(b.r, PK(15), 0, key, sizeof key) > 0);
+  assert_int_equal(t_redis_int(s, "SETRANGE %s %d x", key, (4 << 20) - 1), 4 << 20);
+  assert_int_equal(b.ops.get(b.r, PK(15), &blob, &got), CCACHE_OK); /* read, never accepted */
+  assert_int_equal(got, 4u << 20);
+  b.ops.free_blob(b.r, blob, got);
+  assert_true(ccache__redis_key(b.r, PK(14), 0, key, sizeof key) > 0);
+  assert_int_equal(t_redis_int(s, "SETRANGE %s %d x", key, (32 << 20) - 1), 32 << 20);
   long long before = t_net_out(s);
   int rc = ccache__redis_get_bounded(b.r, PK(14), 16 << 20, &blob, &got);
   long long sent = t_net_out(s) - before;
-  print_message("then a 32 MiB entry, bound 16 MiB: rc %d, %lld bytes sent\n", rc, sent);
+  print_message(
+      "then, after a 4 MiB value read but not verified, a 32 MiB entry, bound 16 MiB: "
+      "rc %d, %lld bytes sent\n",
+      rc, sent);
   assert_int_equal(rc, CCACHE__TIER_OVERSIZE);
   assert_true(sent > (long long)len && sent < (long long)len + 16384);
   t_be_close(&b);

@@ -21,13 +21,17 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* --verbose: when the current get last heard from the Redis tier, so a
- * fleet measurement knows which process of a machine went to Redis for a
- * kernel (bench/fleet_measure.py), not only when it was done with it. */
+/* --verbose: when the current get last had an answer from the Redis tier
+ * (a hit, a miss, a write, an entry found bad or refused: a failure to
+ * reach it is not one), so a fleet measurement knows which process of a
+ * machine went to Redis for a kernel (bench/fleet_measure.py), not only
+ * when it was done with it. */
 static void note_redis(void *ctx, const ccache_event *ev) {
   kj_jit *j = ctx;
-  if (ev->kind >= CCACHE_EVENT_TIER_HIT && ev->kind <= CCACHE_EVENT_TIER_REJECTED &&
-      ev->tier_name && strcmp(ev->tier_name, "redis") == 0)
+  bool answered = ev->kind == CCACHE_EVENT_TIER_HIT || ev->kind == CCACHE_EVENT_TIER_MISS ||
+                  ev->kind == CCACHE_EVENT_TIER_WRITE || ev->kind == CCACHE_EVENT_TIER_CORRUPT ||
+                  ev->kind == CCACHE_EVENT_TIER_REJECTED;
+  if (answered && ev->tier_name && strcmp(ev->tier_name, "redis") == 0)
     atomic_store(&j->redis_ns, now_ns());
 }
 

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ccache.h>
@@ -45,9 +46,9 @@ typedef struct kj_jit {
   double *tier_us; /* each get whose program came from a tier: fetch + check + load */
   size_t n_tier_loads;
   double acquire_ms; /* summed time of every kj_jit_get */
-  /* With note_redis: CLOCK_MONOTONIC ns of the last Redis tier event (hit,
-   * miss, write, error, refusal) of the latest kj_jit_get, 0 if it did not
-   * go to Redis.  Set from the event hook (atomic: events may come from a
+  /* With note_redis: CLOCK_MONOTONIC ns of the last answer from the Redis
+   * tier (hit, miss, write, a bad or refused entry; not a failure to reach
+   * it) in the latest kj_jit_get, 0 if it had none.  Set from the event hook (atomic: events may come from a
    * library thread). */
   _Atomic uint64_t redis_ns;
   char err[512]; /* the last compile or load failure */

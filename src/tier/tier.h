@@ -51,12 +51,13 @@ struct ccache_tier {
   int (*get_poll)(void *state, ccache_key pkey, uint64_t max_len, void **blob, size_t *len);
   /* The Redis backend: the blob get_bounded just returned passed every
    * check (checksum, key, tag, a trusted signature when the cache has
-   * keys) and decoded, in a cache that publishes (not a reader): the
-   * backend may now copy it where it belongs (a fallback hit to the key's
-   * first live server).  Called at most once per blob, before free_blob;
-   * never for a blob that failed a check, never by a reader.  NULL: nothing
-   * to do. */
-  void (*accepted)(void *state, ccache_key pkey, const void *blob, size_t len);
+   * keys) and decoded.  may_copy (a cache that publishes, not a reader):
+   * the backend may now copy it where it belongs (a fallback hit to the
+   * key's first live server); either way it may learn from it (the Redis
+   * lookup's first-round size).  Called at most once per blob, before
+   * free_blob; never for a blob that failed a check.  NULL: nothing to
+   * do. */
+  void (*accepted)(void *state, ccache_key pkey, const void *blob, size_t len, int may_copy);
   /* The Redis backend: the time to live left on pkey's lease, ms, in *ms
    * (-1: no expiry; -2: no lease), for tier_lease.c.  CCACHE_OK or a
    * negative status.  NULL: every busy lease is honoured up to wait_ms. */

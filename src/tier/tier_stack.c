@@ -174,8 +174,9 @@ static int load_as(struct ccache__tiers *ts, uint32_t i, const ccache_strong_key
       *native = nat;
       *cost = cst;
       note(ts, CCACHE_EVENT_TIER_HIT, i, key, "get", NULL);
-      /* Verified and decoded: only now may a writer's backend copy it. */
-      if (t->accepted && !ts->reader) CCACHE__IN_FRAME(ts, t->accepted(t->state, key, blob, len));
+      /* Verified and decoded: only now may a writer's backend copy it (a
+       * reader's, never), or a backend learn the entry's size from it. */
+      if (t->accepted) CCACHE__IN_FRAME(ts, t->accepted(t->state, key, blob, len, !ts->reader));
       ccache__tier_fill(ts, key, blob, len, i, "fill", signed_for, false);
       found = T_HIT;
       break;

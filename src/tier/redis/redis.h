@@ -155,8 +155,9 @@ typedef struct ccache__rpool {
   _Atomic uint64_t connects, connect_failures, io_errors, reply_errors, refused_backoff, sigpipes,
       idle_closed, watch_events, watch_asks, idle_expired;
   /* The bounded lookup's first-round prefix: 0 (CCACHE__REDIS_PREFIX_READ)
-   * until a value longer than that and within the bound was read, then the
-   * longest such value (ccache__rexec_get_bounded); it never shrinks. */
+   * until the core verified an entry longer than that (ccache__rprefix_seen
+   * from the tier's accepted op), then the longest such entry; it never
+   * shrinks. */
   _Atomic uint64_t prefix_read;
   ccache__rwatch *watch; /* Sentinel mode: the watcher (redis_watch.c), NULL otherwise */
   uint64_t reask_ms;     /* the watcher's re-ask period while subscribed
@@ -214,17 +215,27 @@ int ccache__rguard_end(ccache__rpipe_guard *g);
 enum { CCACHE__RX_REPLY, CCACHE__RX_BROKEN, CCACHE__RX_NOMEM, CCACHE__RX_UNSENT, CCACHE__RX_OVER };
 /* Send argv on c and read its reply, all by deadline_ms (monotonic):
  * CCACHE__RX_REPLY with *reply; CCACHE__RX_BROKEN (I/O error, EOF, protocol
- * error or timeout: why set, the connection is unusable); CCACHE__RX_UNSENT
+ * error, timeout, or bytes after the reply that were not asked for: why
+ * set, the connection is unusable); CCACHE__RX_UNSENT
  * (the first write failed with EPIPE or ECONNRESET: the connection is
  * unusable but the request never left, so it may be sent again);
  * CCACHE__RX_NOMEM. */
 int ccache__rexec(struct redisContext *c, int argc, const char **argv, const size_t *argvlen,
                   uint64_t deadline_ms, struct redisReply **reply, char *why, size_t why_len);
+/* As ccache__rexec, except that bytes after the reply stay in c's reader:
+ * a subscription's first messages may follow its confirmation at once
+ * (ccache__rexec refuses bytes nobody asked for: CCACHE__RX_BROKEN). */
+int ccache__rexec_subscribe(struct redisContext *c, int argc, const char **argv,
+                            const size_t *argvlen, uint64_t deadline_ms, struct redisReply **reply,
+                            char *why, size_t why_len);
+/* An entry of len bytes passed the core's checks: the bounded lookup's
+ * first round asks for that many from now on (if over
+ * CCACHE__REDIS_PREFIX_READ and more than before). */
+void ccache__rprefix_seen(_Atomic uint64_t *prefix_read, uint64_t len);
 /* The bounded lookup: STRLEN key and GETRANGE key 0 P (P = the smaller of
  * max and the prefix: CCACHE__REDIS_PREFIX_READ, or *prefix_read when that
  * is larger), pipelined; a value longer than P and not over max is then
- * read whole with GETRANGE key 0 max (a second round trip), and
- * *prefix_read raised to its length, so the next one takes one round trip.
+ * read whole with GETRANGE key 0 max (a second round trip).
  * CCACHE__RX_OVER if STRLEN says more than max bytes (the server built at
  * most P + 1 of them) or the value grew over max in between; else as
  * ccache__rexec, the reply being the value (a nil reply for no key), or

@@ -242,8 +242,35 @@ static int read_reply(redisContext *c, uint64_t deadline_ms, uint64_t value_max,
   }
 }
 
+/* The last reply asked for is read: bytes the reader still holds were not
+ * asked for (a server not speaking to us, or a hostile one), and would be
+ * taken for the next command's reply.  CCACHE__RX_REPLY, or
+ * CCACHE__RX_BROKEN with *reply freed and why set. */
+static int nothing_after(redisContext *c, int x, redisReply **reply, char *why, size_t why_len) {
+  if (x != CCACHE__RX_REPLY || c->reader->len == c->reader->pos) return x;
+  ccache__rreply_free(*reply);
+  *reply = NULL;
+  snprintf(why, why_len, "%zu bytes after the reply that were not asked for",
+           c->reader->len - c->reader->pos);
+  return CCACHE__RX_BROKEN;
+}
+
+/* Read the last reply of what was sent: as read_reply, and nothing_after. */
+static int read_last(redisContext *c, uint64_t deadline_ms, uint64_t value_max, uint64_t expect,
+                     redisReply **reply, char *why, size_t why_len) {
+  int x = read_reply(c, deadline_ms, value_max, expect, reply, why, why_len);
+  return nothing_after(c, x, reply, why, why_len);
+}
+
 int ccache__rexec(redisContext *c, int argc, const char **argv, const size_t *argvlen,
                   uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
+  if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return CCACHE__RX_NOMEM;
+  int x = send_all(c, deadline_ms, why, why_len);
+  return x != CCACHE__RX_REPLY ? x : read_last(c, deadline_ms, REPLY_MAX, 0, reply, why, why_len);
+}
+
+int ccache__rexec_subscribe(redisContext *c, int argc, const char **argv, const size_t *argvlen,
+                            uint64_t deadline_ms, redisReply **reply, char *why, size_t why_len) {
   if (redisAppendCommandArgv(c, argc, argv, argvlen) != REDIS_OK) return CCACHE__RX_NOMEM;
   int x = send_all(c, deadline_ms, why, why_len);
   return x != CCACHE__RX_REPLY ? x : read_reply(c, deadline_ms, REPLY_MAX, 0, reply, why, why_len);
@@ -267,25 +294,27 @@ static int read_pair(redisContext *c, uint64_t deadline_ms, uint64_t head, redis
   if (x != CCACHE__RX_REPLY) return x;
   long long n = (*first)->type == REDIS_REPLY_INTEGER ? (*first)->integer : 0;
   uint64_t expect = n <= 0 ? 0 : (uint64_t)n < head ? (uint64_t)n : head;
-  x = read_reply(c, deadline_ms, head + 1, expect, second, why, why_len);
+  x = read_last(c, deadline_ms, head + 1, expect, second, why, why_len);
   if (x != CCACHE__RX_REPLY) freeReplyObject(*first);
   return x;
 }
 
 /* The first round's prefix: CCACHE__REDIS_PREFIX_READ, or the longest
- * value within the bound read so far. */
+ * entry the core has verified from this pool (ccache__rprefix_seen), so a
+ * long entry takes one round trip after the first (the first round's
+ * 128 KiB, read and thrown away, and a round trip were a fifth of a 1 MiB
+ * fetch).  Only a verified entry raises it: a value planted or foreign
+ * never makes the server build more than 128 KiB of an entry over the
+ * bound.  An entry over the bound costs the server at most the prefix,
+ * which a legitimate entry of that size costs on every lookup anyway. */
 static uint64_t prefix_for(_Atomic uint64_t *prefix_read, uint64_t max) {
   uint64_t seen = atomic_load_explicit(prefix_read, memory_order_relaxed);
   uint64_t prefix = seen > CCACHE__REDIS_PREFIX_READ ? seen : CCACHE__REDIS_PREFIX_READ;
   return max < prefix ? max : prefix;
 }
 
-/* A value of len bytes (within the bound) took a second round: later
- * lookups ask for that many at once (the first round's 128 KiB, read and
- * thrown away, and a round trip were a fifth of a 1 MiB fetch).  An entry
- * over the bound then makes the server build at most the prefix: no more
- * than a value within the bound, which is read whole anyway, costs it. */
-static void prefix_seen(_Atomic uint64_t *prefix_read, uint64_t len) {
+void ccache__rprefix_seen(_Atomic uint64_t *prefix_read, uint64_t len) {
+  if (len <= CCACHE__REDIS_PREFIX_READ) return;
   uint64_t seen = atomic_load_explicit(prefix_read, memory_order_relaxed);
   while (seen < len && !atomic_compare_exchange_weak_explicit(
                            prefix_read, &seen, len, memory_order_relaxed, memory_order_relaxed)) {
@@ -335,11 +364,10 @@ int ccache__rexec_get_bounded(redisContext *c, const char *key, size_t klen, uin
   /* Round two, for a value longer than the prefix: all of it, at most
    * max + 1 bytes (it may have grown since). */
   ccache__rreply_free(g);
-  prefix_seen(prefix_read, len);
   if (append_range(c, key, klen, max)) return CCACHE__RX_NOMEM;
   x = send_all(c, deadline_ms, why, why_len);
   if (x == CCACHE__RX_UNSENT) x = CCACHE__RX_BROKEN; /* the first round was sent */
-  if (x == CCACHE__RX_REPLY) x = read_reply(c, deadline_ms, max + 1, len, &g, why, why_len);
+  if (x == CCACHE__RX_REPLY) x = read_last(c, deadline_ms, max + 1, len, &g, why, why_len);
   if (x != CCACHE__RX_REPLY) return x;
   if (g->type == REDIS_REPLY_STRING && g->len > max) {
     ccache__rreply_free(g);

@@ -121,8 +121,8 @@ static redisContext *subscribe(ccache__rpool *p) {
         ccache__rconnect(p, t->host, t->port, t->path, p->s_user, p->s_password, why, sizeof why);
     if (!c) continue;
     redisReply *r = NULL;
-    int x = ccache__rexec(c, 2, argv, lens, ccache__rmono_ms() + p->command_timeout_ms, &r, why,
-                          sizeof why);
+    int x = ccache__rexec_subscribe(c, 2, argv, lens, ccache__rmono_ms() + p->command_timeout_ms,
+                                    &r, why, sizeof why);
     int ok = x == CCACHE__RX_REPLY && r->type == REDIS_REPLY_ARRAY; /* ["subscribe", ch, 1] */
     if (r) freeReplyObject(r);
     if (ok) return c;

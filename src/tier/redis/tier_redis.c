@@ -235,8 +235,11 @@ int ccache__redis_get_poll(void *state, ccache_key pkey, uint64_t max_len, void 
   return get_from(state, pkey, max_len, true, blob, len);
 }
 
-void ccache__redis_accepted(void *state, ccache_key pkey, const void *blob, size_t len) {
+void ccache__redis_accepted(void *state, ccache_key pkey, const void *blob, size_t len,
+                            int may_copy) {
   ccache__redis *r = state;
+  ccache__rprefix_seen(&r->pool.prefix_read, len);
+  if (!may_copy) return;
   size_t to = r->pool.n;
   ccache__lock(&r->lent_mu);
   for (ccache__rlent *l = r->lent; l; l = l->next)

@@ -55,9 +55,12 @@ void ccache__redis_lease_ops(ccache_tier_ops *ops);
 /* ccache_tier::get_bounded and ::get_poll. */
 int ccache__redis_get_bounded(void *state, ccache_key pkey, uint64_t max_len, void **blob,
                               size_t *len);
-/* ccache_tier::accepted: copy a fallback hit the core verified to the key's
- * first live server (once; a failure is no matter). */
-void ccache__redis_accepted(void *state, ccache_key pkey, const void *blob, size_t len);
+/* ccache_tier::accepted: the lookup's first round may ask for this many
+ * bytes from now on (ccache__rprefix_seen); and, may_copy, copy a fallback
+ * hit the core verified to the key's first live server (once; a failure is
+ * no matter). */
+void ccache__redis_accepted(void *state, ccache_key pkey, const void *blob, size_t len,
+                            int may_copy);
 /* ccache_tier::lease_ttl: PTTL of pkey's lease on its first live server. */
 int ccache__redis_lease_ttl(void *state, ccache_key pkey, int64_t *ms);
 int ccache__redis_get_poll(void *state, ccache_key pkey, uint64_t max_len, void **blob,
