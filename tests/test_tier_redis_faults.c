@@ -378,11 +378,18 @@ static void redis_sockets_close_on_exec(void **state) {
   ccache__rpool *p = ccache__redis_pool(b.r);
   unsigned long ino[4];
   int nino = 0;
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(p->servers[i].n_idle, 1);
-    ino[nino++] = sock_ino(p->servers[i].idle[0]->fd);
-    assert_non_null(p->servers[i].renew_ctx);
-    ino[nino++] = sock_ino(p->servers[i].renew_ctx->fd);
+  for (int i = 0; i < 2; i++) { /* under the locks the idle reaper takes */
+    ccache__lock(&p->servers[i].server_mu);
+    int n_idle = p->servers[i].n_idle;
+    int fd = n_idle ? p->servers[i].idle[0]->fd : -1;
+    ccache__unlock(&p->servers[i].server_mu);
+    ccache__lock(&p->servers[i].renew_mu);
+    int renew_fd = p->servers[i].renew_ctx ? p->servers[i].renew_ctx->fd : -1;
+    ccache__unlock(&p->servers[i].renew_mu);
+    assert_int_equal(n_idle, 1);
+    ino[nino++] = sock_ino(fd);
+    assert_true(renew_fd >= 0);
+    ino[nino++] = sock_ino(renew_fd);
   }
   char *ls = exec_ls_fds();
   int leaked = 0;

@@ -45,11 +45,13 @@ static void sweep_pool(ccache__rpool *p, ccache__rserver *s, uint64_t now, uint6
     drop[k] = s->idle[k];
     k++;
   }
-  for (int i = k; i < s->n_idle; i++) {
+  /* Nothing expired: nothing written (a sweep that finds every connection
+   * fresh, the common case, leaves the pool's memory as it was). */
+  for (int i = k; k && i < s->n_idle; i++) {
     s->idle[i - k] = s->idle[i];
     s->idle_since[i - k] = s->idle_since[i];
   }
-  s->n_idle -= k;
+  if (k) s->n_idle -= k;
   if (s->n_idle && s->idle_since[0] + p->idle_close_ms < *next)
     *next = s->idle_since[0] + p->idle_close_ms;
   ccache__unlock(&s->server_mu);
