@@ -134,10 +134,6 @@ def lookup_reply(e):
     return len(":%d\r\n" % e) + bulk(min(e, prefix(e) + 1))
 
 
-def lookup_req_bytes(e):
-    return lookup_req(e)
-
-
 def op_bytes(lease_ms, signed=False):
     """(request, reply) bytes of each operation; entry-sized ones take E
     (the entry as stored: with its signature block when signed)."""
@@ -146,7 +142,7 @@ def op_bytes(lease_ms, signed=False):
     return {
         "peek": (req(8, LEASE_KEY_LEN, 1, len(str(PEEK_END))), bulk(val)),
         "get_miss": (lookup_req(), lookup_reply(0)),
-        "get_hit": (lookup_req_bytes, lookup_reply),
+        "get_hit": (lookup_req, lookup_reply),
         "setnx_ok": (req(3, LEASE_KEY_LEN, val, 2, 2, px), OK_REPLY),
         "setnx_busy": (req(3, LEASE_KEY_LEN, val, 2, 2, px), NIL_REPLY),
         "store": (lambda e: req(3, KEY_LEN, e), lambda e: OK_REPLY),
@@ -1115,7 +1111,7 @@ def selftest():
     # a 1 MiB entry, steady state: STRLEN's ":1048576\r\n", then the entry
     # whole from GETRANGE <k> 0 1048576 (7 digits of end)
     check("reply bytes of a 1 MiB hit", lookup_reply(1 << 20), 10 + 10 + (1 << 20) + 2)
-    check("request bytes of a 1 MiB hit", lookup_req_bytes(1 << 20), 82 + 104)
+    check("request bytes of a 1 MiB hit", lookup_req(1 << 20), 82 + 104)
     # :0 and an empty bulk for no key; a hit of 1000 bytes: :1000 and the entry
     check("reply bytes of a missing lookup", lookup_reply(0), 4 + 6)
     check("reply bytes of a 1000-byte hit", lookup_reply(1000), 7 + 1009)
