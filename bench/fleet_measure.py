@@ -5,10 +5,11 @@ kernels through the Redis tier.  Measured on each server with INFO:
 commandstats, total_net_input_bytes / total_net_output_bytes and
 connected_clients; on each process with its --json report.
 
-Used by fleet_model.py (validate); Python 3 standard library only.  The
-INFO requests go over one socket per server held for the whole run, so the
-measurement's own bytes (its requests and replies, counted here) and its
-own connection are taken out of the server's figures exactly.
+Used by fleet_model.py validate (fleet/validation.py); Python 3 standard
+library only.  The INFO requests go over one socket per server held for the
+whole run, so the measurement's own bytes (its requests and replies,
+counted here) and its own connection are taken out of the server's figures
+exactly.
 """
 import json
 import os
@@ -340,7 +341,7 @@ def run_fleet(kernel_jit, redis_server, procs, n_servers, kernels, kill_at=None,
     signed: every process signs with one key made for the run
     (closure-cache-keys generate; --signing-key), the documented setup;
     False: --trust-unsigned.
-    Returns a dict of the measurements (see fleet_model.py)."""
+    Returns a dict of the measurements (see fleet/validation.py)."""
     scratch = tempfile.mkdtemp(prefix="ccache-fleet.")
     servers = []
     extras = []  # the probe's server
