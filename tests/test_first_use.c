@@ -1,18 +1,19 @@
 /*
- * test_first_use.c - what a runtime author meets first (issue 29): compile
- * errors that reach every waiter, the event hook, no silent no-ops (tiers
- * without a codec, a stats struct never set up), a refused close that says
- * what is out and a close that can abandon what a dead thread held, counters
- * with one meaning each, the key helpers, and the signal of a bound that
- * thrashes.  Exact counts throughout; waits are bounded, never timed.
+ * test_first_use.c - what a runtime author meets first (issue 29), around a
+ * compile: compile errors that reach every waiter (the detail, a status the
+ * compile gives kept or made CCACHE_ECOMPILE, a compile that forgets its
+ * program) and the event hook (compile, eviction, tier and failure events,
+ * on the calling thread; the hook reads the stats, so an event under a
+ * lock would deadlock).  The refusals and the close are in
+ * test_first_use_refusals.c, the counters, the key helpers and the
+ * thrashing signal in test_first_use_counters.c.  Exact counts throughout;
+ * waits are bounded, never timed.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <xxhash.h>
 
@@ -29,7 +30,7 @@ static void wait_until(ccache *c, int (*cond)(ccache *)) {
   }
 }
 
-/* ------------------------------------------ 1. compile errors that travel */
+/* -------------------------------------------- compile errors that travel */
 
 #define WAITERS 7
 static const char *const cc_message = "cc: error: site_12.c:3:14: expected ';' before '}'";
@@ -186,7 +187,7 @@ static void compile_without_program_says_so(void **state) {
   t_close(c);
 }
 
-/* ------------------------------------------------------- 2. the event hook */
+/* --------------------------------------------------------- the event hook */
 
 typedef struct ev_log {
   int n;
@@ -367,334 +368,6 @@ static void event_hook_reports_tier_ops(void **state) {
   t_rmrf(dir);
   free(dir);
 }
-
-/* --------------------------------------------------- 3. no silent no-ops */
-
-static void tiers_without_codec_are_refused(void **state) {
-  (void)state;
-  t_ctx tc = {0};
-  char *dir = t_tempdir("nocodec");
-  ccache_disk_options d;
-  ccache_disk_options_init(&d);
-  d.dir = dir;
-  ccache_tier *tier = NULL;
-  assert_int_equal(ccache_tier_disk(&d, &tier), CCACHE_OK);
-  ccache_config cfg;
-  t_config(&cfg, &tc);
-  cfg.tiers = &tier;
-  cfg.n_tiers = 1;
-  ccache *c = NULL;
-  assert_int_equal(ccache_open(&cfg, &c), CCACHE_EINVAL);
-  assert_null(c);
-  assert_non_null(strstr(ccache_error_detail(), "1 tier(s) but no codec"));
-  assert_int_equal(ccache_default_init(&cfg), CCACHE_EINVAL); /* the same check */
-  /* A NULL argument says so, not what the failure before it said. */
-  assert_int_equal(ccache_open(NULL, &c), CCACHE_EINVAL);
-  assert_string_equal(ccache_error_detail(), "ccache_open: cfg is NULL");
-  assert_int_equal(ccache_open(&cfg, NULL), CCACHE_EINVAL);
-  assert_string_equal(ccache_error_detail(), "ccache_open: out is NULL");
-  assert_int_equal(ccache_default_init(NULL), CCACHE_EINVAL);
-  assert_string_equal(ccache_error_detail(), "ccache_default_init: cfg is NULL");
-  ccache_tier_free(tier); /* still the caller's */
-  t_rmrf(dir);
-  free(dir);
-}
-
-static void stats_never_set_up_is_refused(void **state) {
-  (void)state;
-  t_ctx tc = {0};
-  ccache *c = t_open(&tc, U, U, U);
-  ccache_stats s;
-  memset(&s, 0, sizeof s); /* a zeroed struct: size 0 */
-  s.hits = 77;
-  assert_int_equal(ccache_stats_get(c, &s), CCACHE_EINVAL);
-  assert_int_equal(s.hits, 77); /* nothing written */
-  assert_non_null(strstr(ccache_error_detail(), "stats size 0 was never set"));
-  s.size = CCACHE_STRUCT_SIZE_MAX + 1;
-  assert_int_equal(ccache_stats_get(c, &s), CCACHE_EINVAL);
-  assert_int_equal(ccache_stats_get(c, NULL), CCACHE_EINVAL);
-  ccache_stats_init(&s);
-  assert_int_equal(s.size, sizeof s);
-  assert_int_equal(s.hits, 0);
-  assert_int_equal(t_fetch_id(c, 1), -1);
-  assert_int_equal(ccache_stats_get(c, &s), CCACHE_OK);
-  assert_int_equal(s.misses, 1);
-  s.misses = 5;
-  assert_int_equal(ccache_stats_get(NULL, &s), CCACHE_EINVAL);
-  assert_int_equal(s.misses, 0); /* NULL cache: zeroes */
-  t_close(c);
-}
-
-/* --------------------------------------------- 4. what a refused close says */
-
-static void refused_close_says_what_is_out(void **state) {
-  (void)state;
-  t_ctx tc = {0};
-  ccache *c = t_open(&tc, U, U, U);
-  ccache_program *p = t_intern(c, 1, 100, 1);
-  ccache_program *p2 = NULL;
-  assert_int_equal(ccache_program_fetch(c, PK(1), &p2), CCACHE_OK);
-  t_put(c, 1, 1, p);
-  ccache_lease l;
-  assert_int_equal(ccache_fetch(c, K(1), &l), CCACHE_OK);
-  ccache_stats s = t_stats(c);
-  assert_int_equal(s.handles_out, 2);
-  assert_int_equal(s.leases_out, 1);
-  assert_int_equal(ccache_close(c), CCACHE_EBUSY);
-  assert_string_equal(ccache_error_detail(),
-                      "ccache_close: busy: 1 lease(s), 2 program handle(s), 0 compile(s) in "
-                      "flight out");
-  ccache_program_release(c, p);
-  ccache_program_release(c, p2);
-  assert_int_equal(t_stats(c).handles_out, 0);
-  assert_int_equal(ccache_close(c), CCACHE_EBUSY);
-  assert_string_equal(ccache_error_detail(),
-                      "ccache_close: busy: 1 lease(s), 0 program handle(s), 0 compile(s) in "
-                      "flight out");
-  ccache_lease_release(c, &l);
-  assert_int_equal(ccache_close_ex(c, 2), CCACHE_EINVAL); /* unknown flag */
-  t_close(c);
-}
-
-typedef struct lost {
-  ccache *c;
-  ccache_lease lease[3];
-  ccache_program *handle;
-} lost;
-
-/* A worker that takes leases and a handle, then exits without giving any of
- * them back (a crashed request, a cancelled thread). */
-static void *leaky_worker(void *arg) {
-  lost *w = arg;
-  ccache_fetch(w->c, K(1), &w->lease[0]);
-  ccache_fetch(w->c, K(1), &w->lease[1]);
-  ccache_fetch(w->c, K(2), &w->lease[2]);
-  ccache_program_fetch(w->c, PK(2), &w->handle);
-  return NULL;
-}
-
-static void lease_of_exited_thread_can_be_abandoned(void **state) {
-  (void)state;
-  t_ctx tc = {0};
-  lost w;
-  memset(&w, 0, sizeof w);
-  w.c = t_open(&tc, U, U, U);
-  ccache_program *p1 = t_intern(w.c, 1, 100, 1), *p2 = t_intern(w.c, 2, 200, 1);
-  t_put(w.c, 1, 1, p1);
-  t_put(w.c, 2, 2, p2);
-  t_put(w.c, 3, 3, p2);
-  ccache_program_release(w.c, p1);
-  ccache_program_release(w.c, p2);
-  pthread_t th;
-  pthread_create(&th, NULL, leaky_worker, &w);
-  pthread_join(th, NULL);
-  /* K2 leaves the table while the dead thread's lease still holds it. */
-  assert_int_equal(ccache_remove(w.c, K(2)), CCACHE_OK);
-  assert_int_equal(tc.closures_destroyed, 0);
-  assert_int_equal(ccache_close(w.c), CCACHE_EBUSY);
-  assert_string_equal(ccache_error_detail(),
-                      "ccache_close: busy: 3 lease(s), 1 program handle(s), 0 compile(s) in "
-                      "flight out");
-  assert_int_equal(ccache_close(w.c), CCACHE_EBUSY); /* for ever, without the flag */
-  assert_int_equal(ccache_close_ex(w.c, CCACHE_CLOSE_ABANDON), CCACHE_OK);
-  /* Each closure and program exactly once (support.c's destroys free the
-   * objects: a second destroy is a double free ASan reports). */
-  assert_int_equal(tc.closures_destroyed, 3);
-  assert_int_equal(tc.programs_destroyed, 2);
-}
-
-/* ------------------------------------------------ 6. counters that mean one thing */
-
-static int simple_compile(void *ud, ccache *c, ccache_key key, void **closure_out,
-                          ccache_program **program_out) {
-  (void)ud;
-  *program_out = t_intern(c, key.hi + 1000, (int)key.hi, 1);
-  *closure_out = t_closure((int)key.hi);
-  return 0;
-}
-
-/* The README's pattern: fetch, and on a miss get-or-compile. */
-static int readme_lookup(ccache *c, uint64_t k) {
-  ccache_lease l;
-  int rc = ccache_fetch(c, K(k), &l);
-  if (rc == CCACHE_MISS) rc = ccache_get_or_compile(c, K(k), simple_compile, NULL, &l);
-  if (rc == CCACHE_OK) ccache_lease_release(c, &l);
-  return rc;
-}
-
-static void readme_pattern_counts_one_miss_per_miss(void **state) {
-  (void)state;
-  t_ctx tc = {0};
-  ccache *c = t_open(&tc, U, U, U);
-  for (int round = 0; round < 3; round++)
-    for (uint64_t k = 0; k < 10; k++) assert_int_equal(readme_lookup(c, k), CCACHE_OK);
-  ccache_stats s = t_stats(c);
-  assert_int_equal(s.misses, 10);
-  assert_int_equal(s.hits, 20);
-  assert_int_equal(s.compiles, 10);
-  /* get-or-compile alone still counts its lookup. */
-  ccache_lease l;
-  assert_int_equal(ccache_get_or_compile(c, K(0), simple_compile, NULL, &l), CCACHE_OK);
-  ccache_lease_release(c, &l);
-  assert_int_equal(ccache_get_or_compile(c, K(50), simple_compile, NULL, &l), CCACHE_OK);
-  ccache_lease_release(c, &l);
-  s = t_stats(c);
-  assert_int_equal(s.hits, 21);
-  assert_int_equal(s.misses, 11);
-  t_close(c);
-}
-
-/* compile_ns is the closure level's own time; program_compile_ns the
- * program level's.  The program compile works (spins) for 20 ms of the
- * monotonic clock; the closure compile around it does next to nothing. */
-static int slow_program(void *ud, ccache *c, ccache_key pkey, void **native_out,
-                        uint64_t *cost_out) {
-  (void)ud, (void)c;
-  struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
-  do clock_gettime(CLOCK_MONOTONIC, &b);
-  while ((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec) < 20000000ll);
-  *native_out = t_native((int)pkey.lo);
-  *cost_out = 1;
-  return 0;
-}
-
-static int closure_over_slow(void *ud, ccache *c, ccache_key key, void **closure_out,
-                             ccache_program **program_out) {
-  (void)ud;
-  if (ccache_program_get_or_compile(c, PK(1), slow_program, NULL, program_out) != CCACHE_OK)
-    return -1;
-  *closure_out = t_closure((int)key.hi);
-  return 0;
-}
-
-static void compile_time_counts_once_per_level(void **state) {
-  (void)state;
-  t_ctx tc = {0};
-  ccache *c = t_open(&tc, U, U, U);
-  ccache_lease l;
-  assert_int_equal(ccache_get_or_compile(c, K(1), closure_over_slow, NULL, &l), CCACHE_OK);
-  ccache_lease_release(c, &l);
-  ccache_stats s = t_stats(c);
-  assert_true(s.program_compile_ns >= 20000000u);
-  /* Before, the closure level counted the nested 20 ms too. */
-  assert_true(s.compile_ns < 10000000u);
-  t_close(c);
-}
-
-static void stats_format_is_one_line(void **state) {
-  (void)state;
-  t_ctx tc = {0};
-  ccache *c = t_open(&tc, U, U, U);
-  assert_int_equal(readme_lookup(c, 1), CCACHE_OK);
-  assert_int_equal(readme_lookup(c, 1), CCACHE_OK);
-  ccache_stats s;
-  ccache_stats_init(&s);
-  assert_int_equal(ccache_stats_get(c, &s), CCACHE_OK);
-  char line[2048];
-  int n = ccache_stats_format(&s, line, sizeof line);
-  assert_true(n > 0 && (size_t)n < sizeof line);
-  assert_int_equal(strlen(line), (size_t)n);
-  assert_null(strchr(line, '\n'));
-  assert_true(strncmp(line, "hits=1 misses=1 inserts=1 ", 26) == 0);
-  assert_non_null(strstr(line, " compiles=1 "));
-  assert_non_null(strstr(line, " handles_out=0 "));
-  assert_non_null(strstr(line, " misses_evicted=0 "));
-  assert_non_null(strstr(line, " tier_unpublished=0 "));
-  assert_true(strstr(line, " heavy_barriers=0") == line + n - strlen(" heavy_barriers=0"));
-  /* Truncated like snprintf; the length is the whole line's. */
-  char small[10];
-  assert_int_equal(ccache_stats_format(&s, small, sizeof small), n);
-  assert_string_equal(small, "hits=1 mi");
-  assert_int_equal(ccache_stats_format(&s, NULL, 0), n);
-  /* An older caller's shorter struct: only its fields. */
-  s.size = (uint32_t)(offsetof(ccache_stats, misses) + sizeof s.misses);
-  assert_int_equal(ccache_stats_format(&s, line, sizeof line), (int)strlen("hits=1 misses=1"));
-  assert_string_equal(line, "hits=1 misses=1");
-  s.size = 0;
-  assert_int_equal(ccache_stats_format(&s, line, sizeof line), CCACHE_EINVAL);
-  t_close(c);
-}
-
-/* ------------------------------------------------------------ 7. keys */
-
-static void key_helpers(void **state) {
-  (void)state;
-  ccache_key k = {0x0123456789abcdefull, 0xfedcba9876543210ull};
-  char hex[CCACHE_KEY_HEX_LEN];
-  assert_ptr_equal(ccache_key_hex(k, hex), hex);
-  assert_string_equal(hex, "fedcba98765432100123456789abcdef");
-  assert_null(ccache_key_hex(k, NULL));
-  ccache_key same = k, other = {k.lo, k.hi ^ 1};
-  assert_int_equal(ccache_key_eq(k, same), 1);
-  assert_int_equal(ccache_key_eq(k, other), 0);
-  /* ccache_fp_key: tag 0x07, u64 lo, u64 hi, exactly as documented. */
-  ccache_fp fp;
-  ccache_fp_init(&fp);
-  assert_int_equal(ccache_fp_key(&fp, k), CCACHE_OK);
-  ccache_key got;
-  assert_int_equal(ccache_fp_final(&fp, &got), CCACHE_OK);
-  unsigned char stream[9 + 4 + 17];
-  memcpy(stream, "ccache-fp", 9);
-  uint32_t v = CCACHE_FP_FORMAT_VERSION;
-  for (int i = 0; i < 4; i++) stream[9 + i] = (unsigned char)(v >> (8 * i));
-  stream[13] = 0x07;
-  for (int i = 0; i < 8; i++) {
-    stream[14 + i] = (unsigned char)(k.lo >> (8 * i));
-    stream[22 + i] = (unsigned char)(k.hi >> (8 * i));
-  }
-  XXH128_hash_t h = XXH3_128bits(stream, sizeof stream);
-  assert_true(got.lo == h.low64 && got.hi == h.high64);
-  /* It differs from the two halves appended as integers. */
-  ccache_fp_init(&fp);
-  ccache_fp_u64(&fp, k.lo);
-  ccache_fp_u64(&fp, k.hi);
-  ccache_key as_ints;
-  ccache_fp_final(&fp, &as_ints);
-  assert_int_equal(ccache_key_eq(got, as_ints), 0);
-  assert_int_equal(ccache_fp_key(NULL, k), CCACHE_EINVAL);
-}
-
-/* --------------------------------------------- 8. a bound that thrashes */
-
-static void walk(ccache *c, int sites, int rounds) {
-  for (int r = 0; r < rounds; r++)
-    for (int k = 0; k < sites; k++) assert_int_equal(readme_lookup(c, (uint64_t)k), CCACHE_OK);
-}
-
-static void thrashing_bound_is_flagged(void **state) {
-  (void)state;
-  t_ctx tc = {0};
-  /* 24 call sites walked in order through max_items 16: FIFO evicts each
-   * site before it comes round again, so after the first walk every miss is
-   * on a key the bound just evicted. */
-  ccache *c = t_open(&tc, 16, U, U);
-  walk(c, 24, 10);
-  ccache_stats s = t_stats(c);
-  assert_int_equal(s.hits, 0);
-  assert_int_equal(s.misses, 240);
-  assert_int_equal(s.misses_evicted, 216);
-  assert_int_equal(s.evicted_capacity, 240 - 16);
-  t_close(c);
-  /* Sized to the working set: no thrash, nothing flagged. */
-  c = t_open(&tc, 32, U, U);
-  walk(c, 24, 10);
-  s = t_stats(c);
-  assert_int_equal(s.hits, 216);
-  assert_int_equal(s.misses, 24);
-  assert_int_equal(s.misses_evicted, 0);
-  t_close(c);
-  /* A removed key is no eviction by a bound: not flagged. */
-  c = t_open(&tc, U, U, U);
-  walk(c, 4, 1);
-  for (uint64_t k = 0; k < 4; k++) assert_int_equal(ccache_remove(c, K(k)), CCACHE_OK);
-  walk(c, 4, 1);
-  s = t_stats(c);
-  assert_int_equal(s.misses, 8);
-  assert_int_equal(s.misses_evicted, 0);
-  t_close(c);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(compile_detail_reaches_every_waiter),
@@ -703,15 +376,6 @@ int main(void) {
       cmocka_unit_test(event_hook_reports_compiles_and_evictions),
       cmocka_unit_test(event_hook_reports_a_failed_compile),
       cmocka_unit_test(event_hook_reports_tier_ops),
-      cmocka_unit_test(tiers_without_codec_are_refused),
-      cmocka_unit_test(stats_never_set_up_is_refused),
-      cmocka_unit_test(refused_close_says_what_is_out),
-      cmocka_unit_test(lease_of_exited_thread_can_be_abandoned),
-      cmocka_unit_test(readme_pattern_counts_one_miss_per_miss),
-      cmocka_unit_test(compile_time_counts_once_per_level),
-      cmocka_unit_test(stats_format_is_one_line),
-      cmocka_unit_test(key_helpers),
-      cmocka_unit_test(thrashing_bound_is_flagged),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
