@@ -1,6 +1,6 @@
 /*
  * fuzz_cache.c - libFuzzer target: the input bytes are the choices of the
- * model-based test (tests/model.c): which call, which key, which program,
+ * model-based test (tests/model*.c): which call, which key, which program,
  * what the compile callbacks do, clock steps, bounds.  Every observable is
  * compared with the reference model after every step and ccache__check()
  * runs after every step; a mismatch aborts with the model's message.

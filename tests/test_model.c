@@ -1,7 +1,7 @@
 /*
  * test_model.c - model-based random test: seeded random sequences of every
  * single-threaded call, run on a real cache and on the reference model of
- * tests/model.c, comparing every observable after every step and running
+ * tests/model*.c, comparing every observable after every step and running
  * ccache__check() after every step.
  *
  * SEEDS x STEPS = 2,000,000 steps at full scale (divided by
