@@ -20,230 +20,24 @@
  * given may differ.  Without sticky failures the call is then retried and
  * must succeed.  At close every byte allocated through the hook has been
  * freed and every closure and native program made was destroyed exactly once
- * (double destroys are double frees for ASan/valgrind).
+ * (double destroys are double frees for ASan/valgrind).  The hook and the
+ * snapshots are in alloc_fail_support.c.
  */
-#define HASH_DEBUG 1 /* HASH_FSCK below checks uthash's own structure */
-#include <execinfo.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_fail_support.h"
 #include "core/internal.h"
-#include "core/readers.h"
 #include "support.h"
 
 #define U          CCACHE_UNBOUNDED
-#define MAXSITES   1024
 #define MAXHANDLES 64
-
-/* ------------------------------------------------------------- the hook */
-
-typedef struct hook {
-  uint64_t n;        /* allocations attempted in this run */
-  uint64_t fail_at;  /* 0: never fail */
-  int sticky;        /* fail every allocation from fail_at on */
-  uint64_t injected; /* failures injected in this run */
-  int64_t live_bytes, live_blocks;
-  uint64_t sites[MAXSITES]; /* allocation sites that were failed */
-  size_t nsites;
-} hook;
-
-typedef union header {
-  size_t size;
-  max_align_t align_;
-} header;
-
-__attribute__((noinline)) static uint64_t stack_hash(void) {
-  void *frames[12];
-  int n = backtrace(frames, 12);
-  uint64_t h = 1469598103934665603ull;
-  /* Frame 0 is this function, 1 the hook; 2..4 are the library's innermost
-   * frames (ccache__malloc, ccache__calloc where used, the function that
-   * allocated and its caller): their return addresses name the site. */
-  for (int i = 2; i < n && i < 5; i++) {
-    h ^= (uint64_t)(uintptr_t)frames[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-static void *hook_alloc(void *ctx, size_t size) {
-  hook *h = ctx;
-  h->n++;
-  if (h->fail_at && (h->n == h->fail_at || (h->sticky && h->n > h->fail_at))) {
-    if (h->injected++ == 0) {
-      uint64_t s = stack_hash();
-      size_t i;
-      for (i = 0; i < h->nsites && h->sites[i] != s; i++) {
-      }
-      if (i == h->nsites && h->nsites < MAXSITES) h->sites[h->nsites++] = s;
-    }
-    return NULL;
-  }
-  header *p = malloc(sizeof(header) + size);
-  if (!p) return NULL;
-  p->size = size;
-  h->live_bytes += (int64_t)size;
-  h->live_blocks++;
-  return p + 1;
-}
-
-static void hook_free(void *ctx, void *ptr) {
-  hook *h = ctx;
-  header *p = (header *)ptr - 1;
-  h->live_bytes -= (int64_t)p->size;
-  h->live_blocks--;
-  free(p);
-}
-
-/* ------------------------------------------------------------- snapshots */
-
-typedef struct ent_snap {
-  ccache_key key;
-  void *closure;
-  ccache_program *program;
-  uint64_t idx, ins_ms;
-  int expired;
-} ent_snap;
-
-typedef struct prog_snap {
-  ccache_key pkey;
-  void *native;
-  ccache_program *p;
-  uint64_t cost, refs, table_refs;
-} prog_snap;
-
-typedef struct snap {
-  ent_snap e[256];
-  size_t ne;
-  prog_snap p[128];
-  size_t np;
-  uint64_t items, next_idx, last_ins_ms, cost_bytes, nprograms, handles_out;
-  ccache__counters n;
-  ccache_stats s;
-  int64_t live_bytes;
-} snap;
-
-static int ent_cmp(const void *a, const void *b) {
-  const ent_snap *x = a, *y = b;
-  return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-static int prog_cmp(const void *a, const void *b) {
-  const prog_snap *x = a, *y = b;
-  if (x->pkey.lo != y->pkey.lo) return x->pkey.lo < y->pkey.lo ? -1 : 1;
-  return (x->pkey.hi > y->pkey.hi) - (x->pkey.hi < y->pkey.hi);
-}
-
-/* uthash's own consistency walk (HASH_DEBUG) over every table. */
-static void fsck(ccache *c) {
-  HASH_FSCK(hh, c->table, "closures");
-  HASH_FSCK(hh, c->programs, "programs");
-  HASH_FSCK(hh, c->flights.table, "flights");
-  HASH_FSCK(hh, c->pflights.table, "pflights");
-}
-
-static void take_snap(ccache *c, t_ctx *t, hook *h, snap *s) {
-  memset(s, 0, sizeof *s);
-  uint64_t now = atomic_load(&t->now_ms);
-  uint64_t ttl = atomic_load(&c->ttl_ms);
-  for (ccache__entry *e = c->table; e; e = e->hh.next) {
-    assert_true(s->ne < 256);
-    ent_snap *x = &s->e[s->ne++];
-    x->key = e->key;
-    x->closure = ccache__entry_closure(e);
-    x->program = e->program;
-    x->idx = e->idx;
-    x->ins_ms = e->ins_ms;
-    x->expired = ccache__expired(e->ins_ms, now, ttl);
-  }
-  qsort(s->e, s->ne, sizeof s->e[0], ent_cmp);
-  for (ccache_program *p = c->programs; p; p = p->hh.next) {
-    assert_true(s->np < 128);
-    prog_snap *x = &s->p[s->np++];
-    x->pkey = p->pkey;
-    x->native = p->native;
-    x->p = p;
-    x->cost = p->cost;
-    x->refs = p->refs;
-    x->table_refs = p->table_refs;
-  }
-  qsort(s->p, s->np, sizeof s->p[0], prog_cmp);
-  s->items = c->items;
-  s->next_idx = c->next_idx;
-  s->last_ins_ms = c->last_ins_ms;
-  s->cost_bytes = ccache__cost_bytes(c);
-  s->nprograms = c->nprograms;
-  s->handles_out = c->handles_out;
-  s->n = c->n;
-  s->s = t_stats(c);
-  /* A thread's reader (src/readers.c) is made on its first call on a cache,
-   * whatever that call's outcome, and lives as long as the thread, as does
-   * the cache's array of readers: not cache content an ENOMEM could have
-   * leaked.  The rest must not grow. */
-  int64_t readers = c->nreaders, array = c->readers ? c->readers_cap * (int64_t)sizeof(void *) : 0;
-  s->live_bytes =
-      h->live_bytes - array - readers * (int64_t)(sizeof(ccache__reader) + CCACHE__READER_ALIGN);
-}
-
-/* After an ENOMEM: the cache is as it was (see the file comment). */
-static void assert_unchanged(const snap *a, const snap *b, const char *what) {
-  size_t i = 0, j = 0, expired_gone = 0;
-  while (i < a->ne || j < b->ne) {
-    if (i < a->ne && (j >= b->ne || a->e[i].idx < b->e[j].idx)) {
-      if (!a->e[i].expired) fail_msg("%s: ENOMEM removed a live entry", what);
-      expired_gone++; /* an expired entry may be removed by a lookup */
-      i++;
-      continue;
-    }
-    if (j < b->ne && (i >= a->ne || b->e[j].idx < a->e[i].idx))
-      fail_msg("%s: ENOMEM added an entry", what);
-    const ent_snap *x = &a->e[i], *y = &b->e[j];
-    if (memcmp(&x->key, &y->key, sizeof x->key) || x->closure != y->closure ||
-        x->program != y->program || x->ins_ms != y->ins_ms)
-      fail_msg("%s: ENOMEM changed an entry", what);
-    i++;
-    j++;
-  }
-  /* Programs: the same, except that removing expired entries may drop
-   * references (and programs that only those entries used). */
-  if (a->np != b->np && !expired_gone)
-    fail_msg("%s: ENOMEM changed the program table (%zu programs, then %zu)", what, a->np, b->np);
-  for (size_t k = 0, m = 0; m < b->np; k++) {
-    if (k >= a->np) fail_msg("%s: ENOMEM added a program", what);
-    const prog_snap *x = &a->p[k], *y = &b->p[m];
-    if (memcmp(&x->pkey, &y->pkey, sizeof x->pkey)) {
-      if (!expired_gone) fail_msg("%s: ENOMEM removed a program", what);
-      continue;
-    }
-    m++;
-    if (x->native != y->native || x->p != y->p || x->cost != y->cost)
-      fail_msg("%s: ENOMEM changed a program", what);
-    if (expired_gone ? y->refs > x->refs || y->table_refs > x->table_refs
-                     : y->refs != x->refs || y->table_refs != x->table_refs)
-      fail_msg("%s: ENOMEM changed a program's references", what);
-  }
-  assert_int_equal(b->items, a->items - expired_gone);
-  assert_int_equal(b->next_idx, a->next_idx);
-  assert_int_equal(b->last_ins_ms, a->last_ins_ms);
-  if (!expired_gone) assert_int_equal(b->nprograms, a->nprograms);
-  assert_int_equal(b->handles_out, a->handles_out);
-  assert_int_equal(b->n.inserts, a->n.inserts);
-  assert_int_equal(b->n.replaced, a->n.replaced);
-  assert_int_equal(b->n.evicted_capacity, a->n.evicted_capacity);
-  assert_int_equal(b->n.evicted_cost, a->n.evicted_cost);
-  assert_int_equal(b->n.removed, a->n.removed);
-  assert_int_equal(b->n.cleared, a->n.cleared);
-  assert_int_equal(b->n.evicted_ttl, a->n.evicted_ttl + expired_gone);
-  assert_int_equal(b->s.leases_out, a->s.leases_out);
-  if (!expired_gone) assert_int_equal(b->cost_bytes, a->cost_bytes);
-  if (b->live_bytes > a->live_bytes) fail_msg("%s: ENOMEM leaked memory", what);
-}
 
 /* ------------------------------------------------------------- workload */
 
 typedef struct wl {
-  hook h;
+  t_hook h;
   t_ctx t;
   ccache *c;
   ccache_program *handle[MAXHANDLES];
@@ -393,22 +187,22 @@ static void assert_closure_alive(wl *w, uint64_t key) {
 /* Runs one call of the script with the checks around it. */
 #define STEP(kind, call)                                                                          \
   do {                                                                                            \
-    snap *before_ = malloc(sizeof(snap)), *after_ = malloc(sizeof(snap));                         \
+    t_snap *before_ = malloc(sizeof(t_snap)), *after_ = malloc(sizeof(t_snap));                   \
     assert_non_null(before_);                                                                     \
     assert_non_null(after_);                                                                      \
-    take_snap(w->c, &w->t, &w->h, before_);                                                       \
+    t_take_snap(w->c, &w->t, &w->h, before_);                                                     \
     int rc_ = (call);                                                                             \
-    fsck(w->c);                                                                                   \
+    t_fsck(w->c);                                                                                 \
     assert_int_equal(ccache__check(w->c, atomic_load(&w->t.now_ms)), 0);                          \
     if (rc_ == CCACHE_ENOMEM) {                                                                   \
-      take_snap(w->c, &w->t, &w->h, after_);                                                      \
-      if (kind != S_GOC_PUT) assert_unchanged(before_, after_, #call);                            \
+      t_take_snap(w->c, &w->t, &w->h, after_);                                                    \
+      if (kind != S_GOC_PUT) t_assert_unchanged(before_, after_, #call);                          \
       if (kind == S_PUT || kind == S_INTERN)                                                      \
         assert_int_equal(after_->s.misses + after_->s.hits, before_->s.misses + before_->s.hits); \
       if (!w->h.sticky) { /* nothing else fails now: a retry succeeds */                          \
         rc_ = (call);                                                                             \
         assert_int_not_equal(rc_, CCACHE_ENOMEM);                                                 \
-        fsck(w->c);                                                                               \
+        t_fsck(w->c);                                                                             \
         assert_int_equal(ccache__check(w->c, atomic_load(&w->t.now_ms)), 0);                      \
       }                                                                                           \
     } else if (kind == S_OTHER) {                                                                 \
@@ -455,8 +249,8 @@ static int workload(wl *w) {
   cfg.max_items = 4;
   cfg.ttl_ms = 100;
   cfg.max_cost_bytes = 500;
-  cfg.alloc = hook_alloc;
-  cfg.free = hook_free;
+  cfg.alloc = t_hook_alloc;
+  cfg.free = t_hook_free;
   cfg.alloc_ctx = &w->h;
   int rc = ccache_open(&cfg, &w->c);
   if (rc != CCACHE_OK) {
@@ -513,7 +307,7 @@ static int workload(wl *w) {
 }
 
 /* One run with the given failure plan; returns the allocations it made. */
-static uint64_t run_once(hook *sites, uint64_t fail_at, int sticky, int *completed) {
+static uint64_t run_once(t_hook *sites, uint64_t fail_at, int sticky, int *completed) {
   wl *w = calloc(1, sizeof *w);
   assert_non_null(w);
   w->h.fail_at = fail_at;
@@ -542,7 +336,7 @@ static uint64_t run_once(hook *sites, uint64_t fail_at, int sticky, int *complet
 
 static void fail_every_allocation(void **state) {
   (void)state;
-  static hook sites; /* failed allocation sites across every N */
+  static t_hook sites; /* failed allocation sites across every N */
   int completed;
   run_once(&sites, 0, 0, &completed); /* no failure: the baseline */
   assert_true(completed);
@@ -562,16 +356,16 @@ static void fail_every_allocation(void **state) {
 
 static void hook_both_or_neither(void **state) {
   (void)state;
-  hook h = {0};
+  t_hook h = {0};
   ccache_config cfg;
   ccache_config_init(&cfg);
   ccache *c = NULL;
-  cfg.alloc = hook_alloc;
+  cfg.alloc = t_hook_alloc;
   assert_int_equal(ccache_open(&cfg, &c), CCACHE_EINVAL);
   cfg.alloc = NULL;
-  cfg.free = hook_free;
+  cfg.free = t_hook_free;
   assert_int_equal(ccache_open(&cfg, &c), CCACHE_EINVAL);
-  cfg.alloc = hook_alloc;
+  cfg.alloc = t_hook_alloc;
   cfg.alloc_ctx = &h;
   cfg.sweeper_thread = 0;
   assert_int_equal(ccache_open(&cfg, &c), CCACHE_OK);

@@ -1,17 +1,14 @@
 /*
- * test_trust_redis_edges.c - what a cache over a shared Redis copies,
- * waits for and accepts, against real redis-server processes
- * (tests/redis_support.*):
+ * test_trust_redis_edges.c - what a cache over a shared Redis copies and
+ * waits for, against real redis-server processes (tests/redis_support.*):
  *  - a hit found on a fallback server is copied to the key's first server
  *    only once the core has verified it, and only by a cache that
  *    publishes: a forged or corrupt entry is never copied, a reader copies
  *    nothing, a writer's verified hit is copied once;
  *  - a cache without keys honours a lease whose time to live is longer
  *    than any holder sets (a squatter's) for lease_ms plus the skew at
- *    most, not for its whole wait_ms;
- *  - signatures and lease tokens bind the namespace (runtime tag, Redis
- *    prefix, key mode): a signed entry or token copied into another
- *    prefix or tag is rejected there.
+ *    most, not for its whole wait_ms.
+ * What it accepts across namespaces: test_trust_redis_edges_namespace.c.
  * Every wait is bounded; SIGPIPE stays at its default action.
  *
  * Built against a library that lacks these rules the same file compiles
@@ -23,112 +20,18 @@
 
 #include <hiredis/hiredis.h>
 
-#include "redis_tier_support.h"
 #include "tier/tier.h"
-#include "tier/redis/tier_redis.h" /* ccache__redis: saw_first_fail */
-#include "tier/tier_trust.h"       /* CCACHE__LEASE_TOKEN */
-#include "trust_support.h"
-
-#define TAG     "edges-redis-tag"
-#define PAYLOAD 512
-
-static char *keys;
-
-static void need(void) {
-  if (!ccache_trust_available()) {
-    print_message("SKIPPED: this build has no libsodium (test_trust checks it fails closed)\n");
-    skip();
-  }
-  t_need_redis();
-}
-
-static int setup(void **state) {
-  (void)state;
-  keys = t_tempdir("trust-redis-edges-keys");
-  if (ccache_trust_available()) {
-    tr_keys(keys, "signer");
-    tr_keys(keys, "other");
-  }
-  return 0;
-}
-
-static int teardown(void **state) {
-  t_stop_all(state);
-  t_rmrf(keys);
-  free(keys);
-  return 0;
-}
-
-/* The documented Redis key of key k's entry (lease: its lease key) under
- * prefix and runtime tag. */
-static void rkey(const char *prefix, const char *tag, ccache_key k, int lease, char *out,
-                 size_t n) {
-  char ns[CCACHE__TIER_NS_MAX];
-  ccache__tier_ns(ccache__tier_tag_hash(tag), ns);
-  for (char *p = ns; *p; p++)
-    if (*p == '/') *p = ':';
-  snprintf(out, n, "%s:%s:%016llx%016llx%s", prefix, ns, (unsigned long long)k.hi,
-           (unsigned long long)k.lo, lease ? ":lease" : "");
-}
-
-typedef struct rcache {
-  ccache *c;
-  t_codec tc;
-  t_ctx ctx;
-  ccache__redis *r; /* the tier's state, for saw_first_fail */
-} rcache;
-
-/* A cache over a Redis tier on servers (prefix; tag; t: trust, NULL for
- * unsigned by name). */
-static void open_as(rcache *rc, const char *servers, const char *prefix, const char *tag,
-                    ccache_trust *t, uint64_t lease_ms, uint64_t wait_ms) {
-  memset(rc, 0, sizeof *rc);
-  ccache_redis_options o;
-  ccache_redis_options_init(&o);
-  o.servers = servers;
-  o.prefix = prefix;
-  o.lease_ms = lease_ms;
-  o.wait_ms = wait_ms;
-  o.poll_ms = 2;
-  o.poll_max_ms = 20;
-  o.reconnect_min_ms = 1;
-  o.reconnect_max_ms = 20;
-  ccache_tier *tier = NULL;
-  assert_int_equal(ccache_tier_redis(&o, &tier), CCACHE_OK);
-  rc->r = tier->state;
-  ccache_codec k = t_codec_make(&rc->tc, PAYLOAD); /* copied by the open */
-  ccache_config cfg;
-  t_config(&cfg, &rc->ctx);
-  cfg.codec = &k;
-  cfg.runtime_tag = tag;
-  cfg.tier_min_compile_us = 0;
-  cfg.tiers = &tier;
-  cfg.n_tiers = 1;
-  cfg.trust = t;
-  if (!t) cfg.trust_flags = CCACHE_TRUST_UNSIGNED;
-  assert_int_equal(ccache_open(&cfg, &rc->c), CCACHE_OK);
-  ccache_trust_free(t);
-}
-
-static void open_c(rcache *rc, const char *servers, ccache_trust *t) {
-  open_as(rc, servers, "ccache", TAG, t, 10000, 3000);
-}
+#include "trust_redis_support.h"
 
 /* As if this cache had just seen the first server of the list fail: a
  * lookup that misses there reads on (the fallback rule: only a process that
  * saw a key's first server fail may find a copy past it), which is how an
  * entry on the second server is found while the first is up. */
-static void saw_first_fail(rcache *rc) {
+static void saw_first_fail(tr_rcache *rc) {
   ccache__rserver *s = &rc->r->pool.servers[0];
   ccache__lock(&s->server_mu);
   s->down_seen_ms = ccache__rmono_ms();
   ccache__unlock(&s->server_mu);
-}
-
-static ccache_trust *writer_trust(void) { return tr_trust(keys, "signer", NULL); }
-static ccache_trust *reader_trust(void) {
-  const char *trusted[] = {"signer", NULL};
-  return tr_trust(keys, NULL, trusted);
 }
 
 /* SET calls a server has executed (INFO commandstats). */
@@ -139,27 +42,6 @@ static long long set_calls(t_redis_server *s) {
   long long n = p ? atoll(p + strlen("cmdstat_set:calls=")) : 0;
   freeReplyObject(r);
   return n;
-}
-
-/* The value of key on s (caller frees; NULL if absent), its length in *len. */
-static unsigned char *get_value(t_redis_server *s, const char *key, size_t *len) {
-  redisReply *r = t_redis_cmd(s, "GET %s", key);
-  assert_non_null(r);
-  unsigned char *v = NULL;
-  *len = 0;
-  if (r->type == REDIS_REPLY_STRING) {
-    v = malloc(r->len ? r->len : 1);
-    memcpy(v, r->str, r->len);
-    *len = r->len;
-  }
-  freeReplyObject(r);
-  return v;
-}
-
-static void set_value(t_redis_server *s, const char *key, const void *v, size_t len) {
-  redisReply *r = t_redis_cmd(s, "SET %s %b", key, v, len);
-  assert_true(r && r->type == REDIS_REPLY_STATUS);
-  freeReplyObject(r);
 }
 
 /* Two servers s[0], s[1]; list "s0,s1"; a key whose first server is s[0]. */
@@ -178,8 +60,8 @@ static uint64_t two_servers(char *list, size_t n) {
 
 /* A signed entry for PK(k) on s[1] alone, written by a writer over s[1]. */
 static void signed_entry_on_second(uint64_t k) {
-  rcache w;
-  open_c(&w, t_servers[1].addr, writer_trust());
+  tr_rcache w;
+  tr_open_c(&w, t_servers[1].addr, tr_writer_trust());
   t_compiler comp = {0};
   assert_int_equal(t_goc(w.c, PK(k), &comp, CCACHE_OK), (int)k);
   assert_int_equal(comp.calls, 1);
@@ -196,19 +78,19 @@ static void signed_entry_on_second(uint64_t k) {
  * found it: the first, and the one after taking the lease). */
 static void fallback_forged_entry_not_copied(void **state) {
   (void)state;
-  need();
+  tr_need();
   char list[80];
   uint64_t k = two_servers(list, sizeof list);
   t_redis_server *s = t_servers;
   char key[256];
   /* Forged: unsigned, for a writer with keys. */
   size_t len = 0;
-  unsigned char *e = t_entry(PK(k), TAG, 666, PAYLOAD, &len);
-  rkey("ccache", TAG, PK(k), 0, key, sizeof key);
-  set_value(&s[1], key, e, len);
+  unsigned char *e = t_entry(PK(k), TR_TAG, 666, TR_PAYLOAD, &len);
+  tr_rkey("ccache", TR_TAG, PK(k), 0, key, sizeof key);
+  tr_set_value(&s[1], key, e, len);
   long long before = set_calls(&s[0]);
-  rcache w;
-  open_c(&w, list, writer_trust());
+  tr_rcache w;
+  tr_open_c(&w, list, tr_writer_trust());
   saw_first_fail(&w);
   t_compiler comp = {0};
   int id = t_goc(w.c, PK(k), &comp, CCACHE_OK);
@@ -222,7 +104,7 @@ static void fallback_forged_entry_not_copied(void **state) {
   assert_int_equal(st.tier_rejected, 2); /* the lookup, and again under the lease */
   assert_int_equal(sets, 2);             /* SET NX of the lease, the writer's entry */
   size_t got = 0;
-  unsigned char *v = get_value(&s[0], key, &got);
+  unsigned char *v = tr_get_value(&s[0], key, &got);
   assert_non_null(v);
   assert_true(got != len || memcmp(v, e, len) != 0);
   free(v);
@@ -234,19 +116,19 @@ static void fallback_forged_entry_not_copied(void **state) {
  * by name): removed, compiled, stored; never copied. */
 static void fallback_corrupt_entry_not_copied(void **state) {
   (void)state;
-  need();
+  tr_need();
   char list[80];
   uint64_t k = two_servers(list, sizeof list);
   t_redis_server *s = t_servers;
   size_t len = 0;
-  unsigned char *e = t_entry(PK(k), TAG, 777, PAYLOAD, &len);
+  unsigned char *e = t_entry(PK(k), TR_TAG, 777, TR_PAYLOAD, &len);
   e[CCACHE__TIER_HDR + 3] ^= 0x40; /* no reseal: the checksum fails */
   char key[256];
-  rkey("ccache", TAG, PK(k), 0, key, sizeof key);
-  set_value(&s[1], key, e, len);
+  tr_rkey("ccache", TR_TAG, PK(k), 0, key, sizeof key);
+  tr_set_value(&s[1], key, e, len);
   long long before = set_calls(&s[0]);
-  rcache u;
-  open_c(&u, list, NULL);
+  tr_rcache u;
+  tr_open_c(&u, list, NULL);
   saw_first_fail(&u);
   t_compiler comp = {0};
   int id = t_goc(u.c, PK(k), &comp, CCACHE_OK);
@@ -266,16 +148,16 @@ static void fallback_corrupt_entry_not_copied(void **state) {
 /* A reader's fallback hit loads, and copies nothing to the first server. */
 static void fallback_reader_copies_nothing(void **state) {
   (void)state;
-  need();
+  tr_need();
   char list[80];
   uint64_t k = two_servers(list, sizeof list);
   t_redis_server *s = t_servers;
   signed_entry_on_second(k);
   char key[256];
-  rkey("ccache", TAG, PK(k), 0, key, sizeof key);
+  tr_rkey("ccache", TR_TAG, PK(k), 0, key, sizeof key);
   long long before = set_calls(&s[0]);
-  rcache rd;
-  open_c(&rd, list, reader_trust());
+  tr_rcache rd;
+  tr_open_c(&rd, list, tr_reader_trust());
   saw_first_fail(&rd);
   t_compiler comp = {0};
   int id = t_goc(rd.c, PK(k), &comp, CCACHE_OK);
@@ -298,17 +180,17 @@ static void fallback_reader_copies_nothing(void **state) {
  * more is written. */
 static void fallback_verified_hit_copied_once(void **state) {
   (void)state;
-  need();
+  tr_need();
   char list[80];
   uint64_t k = two_servers(list, sizeof list);
   t_redis_server *s = t_servers;
   signed_entry_on_second(k);
   char key[256];
-  rkey("ccache", TAG, PK(k), 0, key, sizeof key);
+  tr_rkey("ccache", TR_TAG, PK(k), 0, key, sizeof key);
   long long before = set_calls(&s[0]);
   for (int round = 0; round < 2; round++) {
-    rcache w;
-    open_c(&w, list, writer_trust());
+    tr_rcache w;
+    tr_open_c(&w, list, tr_writer_trust());
     saw_first_fail(&w);
     t_compiler comp = {0};
     assert_int_equal(t_goc(w.c, PK(k), &comp, CCACHE_OK), (int)k);
@@ -320,7 +202,7 @@ static void fallback_verified_hit_copied_once(void **state) {
     assert_int_equal(sets, 1);
   }
   size_t a = 0, b = 0;
-  unsigned char *va = get_value(&s[0], key, &a), *vb = get_value(&s[1], key, &b);
+  unsigned char *va = tr_get_value(&s[0], key, &a), *vb = tr_get_value(&s[1], key, &b);
   assert_true(va && vb && a == b && memcmp(va, vb, a) == 0);
   free(va);
   free(vb);
@@ -340,15 +222,15 @@ static void squatter_lease_wait_bounded_without_keys(void **state) {
   static const char *const squats[2] = {"", " PX 600000"};
   for (int v = 0; v < 2; v++) {
     char lkey[256];
-    rkey("ccache", TAG, PK(10 + v), 1, lkey, sizeof lkey);
+    tr_rkey("ccache", TR_TAG, PK(10 + v), 1, lkey, sizeof lkey);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "SET %s squatter-0123456789abcdef0123456789abcdef%s", lkey,
              squats[v]);
     redisReply *r = t_redis_cmd(&s[0], cmd);
     assert_true(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
-    rcache u;
-    open_as(&u, s[0].addr, "ccache", TAG, NULL, 1000, 20000);
+    tr_rcache u;
+    tr_open_as(&u, s[0].addr, "ccache", TR_TAG, NULL, 1000, 20000);
     t_compiler comp = {0};
     unsigned long long t0 = t_redis_now_ms();
     assert_int_equal(t_goc(u.c, PK(10 + v), &comp, CCACHE_OK), 10 + v);
@@ -363,195 +245,18 @@ static void squatter_lease_wait_bounded_without_keys(void **state) {
   }
 }
 
-/* ------------------------------------------------------- the namespace */
-
-/* A writer's signed entry for PK(21) under prefix "tenant-a", copied byte
- * for byte under "tenant-b" (same server, tag and key): a reader of
- * "tenant-b" that trusts the same signer rejects it and compiles. */
-static void signed_entry_moved_to_another_prefix_rejected(void **state) {
-  (void)state;
-  need();
-  t_redis_server *s = t_servers;
-  t_must_start(&s[0], NULL);
-  rcache w;
-  open_as(&w, s[0].addr, "tenant-a", TAG, writer_trust(), 10000, 3000);
-  t_compiler comp = {0};
-  assert_int_equal(t_goc(w.c, PK(21), &comp, CCACHE_OK), 21);
-  t_close(w.c);
-  char ka[256], kb[256];
-  rkey("tenant-a", TAG, PK(21), 0, ka, sizeof ka);
-  rkey("tenant-b", TAG, PK(21), 0, kb, sizeof kb);
-  size_t len = 0;
-  unsigned char *v = get_value(&s[0], ka, &len);
-  assert_non_null(v);
-  set_value(&s[0], kb, v, len);
-  free(v);
-  rcache rd;
-  open_as(&rd, s[0].addr, "tenant-b", TAG, reader_trust(), 10000, 3000);
-  comp.calls = 0;
-  int id = t_goc(rd.c, PK(21), &comp, CCACHE_OK);
-  ccache_stats st = t_stats(rd.c);
-  print_message(
-      "entry moved from prefix tenant-a to tenant-b: id %d, compiles %d, tier_hits %llu, "
-      "tier_rejected %llu\n",
-      id, (int)comp.calls, (unsigned long long)st.tier_hits, (unsigned long long)st.tier_rejected);
-  assert_int_equal(comp.calls, 1);
-  assert_int_equal(st.tier_hits, 0);
-  assert_int_equal(st.tier_rejected, 1);
-  t_close(rd.c);
-}
-
-/* The lease value a writer's compile holds, copied (while it compiles)
- * under another prefix's and another tag's lease for the same key. */
-static char copy_to[2][256];
-static void copy_lease_while_compiling(t_compiler *tc, ccache *c, ccache_key pkey) {
-  (void)tc, (void)c;
-  char lk[256];
-  rkey("tenant-a", TAG, pkey, 1, lk, sizeof lk);
-  size_t len = 0;
-  unsigned char *v = get_value(&t_servers[0], lk, &len);
-  assert_non_null(v);
-  assert_int_equal(len, 32 + CCACHE__LEASE_TOKEN); /* our token, then the signed one */
-  for (int i = 0; i < 2; i++) {
-    redisReply *r = t_redis_cmd(&t_servers[0], "SET %s %b PX 60000", copy_to[i], v, len);
-    assert_true(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-  }
-  free(v);
-}
-
-/* A signed lease token copied into another namespace's lease (which:
- * 0 another prefix, 1 another tag) stalls no reader there (wait_ms 5000;
- * the token is fresh, by a trusted key, for the same program key). */
-static void token_copied(int which) {
-  need();
-  t_redis_server *s = t_servers;
-  t_must_start(&s[0], NULL);
-  rkey("tenant-b", TAG, PK(22), 1, copy_to[0], sizeof copy_to[0]);
-  rkey("tenant-a", "another-tag", PK(22), 1, copy_to[1], sizeof copy_to[1]);
-  rcache w;
-  open_as(&w, s[0].addr, "tenant-a", TAG, writer_trust(), 10000, 3000);
-  t_compiler comp = {0};
-  comp.during = copy_lease_while_compiling;
-  assert_int_equal(t_goc(w.c, PK(22), &comp, CCACHE_OK), 22);
-  t_close(w.c);
-  static const char *const prefix[2] = {"tenant-b", "tenant-a"};
-  static const char *const tag[2] = {TAG, "another-tag"};
-  assert_int_equal(t_redis_int(&s[0], "EXISTS %s", copy_to[which]), 1);
-  rcache rd;
-  open_as(&rd, s[0].addr, prefix[which], tag[which], reader_trust(), 10000, 5000);
-  t_compiler rc = {0};
-  unsigned long long t0 = t_redis_now_ms();
-  assert_int_equal(t_goc(rd.c, PK(22), &rc, CCACHE_OK), 22);
-  unsigned long long took = t_redis_now_ms() - t0;
-  print_message("token copied to prefix %s, tag %s: compiled after %llu ms, lock waits %llu\n",
-                prefix[which], tag[which], took, (unsigned long long)t_stats(rd.c).tier_lock_waits);
-  assert_int_equal(rc.calls, 1);
-  assert_int_equal(t_stats(rd.c).tier_lock_waits, 0);
-  assert_true(took < 2500);
-  t_close(rd.c);
-}
-
-static void lease_token_copied_to_another_prefix_stalls_no_one(void **state) {
-  (void)state;
-  token_copied(0);
-}
-
-static void lease_token_copied_to_another_tag_stalls_no_one(void **state) {
-  (void)state;
-  token_copied(1);
-}
-
-/* A cache over a directory tier above a Redis tier (both signed for their
- * own namespace); NULL dir: Redis alone. */
-static void open_disk_redis(rcache *rc, const char *dir, const char *servers, ccache_trust *t) {
-  memset(rc, 0, sizeof *rc);
-  ccache_disk_options d;
-  ccache_disk_options_init(&d);
-  d.dir = dir;
-  ccache_redis_options o;
-  ccache_redis_options_init(&o);
-  o.servers = servers;
-  ccache_tier *tiers[2] = {NULL, NULL};
-  assert_int_equal(ccache_tier_disk(&d, &tiers[0]), CCACHE_OK);
-  assert_int_equal(ccache_tier_redis(&o, &tiers[1]), CCACHE_OK);
-  ccache_codec k = t_codec_make(&rc->tc, PAYLOAD);
-  ccache_config cfg;
-  t_config(&cfg, &rc->ctx);
-  cfg.codec = &k;
-  cfg.runtime_tag = TAG;
-  cfg.tier_min_compile_us = 0;
-  cfg.tiers = tiers;
-  cfg.n_tiers = 2;
-  cfg.trust = t;
-  assert_int_equal(ccache_open(&cfg, &rc->c), CCACHE_OK);
-  ccache_trust_free(t);
-}
-
-/* STRLEN calls a server has executed: one per lookup that reached it. */
-static long long strlen_calls(t_redis_server *s) {
-  redisReply *r = t_redis_cmd(s, "INFO commandstats");
-  assert_true(r && r->type == REDIS_REPLY_STRING);
-  const char *p = strstr(r->str, "cmdstat_strlen:calls=");
-  long long n = p ? atoll(p + strlen("cmdstat_strlen:calls=")) : 0;
-  freeReplyObject(r);
-  return n;
-}
-
-/* The private directory tier accepts an entry signed for the Redis tier's
- * namespace (it holds copies of what the tiers below it had): a reader's
- * Redis hit fills its directory tier, and the next reader over the same
- * tiers loads from the directory without asking Redis. */
-static void signed_redis_hit_fills_the_directory_tier_above(void **state) {
-  (void)state;
-  need();
-  t_redis_server *s = t_servers;
-  t_must_start(&s[0], NULL);
-  rcache w;
-  open_c(&w, s[0].addr, writer_trust());
-  t_compiler comp = {0};
-  assert_int_equal(t_goc(w.c, PK(31), &comp, CCACHE_OK), 31);
-  t_close(w.c);
-  char *dir = t_tempdir("trust-redis-edges-disk");
-  for (int round = 0; round < 2; round++) {
-    rcache rd;
-    open_disk_redis(&rd, dir, s[0].addr, reader_trust());
-    long long before = strlen_calls(&s[0]);
-    comp.calls = 0;
-    assert_int_equal(t_goc(rd.c, PK(31), &comp, CCACHE_OK), 31);
-    ccache_stats st = t_stats(rd.c);
-    long long asked = strlen_calls(&s[0]) - before;
-    print_message(
-        "reader %d over directory + Redis: compiles %d, tier_hits %llu, tier_writes "
-        "%llu, tier_rejected %llu, Redis lookups %lld\n",
-        round, (int)comp.calls, (unsigned long long)st.tier_hits,
-        (unsigned long long)st.tier_writes, (unsigned long long)st.tier_rejected, asked);
-    assert_int_equal(comp.calls, 0);
-    assert_int_equal(st.tier_hits, 1);
-    assert_int_equal(st.tier_rejected, 0);
-    assert_int_equal(st.tier_writes, round == 0 ? 1 : 0); /* the fill of the directory */
-    assert_int_equal(asked, round == 0 ? 1 : 0);
-    t_close(rd.c);
-  }
-  t_rmrf(dir);
-  free(dir);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(fallback_forged_entry_not_copied, setup, teardown),
-      cmocka_unit_test_setup_teardown(fallback_corrupt_entry_not_copied, setup, teardown),
-      cmocka_unit_test_setup_teardown(fallback_reader_copies_nothing, setup, teardown),
-      cmocka_unit_test_setup_teardown(fallback_verified_hit_copied_once, setup, teardown),
-      cmocka_unit_test_setup_teardown(squatter_lease_wait_bounded_without_keys, setup, teardown),
-      cmocka_unit_test_setup_teardown(signed_entry_moved_to_another_prefix_rejected, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(lease_token_copied_to_another_prefix_stalls_no_one, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(lease_token_copied_to_another_tag_stalls_no_one, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(signed_redis_hit_fills_the_directory_tier_above, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(fallback_forged_entry_not_copied, tr_redis_setup,
+                                      tr_redis_teardown),
+      cmocka_unit_test_setup_teardown(fallback_corrupt_entry_not_copied, tr_redis_setup,
+                                      tr_redis_teardown),
+      cmocka_unit_test_setup_teardown(fallback_reader_copies_nothing, tr_redis_setup,
+                                      tr_redis_teardown),
+      cmocka_unit_test_setup_teardown(fallback_verified_hit_copied_once, tr_redis_setup,
+                                      tr_redis_teardown),
+      cmocka_unit_test_setup_teardown(squatter_lease_wait_bounded_without_keys, tr_redis_setup,
+                                      tr_redis_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <xxhash.h>
 
@@ -52,4 +53,51 @@ void tr_move(unsigned char *blob, size_t len, ccache_key to) {
   put_u64(blob + 16, to.lo);
   put_u64(blob + 24, to.hi);
   tr_reseal(blob, len);
+}
+
+static int fixture_setup(void **state, const char *area, const char *const *names) {
+  tr_fixture *f = calloc(1, sizeof *f);
+  char name[64];
+  snprintf(name, sizeof name, "%s-keys", area);
+  f->keys = t_tempdir(name);
+  snprintf(name, sizeof name, "%s-cache", area);
+  f->dir = t_tempdir(name);
+  for (size_t i = 0; names[i]; i++) tr_keys(f->keys, names[i]);
+  *state = f;
+  return 0;
+}
+
+int tr_setup(void **state) {
+  static const char *const names[] = {"old", "new", "other", NULL};
+  return fixture_setup(state, "trust", names);
+}
+
+int tr_edges_setup(void **state) {
+  static const char *const names[] = {"old", "new", NULL};
+  return fixture_setup(state, "edges", names);
+}
+
+int tr_teardown(void **state) {
+  tr_fixture *f = *state;
+  t_rmrf(f->keys);
+  t_rmrf(f->dir);
+  free(f->keys);
+  free(f->dir);
+  free(f);
+  return 0;
+}
+
+int tr_run_child(void (*fn)(const void *), const void *arg) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    alarm(20); /* a child that hangs (a FIFO on main) fails, never stalls the suite */
+    fn(arg);
+    _exit(0);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  if (!WIFEXITED(st)) return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  return WEXITSTATUS(st);
 }
