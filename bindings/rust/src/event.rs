@@ -3,7 +3,8 @@
 
 use crate::ffi;
 use crate::panic;
-use crate::{Inner, Key};
+use crate::cache::Inner;
+use crate::Key;
 use std::ffi::{c_void, CStr};
 use std::os::raw::c_char;
 use std::time::Duration;

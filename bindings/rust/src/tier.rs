@@ -6,7 +6,9 @@
 use crate::ffi;
 use crate::panic;
 use crate::status::Status;
-use crate::{ms_ceil, Inner, Key, Slot};
+use crate::cache::{Inner, Slot};
+use crate::config::ms_ceil;
+use crate::Key;
 use std::ffi::{c_void, CString};
 use std::os::raw::c_int;
 use std::path::PathBuf;
