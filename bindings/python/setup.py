@@ -93,7 +93,10 @@ def read_sources(root, conditions):
 
 
 def extension():
-    own = [os.path.join("src", f) for f in ("module.c", "cache.c", "tier.c")]
+    # The binding's own sources (src/): the module, Key and Fingerprint, Cache
+    # (its type, its lookups, its stats and events), the tiers and programs.
+    own = [os.path.join("src", f) for f in ("module.c", "key.c", "cache.c", "cache_lookup.c",
+                                            "cache_stats.c", "tier.c")]
     args = ["-std=gnu11", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]
     if os.environ.get("CCACHE_USE_INSTALLED") == "1":
         def pc(*a):

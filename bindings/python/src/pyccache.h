@@ -68,4 +68,27 @@ int pyc_gil_ensure(PyGILState_STATE *g);
 /* Attach a Python codec to a cache being opened; 0 or -1. */
 int pyc_codec_setup(CacheObject *self, PyObject *codec);
 
+/* The Cache type in three files.  cache.c: the type, open and close; 0, or
+ * -1 with ClosedError / the argument's error set. */
+int pyc_cache_check_open(CacheObject *self);
+KeyObject *pyc_cache_key_arg(CacheObject *self, PyObject *o);
+/* cache_lookup.c: the closure and program tables (Cache's methods). */
+PyObject *pyc_Cache_get_or_compile(CacheObject *self, PyObject *const *args, Py_ssize_t n);
+PyObject *pyc_Cache_fetch(CacheObject *self, PyObject *const *args, Py_ssize_t n);
+PyObject *pyc_Cache_put(CacheObject *self, PyObject *args, PyObject *kw);
+PyObject *pyc_Cache_remove(CacheObject *self, PyObject *ko);
+PyObject *pyc_Cache_clear(CacheObject *self, PyObject *unused);
+PyObject *pyc_Cache_sweep(CacheObject *self, PyObject *unused);
+PyObject *pyc_Cache_program(CacheObject *self, PyObject *args, PyObject *kw);
+PyObject *pyc_Cache_intern(CacheObject *self, PyObject *args, PyObject *kw);
+PyObject *pyc_Cache_program_fetch(CacheObject *self, PyObject *ko);
+/* cache_stats.c: stats, limits and the event hook. */
+PyObject *pyc_Cache_stats(CacheObject *self, PyObject *unused);
+PyObject *pyc_Cache_limits(CacheObject *self, void *c);
+PyObject *pyc_Cache_set_limits(CacheObject *self, PyObject *args, PyObject *kw);
+/* A bound argument: None is CCACHE_UNBOUNDED, else an int >= 1; 0 or -1. */
+int pyc_bound_arg(PyObject *v, uint64_t *out);
+/* The library's on_event callback; ctx is the CacheObject. */
+void pyc_cache_on_event(void *ctx, const ccache_event *ev);
+
 #endif
