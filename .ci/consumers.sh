@@ -34,8 +34,11 @@ cmake --install "$work/lib" --prefix "$prefix" >>"$work/lib.log" 2>&1 || { cat "
 
 step "installed files"
 libdir=$prefix/lib
-for f in include/ccache.h include/ccache/common.h include/ccache/cache.h include/ccache/tier.h \
-         include/ccache/fp.h lib/libccache.a lib/libccache.so lib/libccache.so.0 \
+for f in include/ccache.h include/ccache/common.h include/ccache/cache.h include/ccache/program.h \
+         include/ccache/closure.h include/ccache/flight.h include/ccache/stats.h \
+         include/ccache/tier.h include/ccache/tier_ops.h include/ccache/tier_disk.h \
+         include/ccache/tier_redis.h include/ccache/fp.h include/ccache/trust.h \
+         lib/libccache.a lib/libccache.so lib/libccache.so.0 \
          lib/cmake/ccache/ccacheConfig.cmake lib/cmake/ccache/ccacheConfigVersion.cmake \
          lib/cmake/ccache/ccacheTargets.cmake lib/pkgconfig/ccache.pc; do
   [[ -e $prefix/$f ]] || fail "missing $f"
@@ -73,7 +76,8 @@ while IFS= read -r h; do
   done
   n_hdr=$((n_hdr + 1))
 done < <(cd "$prefix/include" && find . -name '*.h' | sed 's/^\.\///' | sort)
-[[ $n_hdr == 6 ]] || fail "$n_hdr installed headers, want 6 (ccache.h and ccache/{common,cache,tier,fp,trust}.h)"
+[[ $n_hdr == 13 ]] ||
+  fail "$n_hdr installed headers, want 13 (ccache.h and ccache/{common,cache,program,closure,flight,stats,tier,tier_ops,tier_disk,tier_redis,fp,trust}.h)"
 echo "  $n_hdr headers: ok"
 
 step "the key tool is installed and makes a key pair (closure-cache-keys generate)"

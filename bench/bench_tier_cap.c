@@ -6,7 +6,7 @@
  * file system (not from the library's own running total).
  *
  * The clean runs on the tier's cleaner thread (issue 20), and the bound the
- * tier keeps (include/ccache/tier.h, issue 34) is cap + cap / 10 + one entry
+ * tier keeps (include/ccache/tier_disk.h, issue 34) is cap + cap / 10 + one entry
  * per write in progress: a write that finds the total over cap + cap / 10
  * waits (at most io_lock_ms) for the cleaner.  Three phases:
  *  - the cap itself: after a put that finds the directory over the cap, the

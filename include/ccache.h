@@ -224,10 +224,17 @@
 #ifndef CCACHE_H
 #define CCACHE_H
 
-#include "ccache/common.h" /* export macro, versions, status codes, keys, handles */
-#include "ccache/cache.h"  /* configuration, the two tables, single-flight, stats */
-#include "ccache/tier.h"   /* persistent tiers: codec, custom, directory, Redis */
-#include "ccache/fp.h"     /* structural fingerprints */
-#include "ccache/trust.h"  /* signed tier entries: keys */
+#include "ccache/common.h"     /* export macro, versions, status codes, keys, handles */
+#include "ccache/cache.h"      /* configuration, open and close, bounds, default instance */
+#include "ccache/program.h"    /* the program table */
+#include "ccache/closure.h"    /* the closure table */
+#include "ccache/flight.h"     /* single-flight get-or-compile */
+#include "ccache/stats.h"      /* statistics, events */
+#include "ccache/tier.h"       /* persistent tiers: codec, health */
+#include "ccache/tier_ops.h"   /* custom tier backends */
+#include "ccache/tier_disk.h"  /* the directory tier */
+#include "ccache/tier_redis.h" /* the Redis tier */
+#include "ccache/fp.h"         /* structural fingerprints */
+#include "ccache/trust.h"      /* signed tier entries: keys */
 
 #endif /* CCACHE_H */

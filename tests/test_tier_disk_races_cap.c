@@ -26,7 +26,7 @@
 
 /* ----------------------------------------- the cap under 8 writers */
 
-/* The bound the tier keeps (include/ccache/tier.h, max_bytes): entry bytes
+/* The bound the tier keeps (include/ccache/tier_disk.h, max_bytes): entry bytes
  * <= cap + cap / 10 + one entry, however slow the writers (valgrind: each
  * ~50x slower).  8 processes, each one thread writing 150 entries of 4000
  * bytes (4.8 MB in all) as fast as it can into a 256 KiB cap, keys spread

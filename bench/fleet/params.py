@@ -73,7 +73,7 @@ def op_bytes(lease_ms, signed=False):
 # ------------------------------------------------------------ settings
 class Settings:
     """The tier's options that the model depends on (ccache_redis_options
-    defaults, include/ccache/tier.h)."""
+    defaults, include/ccache/tier_redis.h)."""
 
     def __init__(self, lease_ms=10000, poll_ms=5, poll_max_ms=200, wait_ms=120000, idle_max=8,
                  idle_close_ms=20000, signed=False):

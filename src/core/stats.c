@@ -112,4 +112,4 @@ int ccache_stats_format(const ccache_stats *s, char *buf, size_t len) {
 
 /* A field added to ccache_stats must be added to CCACHE_STATS_FIELDS too. */
 _Static_assert(offsetof(ccache_stats, heavy_barriers) + sizeof(uint64_t) == sizeof(ccache_stats),
-               "ccache_stats gained a field: add it to CCACHE_STATS_FIELDS (cache.h)");
+               "ccache_stats gained a field: add it to CCACHE_STATS_FIELDS (ccache/stats.h)");

@@ -64,7 +64,7 @@ PyObject *pyc_raise(int status, const char *detail) {
 
 /* ---- Stats and Event ---------------------------------------------------- */
 
-/* Every ccache_stats field, from the library's own list (cache.h). */
+/* Every ccache_stats field, from the library's own list (ccache/stats.h). */
 #define PYC_STATS_FIELDS(X) CCACHE_STATS_FIELDS(X)
 
 #define PYC_FIELD(name) {#name, NULL},

@@ -11,8 +11,10 @@
 #![allow(non_camel_case_types, missing_docs)]
 
 // One file per header the declarations mirror (ffi/common.rs for
-// ccache/common.h, and cache, tier, fp, trust likewise), all re-exported
-// here: every name stays `ccache::ffi::NAME`.
+// ccache/common.h, and cache, tier, fp, trust likewise; cache.rs also holds
+// what ccache/cache.h includes from program.h, closure.h, flight.h and
+// stats.h, tier.rs what ccache/tier.h includes from tier_disk.h and
+// tier_redis.h), all re-exported here: every name stays `ccache::ffi::NAME`.
 mod cache;
 mod common;
 mod fp;

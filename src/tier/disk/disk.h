@@ -85,7 +85,7 @@ static inline uint64_t ccache__disk_bound(uint64_t cap) {
 }
 
 /* ---------------------------------------------------------- disk_entry.c */
-/* The tier's entry ops (ccache_tier_ops in tier.h gives their contract;
+/* The tier's entry ops (ccache_tier_ops in tier_ops.h gives their contract;
  * state is the disk). */
 int ccache__disk_get_bounded(void *state, ccache_key key, uint64_t max_len, void **blob,
                              size_t *len);

@@ -1,6 +1,7 @@
-//! What `ccache/cache.h` declares: the configuration and its callbacks, the
-//! events, the statistics, and the calls on a cache (part of
-//! [`crate::ffi`]: see there).
+//! What `ccache/cache.h` declares, with the headers it includes: the
+//! configuration and its callbacks (cache.h), the events and the statistics
+//! (stats.h), and the calls on a cache (cache.h, program.h, closure.h,
+//! flight.h) (part of [`crate::ffi`]: see there).
 
 use super::common::{ccache, ccache_key, ccache_lease, ccache_program, ccache_strong_key, ccache_tier};
 use super::tier::{ccache_codec, ccache_tier_health};

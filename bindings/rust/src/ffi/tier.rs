@@ -1,6 +1,7 @@
-//! What `ccache/tier.h` declares: the codec, the tiers' health, the
-//! directory and Redis tiers' options and constructors (part of
-//! [`crate::ffi`]: see there).
+//! What `ccache/tier.h` declares, with the headers it includes: the codec,
+//! the tiers' health (tier.h), the directory and Redis tiers' options and
+//! constructors (tier_disk.h, tier_redis.h) (part of [`crate::ffi`]: see
+//! there).
 
 use super::common::{ccache_key, ccache_tier};
 use std::os::raw::{c_char, c_int, c_void};
