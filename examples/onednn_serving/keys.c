@@ -12,7 +12,7 @@ static void fp_tensor(ccache_fp *fp, const tensor_spec *t) {
 /* The structure's fields, after the builder's start. */
 static void fp_structure_fields(ccache_fp *fp, const prim_spec *s) {
   ccache_fp_str(fp, "onednn-2.6/cpu", 14);
-  /* Every primitive is built with the user-managed scratchpad (prims.c); a
+  /* Every primitive is built with the user-managed scratchpad (prims_dnnl.c); a
    * primitive built for oneDNN's own scratchpad would be a different program. */
   ccache_fp_u64(fp, (uint64_t)dnnl_scratchpad_mode_user);
   ccache_fp_u64(fp, (uint64_t)s->kind);

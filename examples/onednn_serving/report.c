@@ -1,4 +1,4 @@
-/* report.c: formatting only; every number is computed by main.c. */
+/* report.c: formatting only; every number is computed by main.c and serve.c. */
 #include "report.h"
 
 #include <inttypes.h>
