@@ -23,7 +23,7 @@ ROWS = [
     ("sweep of 10 expired of 1k, another thread reading", "a sweep while another thread reads: membarrier / fenced"),
     ("P6 bytes per closure entry, 1M entries", "bytes per closure entry, 1M entries"),
     ("slowest of 1000 misses, 101000-entry directory", "directory tier at its cap: slowest miss / uncapped"),
-    ("Redis tier fetch (GET + check, no load)", "Redis tier fetch / loopback GET of the same bytes"),
+    ("Redis tier fetch (GET + check, no load)", "Redis tier fetch / loopback TCP round trip of the same bytes"),
     ("kernel_jit disk tier fetch + load of a kernel vs its compile", "kernel_jit: compile / directory-tier fetch + load"),
     ("kernel_jit Redis tier (no disk tier) fetch + load", "kernel_jit: compile / Redis-tier fetch + load"),
     ("callgrind: instructions per Rust hit", "Rust hit / C hit, instructions"),
