@@ -7,6 +7,7 @@
 #include "disk_proc_support.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -149,4 +150,35 @@ void t_total_is_exact(const char *dir, const char *what) {
   print_message("%s: recorded total %llu, entry files %llu (%d entries)\n", what,
                 (unsigned long long)recorded, (unsigned long long)t_tree_bytes, t_tree_entries);
   assert_int_equal(recorded, t_tree_bytes);
+}
+
+/* The child: the size file's byte is offset 0 of <dir>/v1/lock. */
+static void hold_size_lock_and_stop(const char *dir, int ready_w) {
+  char lock[1200];
+  snprintf(lock, sizeof lock, "%s/v1/lock", dir);
+  int fd = open(lock, O_RDWR | O_CLOEXEC);
+  struct flock fl;
+  memset(&fl, 0, sizeof fl);
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0; /* the size file's byte */
+  fl.l_len = 1;
+  if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(10);
+  if (write(ready_w, "r", 1) != 1) _exit(11);
+  raise(SIGSTOP);
+  _exit(0);
+}
+
+pid_t t_stop_holding_size_lock(const char *dir, uint64_t ready_ms, bool *held) {
+  int ready[2];
+  *held = false;
+  if (pipe(ready) != 0) return -1;
+  fflush(NULL);
+  pid_t holder = fork();
+  if (holder == 0) hold_size_lock_and_stop(dir, ready[1]);
+  close(ready[1]);
+  char b;
+  if (holder > 0) *held = t_read_within(ready[0], &b, 1, ready_ms);
+  close(ready[0]);
+  return holder;
 }

@@ -52,6 +52,13 @@ extern _Atomic int t_paused;
  * pauses to the parent (*to_child: write one byte to let it go on). */
 pid_t t_start_child(int (*fn)(const char *), const char *dir, int *from_child, int *to_child);
 
+/* Fork a child that takes the size file's byte lock as a writer does and
+ * stops itself there (SIGSTOP: as by ^Z, a debugger or a cgroup freezer).
+ * Returns its pid (-1 if fork failed); *held is true once the child said,
+ * within ready_ms, that it holds the lock.  The caller puts the pid in
+ * t_kids so the teardown kills it. */
+pid_t t_stop_holding_size_lock(const char *dir, uint64_t ready_ms, bool *held);
+
 /* The total in the size file equals the entry files' bytes (printed with
  * what). */
 void t_total_is_exact(const char *dir, const char *what);

@@ -302,31 +302,11 @@ static void stopped_process_never_hangs_open_or_writes(void **state) {
   t_close(c);
   /* The holder: takes the size file's lock as a writer does, and is
    * stopped there (as by ^Z, a debugger or a cgroup freezer). */
-  int ready[2];
-  assert_int_equal(pipe(ready), 0);
-  fflush(NULL);
-  pid_t holder = fork();
+  bool held;
+  pid_t holder = t_stop_holding_size_lock(dir, 30000, &held);
   assert_true(holder >= 0);
-  if (holder == 0) {
-    char lock[1200];
-    snprintf(lock, sizeof lock, "%s/v1/lock", dir);
-    int fd = open(lock, O_RDWR | O_CLOEXEC);
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = 0; /* the size file's byte */
-    fl.l_len = 1;
-    if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(10);
-    if (write(ready[1], "r", 1) != 1) _exit(11);
-    raise(SIGSTOP);
-    _exit(0);
-  }
   t_kids[0] = holder;
-  close(ready[1]);
-  char b;
-  assert_true(t_read_within(ready[0], &b, 1, 30000));
-  close(ready[0]);
+  assert_true(held);
   int st = 0;
   assert_int_equal(waitpid(holder, &st, WUNTRACED), holder);
   assert_true(WIFSTOPPED(st));

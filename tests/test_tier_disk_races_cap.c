@@ -227,31 +227,11 @@ static void cap_bound_holds_while_the_size_file_is_held(void **state) {
   ccache_tier *t = t_raw_tier(dir, H_CAP); /* the format directory and its size file */
   assert_non_null(t);
   ccache_tier_free(t);
-  int ready[2];
-  assert_int_equal(pipe(ready), 0);
-  fflush(NULL);
-  pid_t holder = fork();
+  bool held;
+  pid_t holder = t_stop_holding_size_lock(dir, 60000, &held);
   assert_true(holder >= 0);
-  if (holder == 0) {
-    char lock[1200];
-    snprintf(lock, sizeof lock, "%s/v1/lock", dir);
-    int fd = open(lock, O_RDWR | O_CLOEXEC);
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = 0; /* the size file's byte */
-    fl.l_len = 1;
-    if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(10);
-    if (write(ready[1], "r", 1) != 1) _exit(11);
-    raise(SIGSTOP);
-    _exit(0);
-  }
   t_kids[0] = holder;
-  close(ready[1]);
-  char b;
-  assert_true(t_read_within(ready[0], &b, 1, 60000));
-  close(ready[0]);
+  assert_true(held);
   int from, to, withheld = -1;
   pid_t pid = t_kids[1] = t_start_child(held_writer, dir, &from, &to);
   assert_true(t_read_within(from, &withheld, sizeof withheld, 120000));
